@@ -1,0 +1,3 @@
+from heldout.cli import main
+
+main()

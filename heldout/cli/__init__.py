@@ -1,0 +1,22 @@
+"""The ``heldout`` command line (typer + rich). Sub-apps are imported here; anything that needs torch is
+imported inside the command that uses it, so ``heldout --help`` and verification never load it."""
+
+from __future__ import annotations
+
+import typer
+
+from heldout.cli import keys_cmd, passport_cmd
+
+app = typer.Typer(
+    name="heldout",
+    help="Sealed held-out audit and transparency log for medical-AI benchmark evaluations.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # locals could hold key material
+    add_completion=False,
+)
+app.add_typer(keys_cmd.app, name="keys")
+app.add_typer(passport_cmd.app, name="passport")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,96 @@
+"""``heldout keys``: the operator's signing keys and the keyring of trusted public keys."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from keys import Signer, TrustedKey, UsageError, verifier_key_string
+from heldout.cli.common import JsonFlag, StoreOption, console, handle_errors, open_store, print_json
+
+app = typer.Typer(help="Signing keys and the keyring of trusted public keys.", no_args_is_help=True)
+
+DEFAULT_NAME = "heldout-operator"
+
+
+@app.command("init")
+@handle_errors
+def init(
+    store: StoreOption = None,
+    name: Annotated[str, typer.Option(help="Signer name (appears in documents and checkpoint notes).")] = DEFAULT_NAME,
+    key_id: Annotated[str | None, typer.Option("--key-id", help="Key id (default: <name>-<fingerprint prefix>).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Generate an Ed25519 signing key in the store's private folder and trust its public key."""
+    st = open_store(store)
+    st.create()
+    signer = Signer.generate(name=name, key_id=key_id or "pending")
+    if key_id is None:
+        signer = _rename(signer, f"{name}-{signer.public_key.fingerprint[:8]}")
+    path = st.private_key_path(signer.key_id)
+    if path.exists():
+        raise UsageError(f"a private key {signer.key_id!r} already exists in {st.private_keys}", key_id=signer.key_id)
+    trusted = TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key)
+    signer.save(path)
+    st.keyring.add(trusted)
+    if as_json:
+        print_json(trusted.to_json())
+    else:
+        console.print(f"created key {signer.key_id} ({signer.name}) in {st.root}")
+        console.print(f"public key {signer.public_key.b64}")
+
+
+def _rename(signer: Signer, key_id: str) -> Signer:
+    # The default key id depends on the public key, which exists only once generated.
+    return Signer.with_key_id(signer, key_id)
+
+
+@app.command("list")
+@handle_errors
+def list_keys(store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """List the trusted public keys of the store."""
+    st = open_store(store)
+    keys = st.keyring.list()
+    private = {p.stem for p in st.private_keys.glob("*.key")} if st.private_keys.is_dir() else set()
+    if as_json:
+        print_json([{**k.to_json(), "has_private_key": k.key_id in private} for k in keys])
+        return
+    table = Table(title=f"keys in {st.root}")
+    for column in ("key id", "name", "public key (base64)", "private"):
+        table.add_column(column)
+    for k in keys:
+        table.add_row(k.key_id, k.name, k.public_key.b64, "yes" if k.key_id in private else "")
+    console.print(table)
+
+
+@app.command("show")
+@handle_errors
+def show(key_id: str, store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """Show one trusted key: id, name, base64, fingerprint and note verifier key."""
+    k = open_store(store).keyring.get(key_id)
+    if as_json:
+        print_json(k.to_json())
+        return
+    for field, value in k.to_json().items():
+        console.print(f"{field}: {value}")
+
+
+@app.command("export-public")
+@handle_errors
+def export_public(
+    key_id: str,
+    store: StoreOption = None,
+    fmt: Annotated[str, typer.Option("--format", help="json | b64 | note")] = "json",
+) -> None:
+    """Print a public key for others to trust: the key file (json), base64 (b64) or the note verifier key."""
+    k = open_store(store).keyring.get(key_id)
+    if fmt == "json":
+        print_json(k.to_json())
+    elif fmt == "b64":
+        typer.echo(k.public_key.b64)
+    elif fmt == "note":
+        typer.echo(verifier_key_string(k.name, k.public_key))
+    else:
+        raise UsageError("--format is one of json, b64, note", found=fmt)

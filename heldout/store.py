@@ -1,0 +1,99 @@
+"""The store: one directory of data, never inside the source tree (DESIGN.md, "The store").
+
+``ledgers/`` SQLite ledgers; ``blobs/sha256/`` content-addressed files; ``seals/`` signed seal manifests;
+``keys/`` trusted public keys; ``passports/``; ``audit/`` reports; ``private/`` (0700) private keys, pools,
+salts and sealed labels. Nothing under ``private/`` is exported, logged or printed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from keys import Keyring, Signer, UsageError
+from keys.files import ensure_private_dir
+
+STORE_ENV = "HELDOUT_STORE"
+
+
+def default_store_path() -> Path:
+    """``$HELDOUT_STORE``, else ``$XDG_DATA_HOME/heldout``, else ``~/.local/share/heldout``."""
+    env = os.environ.get(STORE_ENV)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "heldout"
+
+
+@dataclass(frozen=True)
+class Store:
+    root: Path
+
+    @classmethod
+    def open(cls, root: Path | None = None) -> Store:
+        return cls((root or default_store_path()).expanduser().resolve())
+
+    @property
+    def ledgers(self) -> Path:
+        return self.root / "ledgers"
+
+    @property
+    def blobs(self) -> Path:
+        return self.root / "blobs" / "sha256"
+
+    @property
+    def seals(self) -> Path:
+        return self.root / "seals"
+
+    @property
+    def keys(self) -> Path:
+        return self.root / "keys"
+
+    @property
+    def passports(self) -> Path:
+        return self.root / "passports"
+
+    @property
+    def audit(self) -> Path:
+        return self.root / "audit"
+
+    @property
+    def private(self) -> Path:
+        return self.root / "private"
+
+    @property
+    def private_keys(self) -> Path:
+        return self.private / "keys"
+
+    @property
+    def keyring(self) -> Keyring:
+        return Keyring(self.keys)
+
+    def create(self) -> None:
+        """Create the layout; ``private/`` is 0700 from its first instant."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for folder in (self.ledgers, self.blobs, self.seals, self.keys, self.passports, self.audit):
+            folder.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(self.private)
+        ensure_private_dir(self.private_keys)
+
+    def private_key_path(self, key_id: str) -> Path:
+        return self.private_keys / f"{key_id}.key"
+
+    def load_signer(self, key_id: str | None = None) -> Signer:
+        """Load a private key by id, or the only one when the store holds exactly one."""
+        if key_id is None:
+            found = sorted(self.private_keys.glob("*.key")) if self.private_keys.is_dir() else []
+            if len(found) != 1:
+                raise UsageError(
+                    f"the store at {self.root} holds {len(found)} private keys; name one with --key-id"
+                    if found else f"no private key in the store at {self.root}; run: heldout keys init",
+                    store=str(self.root),
+                )
+            return Signer.load(found[0])
+        path = self.private_key_path(key_id)
+        if not path.exists():
+            raise UsageError(f"no private key {key_id!r} in the store at {self.root}", key_id=key_id)
+        return Signer.load(path)

@@ -1,0 +1,62 @@
+"""File permissions for private material: 0600 files inside 0700 folders, refused when more open."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from keys.errors import KeyFileError
+
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) with mode 0700, or refuse an existing one that others can open."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    check_private_dir(path)
+    return path
+
+
+def check_private_dir(path: Path) -> None:
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise KeyFileError(
+            f"private folder {path} is open to others (mode {mode:04o}); run: chmod 700 {path}",
+            path=str(path), expected="0700", found=f"{mode:04o}",
+        )
+
+
+def check_private_file(path: Path) -> None:
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise KeyFileError(
+            f"private file {path} is open to others (mode {mode:04o}); run: chmod 600 {path}",
+            path=str(path), expected="0600", found=f"{mode:04o}",
+        )
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new 0600 file atomically; the file never exists with wider permissions."""
+    ensure_private_dir(path.parent)
+    if path.exists():
+        raise KeyFileError(f"refusing to overwrite existing private file {path}", path=str(path))
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)  # umask cannot widen it, but be explicit
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.link(tmp, path)  # fails if someone created path meanwhile: never clobber a key
+    os.unlink(tmp)
+
+
+def read_private_file(path: Path) -> bytes:
+    if not path.is_file():
+        raise KeyFileError(f"no private key file at {path}", path=str(path))
+    check_private_dir(path.parent)
+    check_private_file(path)
+    return path.read_bytes()

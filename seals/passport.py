@@ -1,0 +1,131 @@
+"""The passport: a signed evidence record for one model, in the reference deployment's format.
+
+``Passport.from_json`` validates the shape of every member the verifier relies on; ``verify_passport`` checks
+the signature against a trusted key first (so a changed value reports as a bad signature, the real cause),
+then the shape, then the time.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from keys import MalformedInput, PublicKey, TrustedKey
+from seals.signing import Issuer, VerifiedDocument, verify_document
+from seals.timeutil import format_utc, parse_utc
+
+PASSPORT_VERSION = "0.1"
+TOP_LEVEL_MEMBERS = (
+    "canonicalisation", "computed", "declared", "expiry_basis", "expiry_utc", "issued_utc", "issuer",
+    "observed", "passport_version", "signature", "spec_version", "subject",
+)
+COMPUTED_MEMBERS = ("audit", "cross_site", "evaluations", "heldout", "sources")
+
+
+def _require(body: dict[str, Any], member: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if member not in body:
+        raise MalformedInput(f"passport lacks {where}{member}", field=f"{where}{member}")
+    value = body[member]
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise MalformedInput(f"passport {where}{member} is not {names}", field=f"{where}{member}",
+                             found=type(value).__name__)
+    return value
+
+
+@dataclass(frozen=True)
+class Passport:
+    """A parsed passport. ``raw`` is the document exactly as read (signature included)."""
+
+    raw: dict[str, Any]
+    passport_version: str
+    spec_version: str
+    model_id: str
+    issuer: Issuer
+    issued: datetime
+    expiry: datetime
+    expiry_basis: str
+    evaluations: tuple[dict[str, Any], ...]
+    heldout: dict[str, Any] | None
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Passport:
+        if not isinstance(doc, dict):
+            raise MalformedInput("passport is not a JSON object")
+        for member in TOP_LEVEL_MEMBERS:
+            if member not in doc:
+                raise MalformedInput(f"passport lacks {member}", field=member)
+        subject = _require(doc, "subject", dict, "")
+        computed = _require(doc, "computed", dict, "")
+        for member in COMPUTED_MEMBERS:
+            if member not in computed:
+                raise MalformedInput(f"passport lacks computed.{member}", field=f"computed.{member}")
+        evaluations = _require(computed, "evaluations", list, "computed.")
+        for i, evaluation in enumerate(evaluations):
+            if not isinstance(evaluation, dict):
+                raise MalformedInput(f"computed.evaluations[{i}] is not an object", field=f"computed.evaluations[{i}]")
+        _require(computed, "sources", list, "computed.")
+        heldout = _require(computed, "heldout", (dict, type(None)), "computed.")
+        return cls(
+            raw=doc,
+            passport_version=_require(doc, "passport_version", str, ""),
+            spec_version=_require(doc, "spec_version", str, ""),
+            model_id=_require(subject, "model_id", str, "subject."),
+            issuer=Issuer.from_json(doc["issuer"]),
+            issued=parse_utc(_require(doc, "issued_utc", str, ""), what="issued_utc"),
+            expiry=parse_utc(_require(doc, "expiry_utc", str, ""), what="expiry_utc"),
+            expiry_basis=_require(doc, "expiry_basis", str, ""),
+            evaluations=tuple(evaluations),
+            heldout=heldout,
+        )
+
+
+class PassportState(enum.Enum):
+    VALID = "valid"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True)
+class PassportVerdict:
+    """The outcome of a passport whose signature verified: its state at the reference time."""
+
+    passport: Passport
+    verified: VerifiedDocument
+    at: datetime
+    state: PassportState
+
+    @property
+    def line(self) -> str:
+        issuer = self.passport.issuer
+        head = f"signature valid, issued by {issuer.name} under key {issuer.key_id}"
+        if self.state is PassportState.EXPIRED:
+            return f"{head}, expired {format_utc(self.passport.expiry)}"
+        return f"{head}, valid until {format_utc(self.passport.expiry)}"
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.passport
+        return {
+            "signature_valid": True,
+            "state": self.state.value,
+            "model_id": p.model_id,
+            "issuer": p.issuer.to_json(),
+            "issued_utc": format_utc(p.issued),
+            "expiry_utc": format_utc(p.expiry),
+            "expiry_basis": p.expiry_basis,
+            "checked_at": format_utc(self.at),
+            "verdict": self.line,
+        }
+
+
+def verify_passport(doc: Any, trusted: PublicKey | TrustedKey, *, at: datetime) -> PassportVerdict:
+    """Verify a passport's signature under a trusted key, its shape, and its expiry at ``at``.
+
+    Raises for a document that fails (signature, key, shape). An expired passport is not an exception at this
+    level: the verdict says so, and the caller maps it to exit 3 while still reporting the signature valid.
+    """
+    verified = verify_document(doc, trusted, what="passport")
+    passport = Passport.from_json(doc)
+    state = PassportState.EXPIRED if at >= passport.expiry else PassportState.VALID
+    return PassportVerdict(passport=passport, verified=verified, at=at, state=state)

@@ -1,0 +1,39 @@
+"""UTC times: one textual form (``YYYY-MM-DDTHH:MM:SSZ``), parsing that names what it refused, and an
+injectable clock so nothing depends on today's date."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from keys.errors import MalformedInput, UsageError
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def parse_utc(text: str, *, what: str = "time", usage: bool = False) -> datetime:
+    """Parse an ISO 8601 time. A naive time or a date alone is taken as UTC. ``usage=True`` raises a
+    usage error (exit 2) for command-line arguments; otherwise a malformed-input error (exit 1)."""
+    error = UsageError if usage else MalformedInput
+    if not isinstance(text, str):
+        raise error(f"{what} is not a string", found=type(text).__name__)
+    raw = text.strip()
+    try:
+        parsed = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw)
+    except ValueError:
+        raise error(f"{what} {text!r} is not an ISO 8601 time such as 2026-08-04T00:00:00Z",
+                    found=text[:60]) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def format_utc(moment: datetime) -> str:
+    """``2026-09-20T00:00:00Z``: seconds precision, always UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
