@@ -22,9 +22,14 @@ def b64decode_strict(text: str, *, what: str) -> bytes:
     if not isinstance(text, str):
         raise MalformedInput(f"{what} is not a base64 string", found=type(text).__name__)
     try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError, ValueError) as exc:
         raise MalformedInput(f"{what} is not valid base64", found=text[:80]) from exc
+    # Python ignores the unused low bits of the last character, so several texts decode to one value.
+    # Accept only the canonical text, or a signed document could change without its signature failing.
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise MalformedInput(f"{what} is not canonical base64", found=text[:80])
+    return raw
 
 
 def b64encode(raw: bytes) -> str:

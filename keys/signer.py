@@ -91,7 +91,7 @@ class Signer:
 
             seed = b64decode(body["seed_b64"], validate=True)
             signer = cls.from_seed(seed, name=body["name"], key_id=body["key_id"])
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError):
             # Deliberately no detail from the file: it holds the seed.
             raise KeyFileError(f"private key file {path} is not a heldout key file", path=str(path)) from None
         if body.get("public_key_b64") != signer.public_key.b64:

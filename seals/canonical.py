@@ -36,9 +36,8 @@ def _numpy_to_python(value: Any) -> Any:
     """Convert numpy scalars and arrays without importing numpy (the auditor's install has it, but the
     rule is explicit conversion: we look at the type's module, never call ``float()`` on unknown objects)."""
     module = type(value).__module__
-    if module == "numpy" or module.startswith("numpy."):
-        if hasattr(value, "tolist"):
-            return value.tolist()
+    if (module == "numpy" or module.startswith("numpy.")) and hasattr(value, "tolist"):
+        return value.tolist()
     return value
 
 
@@ -96,6 +95,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _parse_int(text: str) -> int | float:
+    # JSON numbers are IEEE doubles (I-JSON): an integer literal beyond 2^53 is a float written without a
+    # fraction (RFC 8785 emits 2^53 as "9007199254740992"), so read it back as that float.
+    value = int(text)
+    return value if abs(value) <= MAX_SAFE_INTEGER else float(text)
+
+
 def parse_json(data: bytes | str, *, what: str = "document") -> Any:
     """Strict JSON: UTF-8, no duplicate members (they would let two readers see two documents), no
     NaN/Infinity literals. Raises :class:`MalformedInput` naming the document and the position."""
@@ -107,7 +113,9 @@ def parse_json(data: bytes | str, *, what: str = "document") -> Any:
     if not data.strip():
         raise MalformedInput(f"{what} is empty")
     try:
-        return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+        return json.loads(
+            data, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant, parse_int=_parse_int
+        )
     except json.JSONDecodeError as exc:
         raise MalformedInput(
             f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",

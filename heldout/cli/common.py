@@ -14,9 +14,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from heldout.store import Store
 from keys import HeldoutError
 from seals import parse_utc, system_clock
-from heldout.store import Store
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from keys import Signer, TrustedKey, UsageError, verifier_key_string
 from heldout.cli.common import JsonFlag, StoreOption, console, handle_errors, open_store, print_json
+from keys import Signer, TrustedKey, UsageError, verifier_key_string
 
 app = typer.Typer(help="Signing keys and the keyring of trusted public keys.", no_args_is_help=True)
 
@@ -20,7 +20,9 @@ DEFAULT_NAME = "heldout-operator"
 def init(
     store: StoreOption = None,
     name: Annotated[str, typer.Option(help="Signer name (appears in documents and checkpoint notes).")] = DEFAULT_NAME,
-    key_id: Annotated[str | None, typer.Option("--key-id", help="Key id (default: <name>-<fingerprint prefix>).")] = None,
+    key_id: Annotated[
+        str | None, typer.Option("--key-id", help="Key id (default: <name>-<fingerprint prefix>).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Generate an Ed25519 signing key in the store's private folder and trust its public key."""

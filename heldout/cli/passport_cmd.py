@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from keys import MalformedInput, PublicKey, TrustedKey, UntrustedKey, UsageError, parse_key_argument
-from seals import PassportState, parse_json_object, verify_passport
 from heldout.cli.common import (
     JsonFlag,
     StoreOption,
@@ -18,6 +16,8 @@ from heldout.cli.common import (
     print_json,
     reference_time,
 )
+from keys import MalformedInput, PublicKey, TrustedKey, UntrustedKey, UsageError, parse_key_argument
+from seals import PassportState, parse_json_object, verify_passport
 
 app = typer.Typer(help="Signed evidence records for one model.", no_args_is_help=True)
 

@@ -1,0 +1,54 @@
+"""Shared fixtures: deterministic keys from fixed seeds, the shared reference files, an isolated store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from keys import Signer, TrustedKey
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("HELDOUT_SHARED", REPO_ROOT.parent / "shared"))
+REFERENCE_PASSPORT = Path(
+    os.environ.get("HELDOUT_REFERENCE", SHARED / "reference")
+) / "biomedclip_zeroshot.passport.json"
+REFERENCE_KEY_B64 = "0PBCC6mjzcppR5QdPcK7vP/AamB6MP8l1T4ypMYbsMw="
+
+
+def seeded_signer(i: int, *, name: str = "test-operator", key_id: str | None = None) -> Signer:
+    """A deterministic Ed25519 key: seed = 32 copies of byte ``i``."""
+    return Signer.from_seed(bytes([i]) * 32, name=name, key_id=key_id or f"test-key-{i}")
+
+
+@pytest.fixture
+def signer() -> Signer:
+    return seeded_signer(1)
+
+
+@pytest.fixture
+def other_signer() -> Signer:
+    return seeded_signer(2, name="someone-else")
+
+
+@pytest.fixture
+def trusted(signer: Signer) -> TrustedKey:
+    return TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key)
+
+
+@pytest.fixture
+def reference_passport_path() -> Path:
+    if not REFERENCE_PASSPORT.is_file():
+        pytest.fail(f"reference passport not found at {REFERENCE_PASSPORT} (set HELDOUT_REFERENCE)")
+    return REFERENCE_PASSPORT
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty store location; HELDOUT_STORE points at it so no test touches the user's store."""
+    path = tmp_path / "store"
+    monkeypatch.setenv("HELDOUT_STORE", str(path))
+    return path

@@ -1,0 +1,143 @@
+"""RFC 8785 conformance (the RFC's own examples) and this project's emit rule for floats."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from keys import MalformedInput
+from seals import CanonicalError, canonical_bytes, jcs_bytes, parse_json, parse_json_object, prepare
+
+# RFC 8785 Appendix B: IEEE-754 bit patterns and their canonical serialisation.
+RFC8785_NUMBERS = [
+    ("0000000000000000", "0"),
+    ("8000000000000000", "0"),  # minus zero
+    ("0000000000000001", "5e-324"),
+    ("8000000000000001", "-5e-324"),
+    ("7fefffffffffffff", "1.7976931348623157e+308"),
+    ("ffefffffffffffff", "-1.7976931348623157e+308"),
+    ("4340000000000000", "9007199254740992"),
+    ("c340000000000000", "-9007199254740992"),
+    ("4430000000000000", "295147905179352830000"),
+    ("44b52d02c7e14af5", "9.999999999999997e+22"),
+    ("44b52d02c7e14af6", "1e+23"),
+    ("44b52d02c7e14af7", "1.0000000000000001e+23"),
+    ("444b1ae4d6e2ef4e", "999999999999999700000"),
+    ("444b1ae4d6e2ef4f", "999999999999999900000"),
+    ("444b1ae4d6e2ef50", "1e+21"),
+    ("3eb0c6f7a0b5ed8c", "9.999999999999997e-7"),
+    ("3eb0c6f7a0b5ed8d", "0.000001"),
+    ("41b3de4355555553", "333333333.3333332"),
+    ("41b3de4355555554", "333333333.33333325"),
+    ("41b3de4355555555", "333333333.3333333"),
+    ("41b3de4355555556", "333333333.3333334"),
+    ("41b3de4355555557", "333333333.33333343"),
+    ("becbf647612f3696", "-0.0000033333333333333333"),
+    ("43143ff3c1cb0959", "1424953923781206.2"),
+]
+
+
+def from_bits(hex_bits: str) -> float:
+    return struct.unpack(">d", bytes.fromhex(hex_bits))[0]
+
+
+@pytest.mark.parametrize(("bits", "expected"), RFC8785_NUMBERS)
+def test_rfc8785_number_formatting(bits: str, expected: str) -> None:
+    assert jcs_bytes(from_bits(bits)) == expected.encode()
+
+
+@pytest.mark.parametrize(("value", "expected"), [(1e21, "1e+21"), (1e-7, "1e-7"), (-0.0, "0"), (5e-324, "5e-324"),
+                                                 (1e20, "100000000000000000000"), (0.1, "0.1"), (100.0, "100")])
+def test_number_formatting_edges(value: float, expected: str) -> None:
+    assert jcs_bytes(value) == expected.encode()
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_refused(value: float) -> None:
+    with pytest.raises(CanonicalError):
+        jcs_bytes(value)
+    with pytest.raises(CanonicalError):
+        canonical_bytes({"x": [value]})
+
+
+def test_rfc8785_string_escaping() -> None:
+    # RFC 8785 3.2.2.2: only the mandatory escapes, lower-case hex, everything else literal UTF-8.
+    value = "\u20ac$\u000f\nA'B\"\\\\\"/"
+    assert jcs_bytes(value) == '"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"'.encode()
+
+
+def test_rfc8785_full_example() -> None:
+    # RFC 8785 3.2.2: the complete example, parsed from its JSON text.
+    source = (
+        '{"numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],'
+        ' "string": "\\u20ac$\\u000F\\u000aA\'\\u0042\\u0022\\u005c\\\\\\"\\/", "literals": [null, true, false]}'
+    )
+    expected = (
+        '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],'
+        '"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}'
+    )
+    assert jcs_bytes(parse_json(source)) == expected.encode()
+
+
+def test_rfc8785_key_order_by_utf16_code_units() -> None:
+    # RFC 8785 3.2.3: U+1F600 (surrogates D83D DE00) sorts before U+FB33 in UTF-16, unlike in code points.
+    value = {"\u20ac": 1, "\r": 2, "\ufb33": 3, "1": 4, "\U0001f600": 5, "\u0080": 6, "\u00f6": 7}
+    order = [k for k in parse_json(jcs_bytes(value))]
+    assert order == ["\r", "1", "\u0080", "\u00f6", "\u20ac", "\U0001f600", "\ufb33"]
+
+
+def test_emit_rule_rounds_floats_once_to_six_decimals_half_even() -> None:
+    assert canonical_bytes([1.2345674, 1.2345676]) == b"[1.234567,1.234568]"
+    # Exact binary ties (k/128) go to the even sixth decimal: banker's rounding on the decimal value.
+    assert canonical_bytes([0.0078125, 0.0234375]) == b"[0.007812,0.023438]"
+    assert prepare(0.0078125) == 0.007812
+    assert canonical_bytes({"a": 1e-7}) == b'{"a":0}'
+    assert canonical_bytes({"a": -1e-9}) == b'{"a":0}'  # no "-0"
+    assert canonical_bytes([1.5, 3, True, None]) == b"[1.5,3,true,null]"
+
+
+def test_numpy_scalars_and_arrays_are_converted_explicitly() -> None:
+    value = {"f": np.float32(0.25), "i": np.int64(7), "b": np.bool_(True), "a": np.array([[1, 2], [3, 4]])}
+    assert canonical_bytes(value) == b'{"a":[[1,2],[3,4]],"b":true,"f":0.25,"i":7}'
+    with pytest.raises(CanonicalError):
+        canonical_bytes({"x": np.float64("nan")})
+
+
+def test_unsupported_values_refused() -> None:
+    with pytest.raises(CanonicalError):
+        canonical_bytes({1: "non-string key"})
+    with pytest.raises(CanonicalError):
+        canonical_bytes({"x": object()})
+    with pytest.raises(CanonicalError):
+        canonical_bytes({"x": 2**60})
+
+
+@pytest.mark.parametrize("text", ['{"a":1,"a":2}', '{"a": NaN}', '{"a": Infinity}', '{"a":', "", "\xff"])
+def test_strict_parsing_refuses(text: str) -> None:
+    with pytest.raises(MalformedInput):
+        parse_json(text.encode("latin-1"))
+
+
+def test_parse_json_object_refuses_non_objects() -> None:
+    with pytest.raises(MalformedInput, match="not an object"):
+        parse_json_object(b"[1,2]")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False, width=64) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_canonical_round_trip_is_a_fixed_point(value: object) -> None:
+    once = canonical_bytes(value)
+    assert jcs_bytes(parse_json(once)) == once
+    assert canonical_bytes(parse_json(once)) == once
