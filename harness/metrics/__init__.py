@@ -1,0 +1,92 @@
+"""MedEval-1 v0.1 metrics: every formula of ../shared/MEDEVAL-1.md as pure numpy functions.
+
+Imports only numpy, the standard library and ``seals``/``keys`` (never torch), so the audit can re-derive
+every evaluation object from stored predictions without a model. Public surface:
+
+* constants: :data:`SPEC_VERSION`, :data:`TEMPLATES`, :data:`CORRUPTIONS`, :data:`ACQUISITIONS`,
+  :data:`SEVERITIES`, :data:`COMPOSITE_WEIGHTS`, :data:`ROBUSTNESS_SUBSET_MAX`,
+  :data:`LATENCY_REFERENCE_SECONDS`, :data:`TRAINING_FRACTIONS`, :data:`B`;
+* :func:`subset_indices` and one function per dimension plus :func:`composite`;
+* :class:`StoredPredictions` (the npz blob), :class:`EvaluationMeta`, :func:`build_evaluation`,
+  :func:`rederive`, :func:`check_rederived`.
+"""
+
+from .dimensions import (
+    accuracy,
+    acquisition,
+    calibration,
+    composite,
+    corruption,
+    cost,
+    evaluated_cases,
+    limited_data,
+    n_cases_for,
+    spec_sensitivity,
+    subgroup,
+    subset_indices,
+    uncertainty,
+)
+from .evaluation import (
+    LIMITATION_INPUT_FIELDS,
+    EvaluationMeta,
+    build_evaluation,
+    check_rederived,
+    compute_dimensions,
+    first_difference,
+    rederive,
+)
+from .spec import (
+    ACQUISITIONS,
+    COMPOSITE_WEIGHTS,
+    CORRUPTIONS,
+    DIMENSIONS,
+    LATENCY_REFERENCE_SECONDS,
+    PERTURBATIONS,
+    ROBUSTNESS_SUBSET_MAX,
+    SEVERITIES,
+    SPEC_VERSION,
+    TEMPLATE_IDS,
+    TEMPLATE_TEXTS,
+    TEMPLATES,
+    TRAINING_FRACTIONS,
+    B,
+)
+from .stored import StoredPredictions
+
+__all__ = [
+    "ACQUISITIONS",
+    "COMPOSITE_WEIGHTS",
+    "CORRUPTIONS",
+    "DIMENSIONS",
+    "LATENCY_REFERENCE_SECONDS",
+    "LIMITATION_INPUT_FIELDS",
+    "PERTURBATIONS",
+    "ROBUSTNESS_SUBSET_MAX",
+    "SEVERITIES",
+    "SPEC_VERSION",
+    "TEMPLATES",
+    "TEMPLATE_IDS",
+    "TEMPLATE_TEXTS",
+    "TRAINING_FRACTIONS",
+    "B",
+    "EvaluationMeta",
+    "StoredPredictions",
+    "accuracy",
+    "acquisition",
+    "build_evaluation",
+    "calibration",
+    "check_rederived",
+    "composite",
+    "compute_dimensions",
+    "corruption",
+    "cost",
+    "evaluated_cases",
+    "first_difference",
+    "limited_data",
+    "n_cases_for",
+    "rederive",
+    "spec_sensitivity",
+    "subgroup",
+    "subset_indices",
+    "uncertainty",
+]
