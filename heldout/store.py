@@ -97,3 +97,33 @@ class Store:
         if not path.exists():
             raise UsageError(f"no private key {key_id!r} in the store at {self.root}", key_id=key_id)
         return Signer.load(path)
+
+    # --- default ledger and private generation material (generations) ---------------------------------------
+    @property
+    def default_ledger_file(self) -> Path:
+        """``ledgers/DEFAULT``: the id of the ledger commands use when none is named (written by init)."""
+        return self.ledgers / "DEFAULT"
+
+    def default_ledger_id(self) -> str:
+        """The id in ``ledgers/DEFAULT``; a usage error (run ``heldout init``) when there is none."""
+        path = self.default_ledger_file
+        if not path.is_file():
+            raise UsageError(f"no default ledger in the store at {self.root}; run: heldout init "
+                             "(or name one with --ledger)", store=str(self.root))
+        return path.read_text().strip()
+
+    def set_default_ledger_id(self, ledger_id: str) -> None:
+        self.ledgers.mkdir(parents=True, exist_ok=True)
+        tmp = self.default_ledger_file.with_name(f".DEFAULT.tmp{os.getpid()}")
+        tmp.write_text(ledger_id + "\n")
+        os.replace(tmp, self.default_ledger_file)
+
+    @property
+    def pools(self) -> Path:
+        """``private/pools/<task>/``: private cases that sealed generations are drawn from."""
+        return self.private / "pools"
+
+    @property
+    def openings(self) -> Path:
+        """``private/generations/<ledger id>/<generation>/``: salts and labels (the opening) of each seal."""
+        return self.private / "generations"

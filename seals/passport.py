@@ -85,6 +85,7 @@ class Passport:
 class PassportState(enum.Enum):
     VALID = "valid"
     EXPIRED = "expired"
+    LAPSED = "lapsed"  # decided against a ledger: its generation was retired or its spec superseded
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ class PassportVerdict:
     verified: VerifiedDocument
     at: datetime
     state: PassportState
+    reason: str | None = None
 
     @property
     def line(self) -> str:
@@ -102,6 +104,8 @@ class PassportVerdict:
         head = f"signature valid, issued by {issuer.name} under key {issuer.key_id}"
         if self.state is PassportState.EXPIRED:
             return f"{head}, expired {format_utc(self.passport.expiry)}"
+        if self.state is PassportState.LAPSED:
+            return f"{head}, lapsed: {self.reason}"
         return f"{head}, valid until {format_utc(self.passport.expiry)}"
 
     def to_json(self) -> dict[str, Any]:
@@ -116,6 +120,7 @@ class PassportVerdict:
             "expiry_basis": p.expiry_basis,
             "checked_at": format_utc(self.at),
             "verdict": self.line,
+            **({"reason": self.reason} if self.reason else {}),
         }
 
 

@@ -11,6 +11,7 @@ every evaluation object from stored predictions without a model. Public surface:
   :func:`rederive`, :func:`check_rederived`.
 """
 
+from .blobs import evaluation_bytes, labels_bytes
 from .dimensions import (
     accuracy,
     acquisition,
@@ -81,7 +82,9 @@ __all__ = [
     "corruption",
     "cost",
     "evaluated_cases",
+    "evaluation_bytes",
     "first_difference",
+    "labels_bytes",
     "limited_data",
     "n_cases_for",
     "rederive",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -36,9 +37,18 @@ def open_store(store: Path | None) -> Store:
     return Store.open(store)
 
 
-def reference_time(at: str | None) -> datetime:
-    """The one reference time of a command: ``--at`` when given, otherwise the system clock, read once."""
-    return parse_utc(at, what="--at", usage=True) if at else system_clock()
+NOW_ENV = "HELDOUT_NOW"
+
+
+def reference_time(at: str | None = None) -> datetime:
+    """The one reference time of a command, read once: ``--at`` when given, else ``$HELDOUT_NOW`` (an ISO 8601
+    time, for tests and rehearsals: typer commands cannot take a clock object), else the system clock."""
+    if at:
+        return parse_utc(at, what="--at", usage=True)
+    env = os.environ.get(NOW_ENV)
+    if env:
+        return parse_utc(env, what=f"${NOW_ENV}", usage=True)
+    return system_clock()
 
 
 def print_json(value: Any) -> None:

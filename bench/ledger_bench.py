@@ -1,0 +1,261 @@
+"""Ledger benchmark: durable append rates beside raw sqlite3, and root/proof times on large ledgers.
+
+Run: ``python bench/ledger_bench.py`` (full size, a few minutes; ``--quick`` for a smoke run; ``--json FILE``
+also writes the figures as JSON; ``--dir DIR`` puts the databases on a chosen disk, default a temporary folder).
+
+What is measured, in one run:
+
+1. Durable appends per second, single-entry commits: ``Ledger.append`` of 1 KiB entries (validation, canonical
+   JSON, leaf and node hashes, the consistency check and a signed checkpoint per append, one transaction,
+   commit fsynced) beside raw sqlite3 inserting the same bytes one transaction each, with the same durability
+   (WAL, ``synchronous=FULL``). Ratio = ledger rate / raw rate.
+2. The same for batches of 256 entries (``Ledger.append_batch``: one transaction and one signed checkpoint
+   per batch) beside raw sqlite3 ``executemany`` of the same 256 byte strings per transaction.
+3. Time of a root, an inclusion proof and a consistency proof at 10^5 and 10^6 entries (random sizes and
+   indices; median, 99th percentile and maximum over many calls on a freshly opened ledger; each proof is
+   verified, untimed). Targets (issue 3): batched appends >= 0.3x raw sqlite3; root and each proof < 1 ms at
+   10^6 entries (judged on the median; the p99 and maximum are shown because a loaded machine stretches
+   them). Ledger and raw commits alternate so that load and fsync drift fall on both sides alike.
+
+Bulk path (documented shortcut): the 10^5/10^6-entry ledgers are built through ``Ledger._append_encoded``
+in transactions of 50,000 entries, with entry bytes made from one canonical ``retire`` template whose
+fixed-width number field is substituted per entry, so the entries are distinct and canonical without running
+the canonicaliser 10^6 times. Everything else on that path is the normal write path (leaf hashes, stored
+nodes, consistency check, signed checkpoint per transaction). Appends in (1) and (2) take the full path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from keys import Signer
+from ledger import Ledger
+from seals import canonical_bytes
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+ENTRY_BYTES = 1024
+BATCH = 256
+BULK_TRANSACTION = 50_000
+console = Console(highlight=False)
+
+
+def bench_signer() -> Signer:
+    return Signer.from_seed(bytes([42]) * 32, name="bench-operator", key_id="bench")
+
+
+def entry_of_size(i: int, size: int = ENTRY_BYTES) -> dict[str, Any]:
+    """A valid bundle entry whose canonical bytes are exactly ``size`` bytes."""
+    entry: dict[str, Any] = {"type": "bundle", "v": 1, "generation": "gen1", "model_id": f"model-{i:09d}",
+                             "task": "pathmnist", "evaluation_sha256": f"{i:064x}",
+                             "predictions_sha256": f"{i + 1:064x}", "created_utc": "2026-03-01T00:00:00Z",
+                             "pad": ""}
+    entry["pad"] = "p" * (size - len(canonical_bytes(entry)))
+    return entry
+
+
+def raw_connection(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("CREATE TABLE entries (idx INTEGER PRIMARY KEY, data BLOB NOT NULL) STRICT")
+    return conn
+
+
+def rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("inf")
+
+
+def bench_appends(folder: Path, singles: int, batches: int) -> dict[str, Any]:
+    """Ledger and raw sqlite3 commits alternate (one ledger commit, then the same bytes raw), so that drift in
+    the machine's load or the disk's fsync latency falls on both sides alike."""
+    signer = bench_signer()
+    single_entries = [entry_of_size(i) for i in range(singles)]
+    batch_entries = [[entry_of_size(b * BATCH + i) for i in range(BATCH)] for b in range(batches)]
+    single_bytes = [canonical_bytes(e) for e in single_entries]
+    batch_bytes = [[canonical_bytes(e) for e in batch] for batch in batch_entries]
+    assert all(len(blob) == ENTRY_BYTES for blob in single_bytes)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    ledger_single = raw_single = 0.0
+    raw = raw_connection(folder / "raw-single.sqlite")
+    with Ledger.create(folder / "single", signer, name="bench single", now=NOW, nonce=bytes(32)) as ledger:
+        for index, (entry, blob) in enumerate(zip(single_entries, single_bytes, strict=True)):
+            start = time.perf_counter()
+            ledger.append(entry, signer=signer, now=NOW)
+            ledger_single += time.perf_counter() - start
+            start = time.perf_counter()
+            raw.execute("BEGIN IMMEDIATE")
+            raw.execute("INSERT INTO entries (idx, data) VALUES (?, ?)", (index, blob))
+            raw.execute("COMMIT")
+            raw_single += time.perf_counter() - start
+        assert ledger.entry_bytes(1) == single_bytes[0]
+    raw.close()
+
+    ledger_batch = raw_batch = 0.0
+    raw = raw_connection(folder / "raw-batch.sqlite")
+    with Ledger.create(folder / "batch", signer, name="bench batch", now=NOW, nonce=bytes(32)) as ledger:
+        for number, (batch, blobs) in enumerate(zip(batch_entries, batch_bytes, strict=True)):
+            start = time.perf_counter()
+            ledger.append_batch(batch, signer=signer, now=NOW)
+            ledger_batch += time.perf_counter() - start
+            start = time.perf_counter()
+            raw.execute("BEGIN IMMEDIATE")
+            raw.executemany("INSERT INTO entries (idx, data) VALUES (?, ?)",
+                            [(number * BATCH + k, blob) for k, blob in enumerate(blobs)])
+            raw.execute("COMMIT")
+            raw_batch += time.perf_counter() - start
+        checkpoints = len(ledger.checkpoints())
+    raw.close()
+    assert checkpoints == batches + 1
+
+    single = {"ledger_per_s": rate(singles, ledger_single), "raw_per_s": rate(singles, raw_single)}
+    batched = {"ledger_per_s": rate(batches * BATCH, ledger_batch), "raw_per_s": rate(batches * BATCH, raw_batch)}
+    for row in (single, batched):
+        row["ratio"] = row["ledger_per_s"] / row["raw_per_s"]
+    return {"single": {**single, "entries": singles}, "batch": {**batched, "entries": batches * BATCH,
+                                                                 "batch_size": BATCH}}
+
+
+def build_large(folder: Path, size: int) -> Path:
+    """Bulk-build a ledger of ``size`` entries (see the module docstring)."""
+    signer = bench_signer()
+    template = canonical_bytes({"type": "retire", "v": 1, "generation": "gen-000000000", "reason": "bench",
+                                "created_utc": "2026-03-01T00:00:00Z"})
+    marker = b"gen-000000000"
+    prefix, suffix = template.split(marker)
+    with Ledger.create(folder, signer, name=f"bench {size}", now=NOW, nonce=bytes(32)) as ledger:
+        while ledger.size < size:
+            start = ledger.size
+            count = min(BULK_TRANSACTION, size - start)
+            encoded = [("retire", prefix + b"gen-%09d" % (start + k) + suffix) for k in range(count)]
+            ledger._append_encoded(encoded, signer=signer, now=NOW)
+        return ledger.path
+
+
+def timed(call: Callable[[], Any], repeats: int) -> tuple[list[float], list[Any]]:
+    times, results = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        results.append(call())
+        times.append((time.perf_counter() - start) * 1000)
+    return times, results
+
+
+def summarize(times: list[float]) -> dict[str, float]:
+    ordered = sorted(times)
+    return {"median_ms": statistics.median(ordered), "p99_ms": ordered[max(0, int(len(ordered) * 0.99) - 1)],
+            "max_ms": ordered[-1], "calls": len(ordered)}
+
+
+def bench_proofs(path: Path, samples: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    with Ledger.open(path) as ledger:
+        n = ledger.size
+        sizes = [rng.randint(1, n) for _ in range(samples)]
+        indices = [rng.randrange(s) for s in sizes]
+        olds = [rng.randint(1, s) for s in sizes]
+        it = iter(range(samples))
+
+        def root_call() -> bytes:
+            return ledger.root(sizes[next(it)])
+
+        root_times, _ = timed(root_call, samples)
+        head_times, _ = timed(ledger.root, samples)
+        it = iter(range(samples))
+
+        def inclusion_call() -> Any:
+            k = next(it)
+            return ledger.inclusion_proof(indices[k], sizes[k])
+
+        inclusion_times, inclusion_proofs = timed(inclusion_call, samples)
+        it = iter(range(samples))
+
+        def consistency_call() -> Any:
+            k = next(it)
+            return ledger.consistency_proof(olds[k], sizes[k])
+
+        consistency_times, consistency_proofs = timed(consistency_call, samples)
+        for proof in inclusion_proofs[:50]:
+            proof.verify(ledger.root(proof.size))
+        for cproof in consistency_proofs[:50]:
+            cproof.verify(ledger.root(cproof.old_size), ledger.root(cproof.new_size))
+    return {"size": n, "root_any_size": summarize(root_times), "root_head": summarize(head_times),
+            "inclusion_proof": summarize(inclusion_times), "consistency_proof": summarize(consistency_times)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: small sizes")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument("--dir", type=Path, help="where to put the databases (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    singles, batches = (40, 4) if args.quick else (400, 40)
+    large = [2_000, 20_000] if args.quick else [100_000, 1_000_000]
+    samples = 200 if args.quick else 2_000
+
+    base = Path(tempfile.mkdtemp(prefix="ledger-bench-", dir=args.dir))
+    results: dict[str, Any] = {"quick": args.quick, "entry_bytes": ENTRY_BYTES, "python": sys.version.split()[0],
+                               "sqlite": sqlite3.sqlite_version}
+    try:
+        console.print(f"appends: {singles} single-entry commits, {batches} batches of {BATCH} ({base})")
+        results["appends"] = bench_appends(base / "appends", singles, batches)
+        results["proofs"] = []
+        for size in large:
+            start = time.perf_counter()
+            path = build_large(base / f"large-{size}", size)
+            built = time.perf_counter() - start
+            console.print(f"built a {size:,}-entry ledger in {built:.1f} s (bulk path), "
+                          f"{path.stat().st_size / 2**20:.0f} MiB")
+            row = bench_proofs(path, samples, seed=size)
+            row["build_s"] = built
+            results["proofs"].append(row)
+            shutil.rmtree(base / f"large-{size}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+    appends = Table(title="durable appends per second (WAL, synchronous=FULL)")
+    for column in ("mode", "ledger /s", "raw sqlite3 /s", "ratio", "target"):
+        appends.add_column(column, justify="right" if column != "mode" else "left")
+    a = results["appends"]
+    appends.add_row("single-entry commits", f"{a['single']['ledger_per_s']:,.0f}", f"{a['single']['raw_per_s']:,.0f}",
+                    f"{a['single']['ratio']:.2f}x", "")
+    appends.add_row(f"batches of {BATCH}", f"{a['batch']['ledger_per_s']:,.0f}", f"{a['batch']['raw_per_s']:,.0f}",
+                    f"{a['batch']['ratio']:.2f}x", ">= 0.30x " + ("ok" if a["batch"]["ratio"] >= 0.3 else "MISSED"))
+    console.print(appends)
+
+    proofs = Table(title="root and proof time (ms): median / p99 / max")
+    for column in ("entries", "root (any size)", "root (head)", "inclusion proof", "consistency proof",
+                   "median < 1 ms"):
+        proofs.add_column(column, justify="right")
+    for row in results["proofs"]:
+        cells = [row[k] for k in ("root_any_size", "root_head", "inclusion_proof", "consistency_proof")]
+        ok = all(c["median_ms"] < 1 for c in cells)
+        proofs.add_row(f"{row['size']:,}", *(f"{c['median_ms']:.3f} / {c['p99_ms']:.3f} / {c['max_ms']:.3f}"
+                                             for c in cells), "ok" if ok else "MISSED")
+    console.print(proofs)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""The ``bundle`` ledger entry of one evaluation (pure: the heldout layer stores the blobs and appends it).
+
+One bundle per (model, task, generation). The entry carries the SHA-256 of the two blobs it stands for:
+``evaluation_sha256`` over :func:`evaluation_bytes` (the evaluation object in canonical JSON, floats rounded
+once at emit) and ``predictions_sha256`` over the stored-predictions npz bytes, plus ``labels_sha256`` over
+:func:`labels_bytes`, so that a replay can tell that the labels it re-derives against are the ones scored.
+The entry stays far below the ledger's 64 KiB limit: everything large lives in the blobs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from harness.metrics import SPEC_VERSION, n_cases_for
+from harness.run import EvaluationResult
+from keys.errors import UsageError
+from seals.canonical import canonical_bytes, sha256_hex
+from seals.timeutil import format_utc
+
+BUNDLE_TYPE: Final = "bundle"
+BUNDLE_VERSION: Final = 1
+
+
+def evaluation_bytes(evaluation: dict[str, Any]) -> bytes:
+    """The evaluation blob: canonical JSON (RFC 8785, floats rounded to 6 dp once)."""
+    return canonical_bytes(evaluation)
+
+
+def labels_bytes(labels: ArrayLike) -> bytes:
+    """The test labels as canonical JSON: a list of integers in test-case order."""
+    array = np.asarray(labels)
+    if array.ndim == 2 and array.shape[1] == 1:
+        array = array[:, 0]
+    return canonical_bytes([int(v) for v in array.tolist()])
+
+
+def bundle_entry(result: EvaluationResult, *, generation: str, created_utc: datetime) -> dict[str, Any]:
+    """The ``bundle`` entry for ``result`` on ``generation`` (created at ``created_utc``, an injected time)."""
+    if not generation:
+        raise UsageError("a bundle needs a generation name", field="generation")
+    evaluation = result.evaluation
+    model = result.model
+    return {
+        "type": BUNDLE_TYPE,
+        "v": BUNDLE_VERSION,
+        "generation": generation,
+        "model_id": model.model_id,
+        "model_name": model.model_name,
+        "family": model.family,
+        "params": model.params,
+        "behaviour_version": model.behaviour_version,
+        "task": evaluation["task"],
+        "spec_version": SPEC_VERSION,
+        "split_origin": evaluation["split_origin"],
+        "seed": evaluation["seed"],
+        "n_test": evaluation["n_test"],
+        "n_cases": n_cases_for(evaluation["n_test"]),
+        "device": evaluation["device"],
+        "code_fingerprint": evaluation["code_fingerprint"],
+        "evaluation_sha256": sha256_hex(evaluation_bytes(evaluation)),
+        "predictions_sha256": sha256_hex(result.predictions_npz),
+        "labels_sha256": sha256_hex(labels_bytes(result.labels)),
+        "created_utc": format_utc(created_utc),
+    }

@@ -1,0 +1,145 @@
+"""The audit report: the reference passport's ``computed.audit`` fields, plus what was checked and a finding
+per failing entry or file. It is a document for machines (``audit_report.json``) and the source of the CLI's
+summary and exit code."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from keys import HeldoutError
+from seals import canonical_bytes
+
+REPORT_FORMAT = "heldout-audit-report"
+REPORT_VERSION = 1
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INCOMPLETE = 5
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing that failed: which check, where (entry index and/or file), and the evidence."""
+
+    check: str
+    message: str
+    index: int | None = None
+    file: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_error(cls, check: str, error: HeldoutError, *, index: int | None = None,
+                   file: str | None = None) -> Finding:
+        evidence = {k: v for k, v in error.evidence.items() if k not in ("index", "file")}
+        found_index = error.evidence.get("index") if index is None else index
+        found_file = error.evidence.get("file") if file is None else file
+        return cls(check=check, message=error.message,
+                   index=found_index if isinstance(found_index, int) else None,
+                   file=str(found_file) if found_file is not None else None,
+                   evidence={k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
+                             for k, v in evidence.items()})
+
+    @property
+    def where(self) -> str:
+        parts = []
+        if self.index is not None:
+            parts.append(f"entry {self.index}")
+        if self.file is not None:
+            parts.append(self.file)
+        return ", ".join(parts) or "ledger"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "message": self.message, "index": self.index, "file": self.file,
+                "evidence": self.evidence}
+
+
+@dataclass(frozen=True)
+class Unrederived:
+    """A bundle the audit could not re-derive, and why (in third-party mode: labels still sealed)."""
+
+    index: int
+    generation: str
+    task: str
+    model_id: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "generation": self.generation, "task": self.task, "model_id": self.model_id,
+                "reason": self.reason}
+
+
+@dataclass
+class AuditReport:
+    ledger_id: str
+    mode: str
+    audit_command: str
+    checked_utc: str
+    ledger_entries: int = 0
+    ledger_head: str = ""
+    ledger_intact: bool = False
+    checkpoints: int = 0
+    bundles: int = 0
+    rederived: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    not_rederived: list[Unrederived] = field(default_factory=list)
+    generations: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        if self.findings or not self.ledger_intact:
+            return EXIT_FAILED
+        if self.not_rederived:
+            return EXIT_INCOMPLETE
+        return EXIT_OK
+
+    @property
+    def verdict(self) -> str:
+        return {EXIT_OK: "clean", EXIT_FAILED: "failed", EXIT_INCOMPLETE: "incomplete"}[self.exit_code]
+
+    @property
+    def clean(self) -> bool:
+        return self.exit_code == EXIT_OK and self.bundles == self.rederived
+
+    def computed_audit(self) -> dict[str, Any]:
+        """Exactly the reference passport's ``computed.audit`` members."""
+        return {
+            "audit_command": self.audit_command,
+            "bundles": self.bundles,
+            "ledger_entries": self.ledger_entries,
+            "ledger_head": self.ledger_head,
+            "ledger_intact": self.ledger_intact,
+            "rederived": self.rederived,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": REPORT_FORMAT,
+            "version": REPORT_VERSION,
+            **self.computed_audit(),
+            "ledger_id": self.ledger_id,
+            "mode": self.mode,
+            "checked_utc": self.checked_utc,
+            "checkpoints": self.checkpoints,
+            "checked": dict(sorted(self.counts.items())),
+            "generations": self.generations,
+            "findings": [f.to_json() for f in self.findings],
+            "not_rederived": [u.to_json() for u in self.not_rederived],
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+        }
+
+    def write(self, path: Path) -> bytes:
+        """Write the report as canonical JSON, atomically (never a partial report). Returns the bytes."""
+        data = canonical_bytes(self.to_json()) + b"\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        return data

@@ -1,0 +1,387 @@
+"""The audit: replay the ledger and re-derive every bundle before anything is certified.
+
+Checks, in order (each failure is a :class:`Finding` naming the entry and/or file; the audit goes on so that
+one run names everything it can):
+
+1. **ledger**: the replay of ``ledger.replay`` (ledger id from entry 0, every entry canonical and valid, every
+   checkpoint signature under the genesis key, each checkpoint's root recomputed from the entries, consistency
+   between consecutive checkpoints, no unsigned tail);
+2. **entries**: every entry decoded on its own, so a damaged one is named by index even when the root
+   mismatch alone could only name a checkpoint;
+3. **seals**: each seal manifest's signature (ledger key) and its binding to its ``seal`` entry;
+4. **reveals**: each reveal blob recomputes its generation's set hash (and images, when revealed);
+5. **bundles**: generation sealed before and current at the bundle's time, blobs present and hash-checked,
+   the evaluation canonical and consistent with its entry, its leakage charge recomputed, the labels' hash,
+   and the whole evaluation object re-derived from the stored predictions (``harness.metrics``);
+6. **passports**: signature under a ledger key, each cited bundle's inclusion proof against a checkpoint that
+   the ledger itself signed, the evaluations equal to the bundles' recorded ones, its audit at its head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from harness.metrics import StoredPredictions, check_rederived, evaluation_bytes, labels_bytes
+from heldout.audit.report import AuditReport, Finding, Unrederived
+from heldout.audit.sources import AuditSource
+from heldout.generations import (
+    GenerationState,
+    RevealDocument,
+    charge_bits,
+    check_manifest_binding,
+    ladder_charge_bits,
+    load_generations,
+    revealed_labels,
+    verify_reveal,
+)
+from heldout.generations.access import check_opening
+from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError, b64decode_strict
+from ledger import verify_checkpoint, verify_inclusion
+from ledger.entries import decode_entry, genesis_key
+from ledger.rfc6962 import leaf_hash
+from seals import Passport, format_utc, parse_json_object, parse_utc, sha256_hex, verify_document
+from seals.manifest import SealManifest
+
+AuditProgress = Callable[[str, int, int], None]
+PUBLIC_SPLIT_ORIGIN = "official released split"
+
+
+def _noop(phase: str, done: int, total: int) -> None:
+    return None
+
+
+class _Blobs:
+    """The source's blobs behind the ``get`` protocol the generations package expects."""
+
+    def __init__(self, source: AuditSource) -> None:
+        self.source = source
+
+    def get(self, sha256_hex: str) -> bytes:
+        return self.source.blob(sha256_hex)
+
+
+@dataclass
+class _Context:
+    source: AuditSource
+    report: AuditReport
+    now: datetime
+    keys: list[TrustedKey] = field(default_factory=list)
+    entries: dict[int, dict[str, Any]] = field(default_factory=dict)
+    entry_bytes: dict[int, bytes] = field(default_factory=dict)
+    generations: dict[str, GenerationState] = field(default_factory=dict)
+    manifests: dict[str, SealManifest] = field(default_factory=dict)
+    reveals: dict[str, RevealDocument] = field(default_factory=dict)
+
+    def find(self, check: str, error: HeldoutError, *, index: int | None = None, file: str | None = None) -> None:
+        self.report.findings.append(Finding.from_error(check, error, index=index, file=file))
+
+    def count(self, what: str, n: int = 1) -> None:
+        self.report.counts[what] = self.report.counts.get(what, 0) + n
+
+    def blob(self, digest: Any, *, index: int, what: str) -> bytes:
+        """A referenced blob, hash-checked by the source; raises naming the blob file."""
+        if not isinstance(digest, str):
+            raise VerificationError(f"entry {index} has no {what} hash", index=index, field=what)
+        try:
+            data = self.source.blob(digest)
+        except HeldoutError as exc:
+            raise VerificationError(f"{what} blob of entry {index}: {exc.message}", index=index,
+                                    file=self.source.blob_file(digest), expected=digest) from None
+        self.count("blobs")
+        return data
+
+    def trusted_for(self, issuer_key_b64: Any) -> TrustedKey:
+        for key in self.keys:
+            if key.public_key.b64 == issuer_key_b64:
+                return key
+        if not self.keys:
+            raise VerificationError("no ledger key is known (entry 0 is unreadable), so no document can be trusted")
+        return self.keys[0]
+
+
+def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
+              progress: AuditProgress | None = None) -> AuditReport:
+    """Audit ``source`` at the reference time ``now``; never raises for what it finds (it reports it)."""
+    report = AuditReport(ledger_id=source.ledger_id, mode=source.mode, audit_command=audit_command,
+                         checked_utc=format_utc(now))
+    ctx = _Context(source=source, report=report, now=now)
+    tick = progress or _noop
+    _replay(ctx, tick)
+    _decode_entries(ctx)
+    _load_generations(ctx)
+    _check_seals(ctx)
+    _check_reveals(ctx)
+    _check_bundles(ctx, tick)
+    _check_passports(ctx)
+    report.generations = {name: _generation_summary(state) for name, state in ctx.generations.items()}
+    return report
+
+
+def _replay(ctx: _Context, tick: AuditProgress) -> None:
+    report = ctx.report
+    try:
+        total = ctx.source.size
+    except HeldoutError as exc:
+        ctx.find("ledger", exc)
+        return
+    try:
+        replayed = ctx.source.replay(lambda done, _total: tick("replay", done, total))
+    except HeldoutError as exc:
+        ctx.find("ledger", exc)
+        report.ledger_entries = total
+        return
+    report.ledger_intact = True
+    report.ledger_entries = replayed.size
+    report.ledger_head = replayed.root.hex()
+    report.checkpoints = replayed.checkpoints
+    ctx.count("checkpoints", replayed.checkpoints)
+
+
+def _decode_entries(ctx: _Context) -> None:
+    try:
+        for index, data in ctx.source.entries_bytes():
+            ctx.entry_bytes[index] = data
+            try:
+                ctx.entries[index] = decode_entry(data, index=index)
+            except HeldoutError as exc:
+                ctx.find("entry", exc, index=index)
+    except HeldoutError as exc:
+        ctx.find("entry", exc)
+        return
+    ctx.count("entries", len(ctx.entries))
+    genesis = ctx.entries.get(0)
+    if genesis is None or genesis.get("type") != "genesis":
+        return
+    try:
+        ctx.keys = [genesis_key(genesis)]
+        for _, entry in sorted(ctx.entries.items()):
+            if entry.get("type") == "key":
+                ctx.keys.append(genesis_key(entry))
+    except (HeldoutError, KeyError, TypeError) as exc:
+        ctx.find("keys", exc if isinstance(exc, HeldoutError) else VerificationError(str(exc)), index=0)
+
+
+def _load_generations(ctx: _Context) -> None:
+    try:
+        ctx.generations = load_generations(sorted(ctx.entries.items()), ctx.now, blobs=_Blobs(ctx.source))
+    except HeldoutError as exc:
+        ctx.find("generations", exc)
+
+
+def _check_seals(ctx: _Context) -> None:
+    for name, state in ctx.generations.items():
+        try:
+            data, file = ctx.source.seal_manifest(name)
+        except HeldoutError as exc:
+            ctx.find("seal", exc, index=state.seal_index)
+            continue
+        try:
+            doc = parse_json_object(data, what=f"seal manifest {file}")
+            trusted = ctx.trusted_for((doc.get("issuer") or {}).get("public_key_b64")
+                                      if isinstance(doc.get("issuer"), dict) else None)
+            manifest = SealManifest.verify(doc, trusted)
+            check_manifest_binding(manifest, sha256_hex(data), state, ctx.source.ledger_id)
+        except HeldoutError as exc:
+            ctx.find("seal", exc, index=state.seal_index, file=file)
+            continue
+        ctx.manifests[name] = manifest
+        ctx.count("seals")
+
+
+def _check_reveals(ctx: _Context) -> None:
+    for name, state in ctx.generations.items():
+        if state.reveal_index is None:
+            continue
+        index = state.reveal_index
+        try:
+            data = ctx.blob(state.reveal_sha256, index=index, what="reveal_sha256")
+            manifest = ctx.manifests.get(name)
+            if manifest is None:
+                raise VerificationError(f"the reveal of {name} cannot be checked: its seal manifest failed",
+                                        index=index)
+            reveal = verify_reveal(parse_json_object(data, what=f"reveal of {name}"), manifest,
+                                   image_blobs=_Blobs(ctx.source), manifest_sha256=state.manifest_sha256)
+        except HeldoutError as exc:
+            file = exc.evidence.get("file") or (ctx.source.blob_file(state.reveal_sha256)
+                                                if isinstance(state.reveal_sha256, str) else None)
+            ctx.find("reveal", exc, index=index, file=file)
+            continue
+        ctx.reveals[name] = reveal
+        ctx.count("reveals")
+
+
+def _labels_for(ctx: _Context, state: GenerationState, task: str) -> Any:
+    """The labels a bundle on ``state``/``task`` was scored against, in evaluation order."""
+    reveal = ctx.reveals.get(state.name)
+    if reveal is None:
+        if state.reveal_index is not None:
+            raise VerificationError(f"the reveal of {state.name} failed its checks", index=state.reveal_index)
+        reveal = check_opening(ctx.source.private_opening(state), state)
+        ctx.reveals[state.name] = reveal
+    case_ids, labels = revealed_labels(reveal, task)
+    if not case_ids:
+        raise VerificationError(f"generation {state.name} has no cases of task {task}", field="task", found=task)
+    return labels
+
+
+def _check_bundles(ctx: _Context, tick: AuditProgress) -> None:
+    bundles = [(i, e) for i, e in sorted(ctx.entries.items()) if e.get("type") == "bundle"]
+    ctx.report.bundles = len(bundles)
+    for done, (index, entry) in enumerate(bundles, start=1):
+        try:
+            _check_bundle(ctx, index, entry)
+        except IncompleteError as exc:
+            ctx.report.not_rederived.append(Unrederived(
+                index=index, generation=str(entry.get("generation")), task=str(entry.get("task")),
+                model_id=str(entry.get("model_id")), reason=exc.message))
+        except HeldoutError as exc:
+            ctx.find("bundle", exc, index=index)
+        tick("bundles", done, len(bundles))
+
+
+def _expect(index: int, member: str, expected: Any, found: Any) -> None:
+    if expected != found:
+        raise VerificationError(f"bundle entry {index}: {member} of the evaluation is not the entry's",
+                                index=index, field=member, expected=expected, found=found)
+
+
+def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
+    name = str(entry.get("generation"))
+    state = ctx.generations.get(name)
+    if state is None or state.seal_index > index:
+        raise VerificationError(f"bundle entry {index} is on {name}, which no earlier entry seals", index=index,
+                                field="generation", found=name)
+    if state.retire_index is not None and state.retire_index < index:
+        raise VerificationError(f"bundle entry {index} was appended after {name} was retired (entry "
+                                f"{state.retire_index})", index=index, field="generation")
+    created = parse_utc(str(entry.get("created_utc")), what=f"entry {index} created_utc")
+    if not state.created <= created < state.expiry:
+        raise VerificationError(f"bundle entry {index} was evaluated while {name} was not current",
+                                index=index, field="created_utc", expected=f"{format_utc(state.created)} .. "
+                                f"{format_utc(state.expiry)}", found=format_utc(created))
+    evaluation_data = ctx.blob(entry.get("evaluation_sha256"), index=index, what="evaluation_sha256")
+    evaluation = parse_json_object(evaluation_data, what=f"evaluation of entry {index}")
+    if evaluation_bytes(evaluation) != evaluation_data:
+        raise VerificationError(f"the evaluation blob of entry {index} is not canonical JSON", index=index,
+                                file=ctx.source.blob_file(str(entry["evaluation_sha256"])))
+    for member in ("task", "seed", "code_fingerprint", "n_test", "split_origin", "device"):
+        if member in entry:
+            _expect(index, member, entry[member], evaluation.get(member))
+    _expect(index, "split_origin", PUBLIC_SPLIT_ORIGIN if state.membership == "public" else name,
+            evaluation.get("split_origin"))
+    if "leakage_bits" in entry:
+        _check_charge(index, entry, evaluation, state)
+    predictions_data = ctx.blob(entry.get("predictions_sha256"), index=index, what="predictions_sha256")
+    labels = _labels_for(ctx, state, str(entry.get("task")))
+    if "labels_sha256" in entry and sha256_hex(labels_bytes(labels)) != entry["labels_sha256"]:
+        raise VerificationError(f"bundle entry {index}: the labels of {name}/{entry.get('task')} are not the ones "
+                                "the bundle was scored against", index=index, field="labels_sha256",
+                                expected=entry["labels_sha256"], found=sha256_hex(labels_bytes(labels)))
+    try:
+        predictions = StoredPredictions.from_npz_bytes(predictions_data, n_test=int(labels.shape[0]),
+                                                       n_classes=evaluation.get("n_classes"))
+        check_rederived(evaluation, predictions, labels)
+    except HeldoutError as exc:
+        raise VerificationError(f"bundle entry {index} does not re-derive: {exc.message}", index=index,
+                                **{k: v for k, v in exc.evidence.items() if k != "index"}) from None
+    ctx.report.rederived += 1
+
+
+def _check_charge(index: int, entry: Mapping[str, Any], evaluation: dict[str, Any], state: GenerationState) -> None:
+    found = entry["leakage_bits"]
+    if state.release_mode == "ladder" and state.ladder_step is not None:
+        allowed = {round(ladder_charge_bits(r, state.ladder_step), 6) for r in (True, False)}
+        if found not in allowed:
+            raise VerificationError(f"bundle entry {index}: leakage_bits is not a ladder charge", index=index,
+                                    field="leakage_bits", expected=sorted(allowed), found=found)
+        return
+    expected = round(charge_bits(evaluation), 6)
+    if found != expected:
+        raise VerificationError(f"bundle entry {index}: leakage_bits does not match its evaluation", index=index,
+                                field="leakage_bits", expected=expected, found=found)
+
+
+def _check_passports(ctx: _Context) -> None:
+    for index, entry in sorted(ctx.entries.items()):
+        if entry.get("type") != "passport":
+            continue
+        digest = entry.get("passport_sha256")
+        try:
+            data = ctx.blob(digest, index=index, what="passport_sha256")
+            check_passport_document(ctx, index, entry, parse_json_object(data, what=f"passport of entry {index}"))
+        except HeldoutError as exc:
+            ctx.find("passport", exc, index=index,
+                     file=exc.evidence.get("file") or (ctx.source.blob_file(digest) if isinstance(digest, str)
+                                                       else None))
+            continue
+        ctx.count("passports")
+
+
+def check_passport_document(ctx: _Context, index: int, entry: Mapping[str, Any], doc: dict[str, Any]) -> None:
+    issuer = doc.get("issuer")
+    issuer_key = issuer.get("public_key_b64") if isinstance(issuer, dict) else None
+    verify_document(doc, ctx.trusted_for(issuer_key), what=f"passport of entry {index}")
+    passport = Passport.from_json(doc)
+    if passport.model_id != entry.get("model_id"):
+        raise VerificationError(f"passport of entry {index} is for another model", index=index,
+                                field="subject.model_id", expected=entry.get("model_id"), found=passport.model_id)
+    heldout = passport.heldout
+    if not isinstance(heldout, dict):
+        raise VerificationError(f"passport of entry {index} has no computed.heldout", index=index)
+    if heldout.get("generation") != entry.get("generation"):
+        raise VerificationError(f"passport of entry {index} names another generation", index=index,
+                                field="computed.heldout.generation", expected=entry.get("generation"),
+                                found=heldout.get("generation"))
+    size, root = check_passport_checkpoint(ctx, heldout, index)
+    cited = heldout.get("bundles")
+    if not isinstance(cited, list) or len(cited) != len(passport.evaluations):
+        raise VerificationError(f"passport of entry {index}: its bundles do not match its evaluations",
+                                index=index, field="computed.heldout.bundles")
+    for position, (ref, evaluation) in enumerate(zip(cited, passport.evaluations, strict=True)):
+        bundle_index = ref.get("index") if isinstance(ref, dict) else None
+        if not isinstance(bundle_index, int) or bundle_index >= size:
+            raise VerificationError(f"passport of entry {index} cites a bundle outside its checkpoint",
+                                    index=index, field=f"computed.heldout.bundles[{position}]")
+        cited_entry = ctx.entries.get(bundle_index, {})
+        if cited_entry.get("type") != "bundle" or cited_entry.get("model_id") != passport.model_id:
+            raise VerificationError(f"passport of entry {index} cites entry {bundle_index}, not a bundle of "
+                                    f"{passport.model_id}", index=index, field=f"computed.heldout.bundles[{position}]")
+        proof = [b64decode_strict(h, what="inclusion proof") for h in ref.get("inclusion_proof", [])]
+        verify_inclusion(bundle_index, size, leaf_hash(ctx.entry_bytes[bundle_index]), proof, root)
+        if sha256_hex(evaluation_bytes(evaluation)) != cited_entry.get("evaluation_sha256"):
+            raise VerificationError(f"passport of entry {index}: evaluation {position} is not the one bundle "
+                                    f"entry {bundle_index} recorded", index=index,
+                                    field=f"computed.evaluations[{position}]")
+    audit = doc["computed"].get("audit")
+    if not isinstance(audit, dict) or audit.get("ledger_entries") is None:
+        raise VerificationError(f"passport of entry {index} has no computed.audit", index=index)
+    entries_then = audit["ledger_entries"]
+    if not isinstance(entries_then, int) or not 0 < entries_then <= index or \
+            ctx.source.root(entries_then).hex() != audit.get("ledger_head") or audit.get("ledger_intact") is not True:
+        raise VerificationError(f"passport of entry {index}: its audit is not of this ledger's head at the time",
+                                index=index, field="computed.audit", found=audit.get("ledger_head"))
+
+
+def check_passport_checkpoint(ctx: _Context, heldout: Mapping[str, Any], index: int) -> tuple[int, bytes]:
+    """The checkpoint a passport cites must verify under the ledger key and sign this ledger's own root."""
+    checkpoint = heldout.get("checkpoint")
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("note"), str):
+        raise VerificationError(f"passport of entry {index} has no checkpoint note", index=index,
+                                field="computed.heldout.checkpoint")
+    if not ctx.keys:
+        raise VerificationError("no ledger key is known to check the passport's checkpoint", index=index)
+    key = ctx.keys[0]
+    verified = verify_checkpoint(checkpoint["note"], name=key.name, key=key.public_key, origin=ctx.source.origin)
+    if verified.size > index or ctx.source.root(verified.size) != verified.root:
+        raise VerificationError(f"passport of entry {index} cites a checkpoint this ledger does not have",
+                                index=index, field="computed.heldout.checkpoint", found=verified.size)
+    return verified.size, verified.root
+
+
+def _generation_summary(state: GenerationState) -> dict[str, Any]:
+    return {"state": state.state, "set_hash": state.set_hash, "seal_index": state.seal_index,
+            "expiry_utc": format_utc(state.expiry), "bundles": len(state.bundles),
+            "revealed": state.reveal_index is not None, "retired": state.retire_index is not None}

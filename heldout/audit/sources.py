@@ -1,0 +1,142 @@
+"""Where an audit reads from: the operator's store (ledger database, blobs, seal manifests, and the private
+openings that hold the labels of still-sealed generations) or a public export (entries, checkpoints, blobs,
+public keys and seal manifests only). Both present one interface to the checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from heldout.generations import GenerationState, RevealDocument, load_opening, manifest_path
+from heldout.store import Store
+from keys import HeldoutError, IncompleteError, TrustedKey, UsageError
+from ledger import BlobStore, Ledger, LedgerExport, ReplayReport, open_export
+from ledger.replay import ProgressFn
+
+
+class AuditSource(Protocol):
+    mode: str
+    ledger_id: str
+    origin: str
+
+    def replay(self, progress: ProgressFn | None) -> ReplayReport: ...
+
+    def entries_bytes(self) -> Iterator[tuple[int, bytes]]: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def root(self, size: int) -> bytes: ...
+
+    def blob(self, digest: str) -> bytes: ...
+
+    def blob_file(self, digest: str) -> str: ...
+
+    def seal_manifest(self, generation: str) -> tuple[bytes, str]: ...
+
+    def private_opening(self, state: GenerationState) -> RevealDocument: ...
+
+    def extra_keys(self) -> list[TrustedKey]: ...
+
+
+class OperatorSource:
+    """The operator's own store: everything, including the private openings (labels of sealed sets)."""
+
+    mode = "operator"
+
+    def __init__(self, store: Store, ledger: Ledger) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.ledger_id = ledger.ledger_id
+        self.origin = ledger.origin
+        self.blobs = BlobStore(store.blobs)
+
+    def replay(self, progress: ProgressFn | None) -> ReplayReport:
+        return self.ledger.verify(expected_id=self.ledger_id, progress=progress)
+
+    def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
+        return self.ledger.entries_bytes()
+
+    @property
+    def size(self) -> int:
+        return self.ledger.size
+
+    def root(self, size: int) -> bytes:
+        return self.ledger.root(size)
+
+    def blob(self, digest: str) -> bytes:
+        return self.blobs.get(digest)
+
+    def blob_file(self, digest: str) -> str:
+        return str(self.blobs.path(digest).relative_to(self.store.root))
+
+    def seal_manifest(self, generation: str) -> tuple[bytes, str]:
+        path = manifest_path(self.store, generation)
+        if not path.is_file():
+            raise HeldoutError(f"the seal manifest of {generation} is missing", file=str(path))
+        return path.read_bytes(), str(path.relative_to(self.store.root))
+
+    def private_opening(self, state: GenerationState) -> RevealDocument:
+        return load_opening(self.store, self.ledger_id, state)
+
+    def extra_keys(self) -> list[TrustedKey]:
+        return []
+
+
+class ExportSource:
+    """A third party's copy: the public export alone. Labels exist only for revealed (and public) sets."""
+
+    mode = "third-party"
+
+    def __init__(self, export: LedgerExport, expected_id: str) -> None:
+        self.export = export
+        self.expected_id = expected_id  # the id the auditor pinned: the replay checks entry 0 hashes to it
+        self.ledger_id = expected_id
+        self.origin = export.origin
+
+    @classmethod
+    def open(cls, folder: Path, expected_id: str) -> ExportSource:
+        return cls(open_export(folder), expected_id)
+
+    def replay(self, progress: ProgressFn | None) -> ReplayReport:
+        return self.export.verify(expected_id=self.expected_id, progress=progress, check_blobs=False)
+
+    def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
+        return self.export.entries_bytes()
+
+    @property
+    def size(self) -> int:
+        return self.export.size
+
+    def root(self, size: int) -> bytes:
+        return self.export.root(size)
+
+    def blob(self, digest: str) -> bytes:
+        return self.export.blob(digest)
+
+    def blob_file(self, digest: str) -> str:
+        return str(self.export.blobs.path(digest).relative_to(self.export.folder))
+
+    def seal_manifest(self, generation: str) -> tuple[bytes, str]:
+        name = f"{generation}.seal.json"
+        try:
+            return self.export.seal_bytes(name), f"seals/{name}"
+        except HeldoutError as exc:
+            raise HeldoutError(f"the seal manifest of {generation} is not in the export", file=f"seals/{name}",
+                               cause=exc.message) from None
+
+    def private_opening(self, state: GenerationState) -> RevealDocument:
+        raise IncompleteError(f"generation {state.name} is still sealed: its labels are not revealed, so a third "
+                              "party cannot re-derive its bundles", index=state.seal_index)
+
+    def extra_keys(self) -> list[TrustedKey]:
+        return []
+
+
+def operator_source(store: Store, ledger_id: str | None) -> OperatorSource:
+    from heldout.generations import open_ledger
+
+    if not store.ledgers.is_dir():
+        raise UsageError(f"no ledgers in the store at {store.root}", store=str(store.root))
+    return OperatorSource(store, open_ledger(store, ledger_id))

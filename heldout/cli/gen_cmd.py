@@ -1,0 +1,413 @@
+"""Generation commands: ``heldout init``, ``pool add|list``, ``seal``, ``retire``, ``verify-reveal``,
+``prove-member``, ``verify-member`` and ``status``.
+
+Time: every command takes its reference time once, from ``$HELDOUT_NOW`` when set (an ISO 8601 time, for
+tests and rehearsals: typer commands cannot take a clock object), else the system clock; ``status``,
+``verify-reveal`` and ``verify-member`` also take ``--at``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from heldout.cli.common import (
+    JsonFlag,
+    StoreOption,
+    console,
+    err_console,
+    handle_errors,
+    open_store,
+    print_json,
+    reference_time,
+)
+from heldout.generations import (
+    RETIRE_REASONS,
+    SealRequest,
+    add_pool,
+    load_generations,
+    open_ledger,
+    pool_case_ids,
+    pool_tasks,
+    prove_member,
+    retire_generation,
+    seal_generation,
+    verify_folder_reveal,
+    verify_member_proof,
+    verify_store_reveal,
+)
+from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K
+from heldout.generations.ledgers import create_lock, ledger_signer
+from heldout.generations.seal import manifest_path
+from heldout.store import Store
+from keys import (
+    MalformedInput,
+    PublicKey,
+    Signer,
+    TrustedKey,
+    UntrustedKey,
+    UsageError,
+    parse_key_argument,
+)
+from ledger import Ledger
+from seals import format_utc, parse_json_object, parse_utc
+
+DEFAULT_KEY_NAME = "heldout-operator"
+DEFAULT_LEDGER_NAME = "heldout"
+
+LedgerOption = Annotated[str | None, typer.Option(
+    "--ledger", help="Ledger id or unique prefix (default: the store's, from heldout init).", show_default=False)]
+AtOption = Annotated[str | None, typer.Option("--at", help="Reference time (ISO 8601); default: now.")]
+KeyOption = Annotated[str | None, typer.Option(
+    "--key", help="Trusted key: base64 raw 32-byte key, note verifier key, or key file (default: keyring).")]
+
+pool_app = typer.Typer(help="Private pools of cases that sealed generations are drawn from.",
+                       no_args_is_help=True)
+
+
+command_now = reference_time
+
+
+def _comma_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _trusted_key(doc: dict[str, Any], key: str | None, store: Store) -> PublicKey | TrustedKey:
+    if key is not None:
+        return parse_key_argument(key)
+    issuer = doc.get("issuer")
+    if not isinstance(issuer, dict) or not isinstance(issuer.get("key_id"), str):
+        raise MalformedInput("the seal manifest has no issuer.key_id to look up in the keyring",
+                             field="issuer.key_id")
+    try:
+        return store.keyring.get(issuer["key_id"])
+    except UsageError:
+        raise UntrustedKey(f"issuer key {issuer['key_id']!r} is not in the keyring at {store.keyring.folder}; "
+                           "pass --key to trust one", field="issuer.key_id", found=issuer["key_id"]) from None
+
+
+# --- init ---------------------------------------------------------------------------------------------------
+
+@handle_errors
+def init(
+    store: StoreOption = None,
+    name: Annotated[str, typer.Option("--name", help="The ledger's name (in its genesis entry).")] =
+        DEFAULT_LEDGER_NAME,
+    key_id: Annotated[str | None, typer.Option("--key-id", help="Operator key to use when the store has several.")]
+        = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create the store, an operator key (when it has none) and a ledger with its genesis entry; the ledger
+    becomes the store's default. Prints the ledger id."""
+    st = open_store(store)
+    if st.default_ledger_file.is_file():
+        raise UsageError(f"the store at {st.root} is already initialised (ledger {st.default_ledger_id()})",
+                         path=str(st.default_ledger_file))
+    now = command_now()
+    st.create()
+    existing = sorted(st.private_keys.glob("*.key"))
+    created_key = False
+    if existing or key_id is not None:
+        signer = st.load_signer(key_id)
+    else:
+        fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
+        signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
+        signer.save(st.private_key_path(signer.key_id))
+        st.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
+        created_key = True
+    with Ledger.create(st.ledgers, signer, name=name, now=now) as ledger:
+        create_lock(ledger)
+        st.set_default_ledger_id(ledger.ledger_id)
+        info = {"ledger_id": ledger.ledger_id, "store": str(st.root), "key_id": signer.key_id,
+                "key_created": created_key, "note_verifier_key": ledger.verifier_key}
+    if as_json:
+        print_json(info)
+        return
+    console.print(f"store {st.root}; operator key {signer.key_id}" + (" (new)" if created_key else ""))
+    console.print(f"ledger {info['ledger_id']}")
+
+
+# --- pools ----------------------------------------------------------------------------------------------------
+
+@pool_app.command("add")
+@handle_errors
+def pool_add(
+    task: Annotated[str, typer.Argument(help="Task name, e.g. bloodmnist or bloodmnist_224.")],
+    file: Annotated[Path, typer.Argument(help="An npz file in the MedMNIST layout.")],
+    split: Annotated[str, typer.Option("--split", help="Which split of the file: test, val or train.")] = "test",
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Register the cases of FILE's split as private cases of TASK (nothing goes to the ledger)."""
+    st = open_store(store)
+    with Progress(TextColumn(f"hashing {file.name} ({split})"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        job = bar.add_task("hash", total=None)
+        result = add_pool(st, task, file, split, progress=lambda done, total: bar.update(job, completed=done,
+                                                                                          total=total))
+    if as_json:
+        print_json(result.to_json())
+        return
+    console.print(f"{task}: {result.added} new cases from {file.name} ({split}, {result.read} read; "
+                  f"{result.already_in_pool} already in the pool, {result.repeated_in_file} repeated in the "
+                  f"file); pool size {result.pool_size}")
+
+
+@pool_app.command("list")
+@handle_errors
+def pool_list(store: StoreOption = None, ledger: LedgerOption = None, as_json: JsonFlag = False) -> None:
+    """Each task's pool: its size and how many cases no generation has used."""
+    from heldout.generations.access import used_case_ids
+
+    st = open_store(store)
+    with open_ledger(st, ledger) as opened:
+        used = used_case_ids(st, opened.ledger_id, load_generations(opened, command_now()))
+    rows = []
+    for task in pool_tasks(st):
+        ids = pool_case_ids(st, task)
+        rows.append({"task": task, "pool": len(ids), "unused": len(set(ids) - used)})
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title=f"pools in {st.root}")
+    for column in ("task", "cases", "unused"):
+        table.add_column(column, justify="left" if column == "task" else "right")
+    for row in rows:
+        table.add_row(str(row["task"]), str(row["pool"]), str(row["unused"]))
+    console.print(table)
+
+
+# --- seal -----------------------------------------------------------------------------------------------------
+
+@handle_errors
+def seal(
+    generation: Annotated[str, typer.Argument(help="genN (gen1, gen2, ...) or public.")],
+    tasks: Annotated[str, typer.Option("--tasks", help="Comma-separated tasks, e.g. bloodmnist,breastmnist.")],
+    expires: Annotated[str, typer.Option("--expires", help="Expiry (ISO 8601 date or time, UTC).")],
+    per_task: Annotated[int | None, typer.Option("--per-task", help="Cases drawn per task (not for public).")]
+        = None,
+    budget_bits: Annotated[float | None, typer.Option(
+        "--budget-bits", help="Explicit leakage budget in bits (default: from n, k, delta, eps).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Draw seed (default: random; recorded).")] = None,
+    expected_models: Annotated[int, typer.Option("--expected-models", help="k in the default budget.")] =
+        DEFAULT_K,
+    delta: Annotated[float, typer.Option("--delta", help="Failure probability in the default budget.")] =
+        DEFAULT_DELTA,
+    eps: Annotated[float, typer.Option("--eps", help="Target error in the default budget.")] = DEFAULT_EPS,
+    ladder_step: Annotated[float | None, typer.Option(
+        "--ladder-step", help="Ladder release: publish a score only when it beats the best by this step.")] = None,
+    data_root: Annotated[Path | None, typer.Option(
+        "--data-root", help="public only: folder of the official <task>.npz files.")] = None,
+    store: StoreOption = None,
+    ledger: LedgerOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Seal a generation: draw cases disjoint from every earlier one, commit, sign the manifest, append."""
+    st = open_store(store)
+    now = command_now()
+    request = SealRequest(
+        generation=generation, tasks=tuple(_comma_list(tasks)),
+        expiry=parse_utc(expires, what="--expires", usage=True), per_task=per_task, seed=seed,
+        budget_bits=budget_bits, k=expected_models, delta=delta, eps=eps, ladder_step=ladder_step,
+        data_root=data_root)
+    with open_ledger(st, ledger) as opened:
+        signer = ledger_signer(st, opened)
+        with console.status(f"sealing {generation}"):
+            result = seal_generation(st, opened, signer, request, now)
+    if as_json:
+        print_json(result.to_json())
+        return
+    m = result.manifest
+    counts = ", ".join(f"{t} {n}" for t, n in m.task_counts.items())
+    budget = "no budget (public)" if m.leakage_budget.bits is None else \
+        f"budget {m.leakage_budget.bits:.3f} bits ({m.leakage_budget.basis})"
+    console.print(f"sealed {m.generation} at entry {result.seal_index}: {m.n_cases} cases ({counts})")
+    console.print(f"set hash {m.set_hash}; expires {format_utc(m.expiry)}; {budget}; release {m.release.mode}")
+    console.print(f"manifest {result.manifest_path} (sha256 {result.manifest_sha256})")
+
+
+# --- retire ---------------------------------------------------------------------------------------------------
+
+@handle_errors
+def retire(
+    generation: Annotated[str, typer.Argument(help="The generation to retire.")],
+    reason: Annotated[str | None, typer.Option("--reason", help=" | ".join(RETIRE_REASONS))] = None,
+    reveal: Annotated[bool, typer.Option("--reveal", help="Also publish the reveal (ids, hashes, labels, salts).")]
+        = False,
+    with_images: Annotated[bool, typer.Option("--with-images", help="Reveal the images too.")] = False,
+    store: StoreOption = None,
+    ledger: LedgerOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Retire a generation (a retire entry); with --reveal, publish its reveal (a blob and a reveal entry)."""
+    st = open_store(store)
+    now = command_now()
+    with open_ledger(st, ledger) as opened:
+        signer = ledger_signer(st, opened)
+        result = retire_generation(st, opened, signer, generation, reason, now, reveal=reveal,
+                                   with_images=with_images)
+    if as_json:
+        print_json(result.to_json())
+        return
+    if result.retire_index is not None:
+        console.print(f"retired {generation} ({reason}) at entry {result.retire_index}")
+    if result.reveal_index is not None:
+        console.print(f"revealed {generation} at entry {result.reveal_index} (blob {result.reveal_sha256})")
+    if result.note:
+        console.print(result.note)
+
+
+# --- verify-reveal, prove-member, verify-member -----------------------------------------------------------
+
+@handle_errors
+def verify_reveal_cmd(
+    generation: Annotated[str, typer.Argument(help="The revealed generation.")],
+    from_dir: Annotated[Path | None, typer.Option(
+        "--from", help="A folder holding <gen>.seal.json and <gen>.reveal.json (or a ledger export).")] = None,
+    key: KeyOption = None,
+    store: StoreOption = None,
+    ledger: LedgerOption = None,
+    at: AtOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Recompute the set hash from a reveal and compare it with the signed manifest (exit 1 naming the first
+    case that does not match)."""
+    st = open_store(store)
+    now = command_now(at)
+    if from_dir is not None:
+        candidates = [from_dir / "seals" / f"{generation}.seal.json", from_dir / f"{generation}.seal.json"]
+        found = next((p for p in candidates if p.is_file()), None)
+        if found is None:
+            raise UsageError(f"no {generation}.seal.json in {from_dir} or {from_dir}/seals", path=str(from_dir))
+        trusted = _trusted_key(parse_json_object(found.read_bytes(), what="seal manifest"), key, st)
+        verdict = verify_folder_reveal(from_dir, generation, trusted, now)
+    else:
+        path = manifest_path(st, generation)
+        with open_ledger(st, ledger) as opened:
+            # Without the published file the manifest comes from its blob; the operator's own ledger key
+            # (named by the genesis entry of the ledger the store holds) is then the trusted one.
+            trusted = _trusted_key(parse_json_object(path.read_bytes(), what="seal manifest"), key, st) \
+                if path.is_file() else (parse_key_argument(key) if key is not None else opened.key)
+            verdict = verify_store_reveal(st, opened, generation, trusted, now)
+    if as_json:
+        print_json(verdict.to_json())
+    else:
+        console.print(verdict.line)
+
+
+@handle_errors
+def prove_member_cmd(
+    generation: Annotated[str, typer.Argument(help="The generation.")],
+    case_id: Annotated[str, typer.Argument(help="The case id, e.g. bloodmnist-0123456789abcdef.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Write the proof to this file (default: stdout).")]
+        = None,
+    store: StoreOption = None,
+    ledger: LedgerOption = None,
+) -> None:
+    """Prove one case's membership (its opening and inclusion path) without revealing the others."""
+    st = open_store(store)
+    with open_ledger(st, ledger) as opened:
+        proof = prove_member(st, opened, generation, case_id)
+    if out is None:
+        print_json(proof.to_json())
+        return
+    if out.exists():
+        raise UsageError(f"refusing to overwrite {out}", path=str(out))
+    import json
+
+    out.write_text(json.dumps(proof.to_json(), indent=1, sort_keys=True) + "\n")
+    console.print(f"wrote the membership proof of {case_id} in {generation} to {out}")
+
+
+@handle_errors
+def verify_member_cmd(
+    proof_file: Annotated[Path, typer.Argument(help="A proof written by heldout prove-member.")],
+    from_dir: Annotated[Path | None, typer.Option(
+        "--from", help="A folder holding <gen>.seal.json (or seals/<gen>.seal.json).")] = None,
+    key: KeyOption = None,
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check a membership proof against the generation's signed seal manifest."""
+    st = open_store(store)
+    if not proof_file.is_file():
+        raise UsageError(f"no proof file at {proof_file}", path=str(proof_file))
+    proof_doc = parse_json_object(proof_file.read_bytes(), what="member proof")
+    generation = str(proof_doc.get("generation"))
+    folder = from_dir if from_dir is not None else st.seals
+    candidates = [folder / "seals" / f"{generation}.seal.json", folder / f"{generation}.seal.json"]
+    found = next((p for p in candidates if p.is_file()), None)
+    if found is None:
+        raise UsageError(f"no seal manifest for {generation!r} in {folder}", path=str(folder))
+    data = found.read_bytes()
+    proof = verify_member_proof(proof_doc, data, _trusted_key(parse_json_object(data), key, st))
+    line = (f"case {proof.case_id} ({proof.task}, label {proof.label}) is a member of {proof.generation}: "
+            f"leaf {proof.leaf_index} of {proof.tree_size} leads to set hash {proof.set_hash}")
+    if as_json:
+        print_json({"verified": True, **proof.to_json()})
+    else:
+        console.print(line)
+
+
+# --- status ---------------------------------------------------------------------------------------------------
+
+@handle_errors
+def status(
+    store: StoreOption = None,
+    ledger: LedgerOption = None,
+    at: AtOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Every generation with its state, times, counts, set hash, leakage budget and bundles, and the ledger
+    head: derived from the ledger each time."""
+    from ledger import BlobStore
+
+    st = open_store(store)
+    now = command_now(at)
+    with open_ledger(st, ledger) as opened:
+        generations = load_generations(opened, now, blobs=BlobStore(st.blobs))
+        head = {"size": opened.size, "root": opened.root().hex()}
+        ledger_id = opened.ledger_id
+    if as_json:
+        print_json({"ledger_id": ledger_id, "at": format_utc(now), "head": head,
+                    "generations": [g.to_json() for g in generations.values()]})
+        return
+    table = Table(title=f"generations on ledger {ledger_id} at {format_utc(now)}")
+    for column, no_wrap in (("generation", True), ("state", True), ("sealed → expires", False), ("cases", False),
+                            ("set hash", True), ("bits used / budget", False), ("bundles", True),
+                            ("note", False)):
+        table.add_column(column, no_wrap=no_wrap)
+    styles = {"current": "green", "expired": "yellow", "retired": "red", "sealed": "cyan"}
+    for g in generations.values():
+        notes = []
+        if g.retire_reason:
+            notes.append(f"retired: {g.retire_reason}")
+        elif g.due_for_retirement:
+            notes.append("due for retirement")
+        if g.revealed:
+            notes.append(f"revealed (entry {g.reveal_index})")
+        if g.release_mode == "ladder":
+            notes.append(f"ladder step {g.ladder_step}")
+        budget = "public" if g.budget_bits is None else f"{g.bits_used:.1f} / {g.budget_bits:.1f}"
+        table.add_row(
+            g.name, f"[{styles[g.state]}]{g.state}[/]", f"{format_utc(g.created)[:10]} → {format_utc(g.expiry)[:10]}",
+            "\n".join(f"{t} {n}" for t, n in g.tasks.items()), g.set_hash[:12], budget, str(len(g.bundles)),
+            "; ".join(notes))
+    console.print(table)
+    console.print(f"ledger head: size {head['size']}, root {head['root']}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the generation commands to the main ``heldout`` app."""
+    app.command("init")(init)
+    app.add_typer(pool_app, name="pool")
+    app.command("seal")(seal)
+    app.command("retire")(retire)
+    app.command("verify-reveal")(verify_reveal_cmd)
+    app.command("prove-member")(prove_member_cmd)
+    app.command("verify-member")(verify_member_cmd)
+    app.command("status")(status)

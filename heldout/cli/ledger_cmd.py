@@ -1,0 +1,340 @@
+"""``heldout ledger``: create, append to, inspect, prove, export and verify ledgers.
+
+LEDGER is a ledger id (or a unique prefix of one) in the store's ``ledgers/`` folder; with ``verify --from DIR``
+it names the ledger the export must be (its genesis entry must hash to that id).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from heldout.cli.common import (
+    JsonFlag,
+    StoreOption,
+    console,
+    err_console,
+    handle_errors,
+    open_store,
+    print_json,
+    reference_time,
+)
+from heldout.store import Store
+from keys import MalformedInput, b64encode, verifier_key_string
+from ledger import (
+    BlobStore,
+    EntryRejected,
+    Ledger,
+    LedgerUsageError,
+    ReplayReport,
+    export_ledger,
+    open_export,
+)
+from ledger.entries import MAX_ENTRY_BYTES, is_ledger_prefix
+from seals import format_utc, parse_json_object
+
+app = typer.Typer(help="The append-only ledger: entries, signed checkpoints, proofs, export and replay.",
+                  no_args_is_help=True)
+
+LedgerArg = Annotated[str, typer.Argument(help="Ledger id, or a unique prefix of it.", show_default=False)]
+KeyIdOption = Annotated[str | None, typer.Option("--key-id", help="Signing key id (default: the store's only key).")]
+AtOption = Annotated[str | None, typer.Option("--at", help="Reference time (ISO 8601); default: now.")]
+
+
+@contextmanager
+def _open(store: Path | None, ledger: str) -> Iterator[Ledger]:
+    st = open_store(store)
+    with Ledger.open(Ledger.locate(st.ledgers, ledger)) as opened:
+        yield opened
+
+
+def _write_stdout_bytes(data: bytes) -> None:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+@contextmanager
+def _progress(label: str, enabled: bool) -> Iterator[Any]:
+    """A rich progress bar on stderr for long replays; the callback takes (done, total)."""
+    if not enabled:
+        yield None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as progress:
+        task = progress.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield update
+
+
+@app.command("init")
+@handle_errors
+def init(
+    name: Annotated[str, typer.Option("--name", help="The ledger's name (recorded in its genesis entry).")],
+    store: StoreOption = None,
+    key_id: KeyIdOption = None,
+    at: AtOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a ledger signed by the store's operator key: genesis entry and first checkpoint."""
+    st = open_store(store)
+    signer = st.load_signer(key_id)
+    st.create()
+    with Ledger.create(st.ledgers, signer, name=name, now=reference_time(at)) as ledger:
+        info = {"ledger_id": ledger.ledger_id, "origin": ledger.origin, "path": str(ledger.path),
+                "note_verifier_key": ledger.verifier_key, "size": ledger.size}
+    if as_json:
+        print_json(info)
+    else:
+        console.print(f"created ledger {info['ledger_id']} ({name}) in {st.ledgers}")
+        console.print(f"checkpoint key {info['note_verifier_key']}")
+
+
+def _read_entry_file(path: Path) -> dict[str, Any]:
+    if str(path) == "-":
+        data = sys.stdin.buffer.read()
+    elif not path.is_file():
+        raise LedgerUsageError(f"no entry file at {path}", path=str(path))
+    else:
+        data = path.read_bytes()
+    if len(data) > 4 * MAX_ENTRY_BYTES:
+        raise EntryRejected(f"entry file is {len(data)} bytes; an entry is at most {MAX_ENTRY_BYTES}",
+                            expected=MAX_ENTRY_BYTES, found=len(data))
+    try:
+        return parse_json_object(data, what=f"entry file {path}")
+    except MalformedInput as exc:  # the operator's input is unusable: a usage error, nothing is written
+        raise EntryRejected(exc.message, **exc.evidence) from None
+
+
+@app.command("append")
+@handle_errors
+def append(
+    ledger: LedgerArg,
+    entry_type: Annotated[str, typer.Option("--type", help="Entry type (genesis is written by init only).")],
+    json_file: Annotated[Path, typer.Option("--json-file", help="JSON object of the entry ('-' for stdin).")],
+    store: StoreOption = None,
+    key_id: KeyIdOption = None,
+    at: AtOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Append one entry and sign a checkpoint for it. ``type`` is set from --type (a different ``type`` in the
+    file is refused); ``v`` defaults to 1 and ``created_utc`` to the reference time when absent."""
+    moment = reference_time(at)
+    entry = _read_entry_file(json_file)
+    if "type" in entry and entry["type"] != entry_type:
+        raise EntryRejected("the entry file's type differs from --type", field="type", expected=entry_type,
+                            found=str(entry["type"])[:60])
+    entry = {"type": entry_type, "v": 1, "created_utc": format_utc(moment), **entry}
+    st = open_store(store)
+    signer = st.load_signer(key_id)
+    with _open(store, ledger) as opened:
+        index = opened.append(entry, signer=signer, now=moment)
+        checkpoint = opened.latest_checkpoint()
+    if as_json:
+        print_json({"index": index, "size": checkpoint.size, "root": checkpoint.root_b64, "type": entry_type})
+    else:
+        console.print(f"appended {entry_type} entry {index}; checkpoint size {checkpoint.size} root "
+                      f"{checkpoint.root_b64}")
+
+
+def _summary(entry: dict[str, Any]) -> str:
+    skip = {"type", "v", "created_utc"}
+    parts = []
+    for key, value in entry.items():
+        if key in skip:
+            continue
+        text = value if isinstance(value, str) else str(value)
+        parts.append(f"{key}={text[:16] + '…' if len(text) > 17 else text}")
+    return " ".join(parts)
+
+
+@app.command("show")
+@handle_errors
+def show(
+    ledger: LedgerArg,
+    start: Annotated[int, typer.Option("--start", help="First index to show.", min=0)] = 0,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many entries.", min=1)] = 50,
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List entries: index, type, time and a short summary."""
+    with _open(store, ledger) as opened:
+        rows = [(index, entry, opened.entry_time(index))
+                for index, entry in opened.entries(start, min(opened.size, start + limit))]
+        size = opened.size
+        ledger_id = opened.ledger_id
+    if as_json:
+        print_json({"ledger_id": ledger_id, "size": size,
+                    "entries": [{"index": i, "appended_utc": t, "entry": e} for i, e, t in rows]})
+        return
+    table = Table(title=f"ledger {ledger_id} ({size} entries)")
+    for column in ("index", "type", "appended", "summary"):
+        table.add_column(column)
+    for index, entry, appended in rows:
+        table.add_row(str(index), str(entry.get("type")), appended, _summary(entry))
+    console.print(table)
+
+
+@app.command("head")
+@handle_errors
+def head(ledger: LedgerArg, store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """The current head: size, root, latest checkpoint and the checkpoint key."""
+    with _open(store, ledger) as opened:
+        checkpoint = opened.latest_checkpoint()
+        info = {"ledger_id": opened.ledger_id, "name": opened.genesis.get("name"), "origin": opened.origin,
+                "size": opened.size, "root": b64encode(opened.root()), "checkpoint_size": checkpoint.size,
+                "checkpoint_root": checkpoint.root_b64, "checkpoint_utc": checkpoint.created_utc,
+                "key_id": opened.key.key_id, "note_verifier_key": opened.verifier_key}
+    if as_json:
+        print_json(info)
+        return
+    for field, value in info.items():
+        console.print(f"{field}: {value}")
+
+
+@app.command("checkpoint")
+@handle_errors
+def checkpoint(
+    ledger: LedgerArg,
+    sign: Annotated[bool, typer.Option("--sign", help="Sign the current head first (needs the key).")] = False,
+    store: StoreOption = None,
+    key_id: KeyIdOption = None,
+    at: AtOption = None,
+) -> None:
+    """Print the latest signed checkpoint note, byte for byte."""
+    with _open(store, ledger) as opened:
+        if sign:
+            note = opened.checkpoint(signer=open_store(store).load_signer(key_id), now=reference_time(at)).note
+        else:
+            note = opened.latest_checkpoint().note
+    _write_stdout_bytes(note.encode("utf-8"))
+
+
+@app.command("pubkey")
+@handle_errors
+def pubkey(ledger: LedgerArg, store: StoreOption = None) -> None:
+    """Print the note verifier key of the ledger's checkpoints."""
+    with _open(store, ledger) as opened:
+        key = opened.key
+    _write_stdout_bytes((verifier_key_string(key.name, key.public_key) + "\n").encode())
+
+
+@app.command("leaf")
+@handle_errors
+def leaf(
+    ledger: LedgerArg,
+    index: Annotated[int, typer.Option("--index", help="Entry index.")],
+    store: StoreOption = None,
+) -> None:
+    """Write the raw bytes of one entry to stdout."""
+    with _open(store, ledger) as opened:
+        data = opened.entry_bytes(index)
+    _write_stdout_bytes(data)
+
+
+@app.command("prove")
+@handle_errors
+def prove(
+    ledger: LedgerArg,
+    index: Annotated[int, typer.Option("--index", help="Entry index.")],
+    size: Annotated[int | None, typer.Option("--size", help="Tree size (default: current).")] = None,
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Inclusion proof (RFC 9162 audit path) of entry INDEX in the tree of SIZE entries."""
+    with _open(store, ledger) as opened:
+        proof = opened.inclusion_proof(index, size)
+    body = proof.to_json()
+    if as_json:
+        print_json(body)
+        return
+    console.print(f"entry {proof.index} in tree of size {proof.size}, root {body['root']}")
+    for position, item in enumerate(body["proof"]):
+        console.print(f"  {position}: {item}")
+
+
+@app.command("consistency")
+@handle_errors
+def consistency(
+    ledger: LedgerArg,
+    old: Annotated[int, typer.Option("--old", help="Old tree size (>= 1).")],
+    new: Annotated[int | None, typer.Option("--new", help="New tree size (default: current).")] = None,
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Consistency proof (RFC 9162) that the tree of OLD entries is a prefix of the tree of NEW entries."""
+    with _open(store, ledger) as opened:
+        proof = opened.consistency_proof(old, new)
+    body = proof.to_json()
+    if as_json:
+        print_json(body)
+        return
+    console.print(f"size {proof.old_size} ({body['old_root']}) -> size {proof.new_size} ({body['new_root']})")
+    for position, item in enumerate(body["proof"]):
+        console.print(f"  {position}: {item}")
+
+
+def _report_lines(report: ReplayReport, source: str) -> None:
+    console.print(f"ledger {report.ledger_id} verified from {source}: {report.size} entries, "
+                  f"{report.checkpoints} checkpoints, root {b64encode(report.root)}")
+    console.print("entries by type: " + ", ".join(f"{k} {v}" for k, v in sorted(report.entry_types.items())))
+
+
+@app.command("verify")
+@handle_errors
+def verify(
+    ledger: LedgerArg,
+    source: Annotated[Path | None, typer.Option("--from", help="Verify this export directory instead.")] = None,
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Replay the ledger: entries, tree, every checkpoint signature and their mutual consistency."""
+    show_progress = not as_json and err_console.is_terminal
+    if source is not None:
+        if not is_ledger_prefix(ledger.strip()):
+            raise LedgerUsageError("LEDGER is a ledger id or a prefix of one (lowercase hex)", found=ledger[:80])
+        exported = open_export(source)
+        with _progress("replaying export", show_progress) as progress:
+            report = exported.verify(expected_id=ledger.strip(), progress=progress)
+        body = {**report.to_json(), "source": str(source), "missing_blobs": exported.manifest.get("missing_blobs")}
+    else:
+        with _open(store, ledger) as opened, _progress("replaying ledger", show_progress) as progress:
+            report = opened.verify(progress=progress)
+            body = {**report.to_json(), "source": str(opened.path)}
+    if as_json:
+        print_json({"ok": True, **body})
+    else:
+        _report_lines(report, body["source"])
+
+
+@app.command("export")
+@handle_errors
+def export(
+    ledger: LedgerArg,
+    dest: Annotated[Path, typer.Argument(help="New (or empty) directory for the public export.")],
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write a self-contained public replay directory: entries, checkpoints, referenced blobs, public keys and
+    seal manifests. Nothing from the store's private/ folder."""
+    st: Store = open_store(store)
+    with _open(store, ledger) as opened:
+        manifest = export_ledger(opened, dest, blobs=BlobStore(st.blobs), seals=st.seals, keyring=st.keys)
+    if as_json:
+        print_json({"path": str(dest), **manifest})
+        return
+    console.print(f"exported ledger {manifest['ledger_id']} ({manifest['size']} entries, "
+                  f"{len(manifest['checkpoints'])} checkpoints, {len(manifest['blobs'])} blobs) to {dest}")
+    if manifest["missing_blobs"]:
+        err_console.print(f"note: {len(manifest['missing_blobs'])} referenced blobs are not in the store "
+                          "(listed in export.json as missing_blobs)")

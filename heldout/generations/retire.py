@@ -1,0 +1,108 @@
+"""Retiring a generation, and revealing it.
+
+``retire`` appends ``{type: retire, generation, reason, created_utc}``. With ``reveal``, the generation's
+opening (each case's id, content hash, label, salt and commitment; optionally the images, as one npz blob
+per task) is checked against the sealed set hash, stored as a blob, copied to ``seals/<gen>.reveal.json``,
+and ``{type: reveal, generation, reveal_sha256, created_utc}`` is appended in the same batch as the retire.
+The image blobs are also named in the reveal entry (``image_blobs: {<task>_sha256: ...}``) so a ledger export
+copies them. A generation already retired but not revealed can be revealed later (only the reveal is appended). Every
+check runs before anything is written; if the append fails, the files written are removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from heldout.generations.access import load_opening, opening_path
+from heldout.generations.ledgers import generations_lock
+from heldout.generations.pools import load_pool_cases
+from heldout.generations.reveal import image_npz_bytes, reveal_bytes
+from heldout.generations.seal import _Undo, reveal_path
+from heldout.generations.state import RETIRE_REASONS, load_generations, utc
+from heldout.store import Store
+from keys import Signer, UsageError
+from keys.files import read_private_file
+from ledger import BlobStore, Ledger
+from seals import format_utc, parse_json_object
+
+
+@dataclass(frozen=True)
+class RetireResult:
+    generation: str
+    retire_index: int | None
+    reveal_index: int | None
+    reveal_sha256: str | None
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: str, reason: str | None,
+                      now: datetime, *, reveal: bool = False, with_images: bool = False) -> RetireResult:
+    now = utc(now)
+    if with_images and not reveal:
+        raise UsageError("--with-images goes with --reveal", field="with_images")
+    with generations_lock(ledger):
+        generations = load_generations(ledger, now)
+        state = generations.get(generation)
+        if state is None:
+            raise UsageError(f"no generation {generation!r} is sealed on this ledger", field="generation",
+                             found=generation, expected=sorted(generations))
+        retire = state.retire_index is None
+        note = None
+        if not retire:
+            if not reveal or state.revealed:
+                raise UsageError(f"{generation} is already retired (entry {state.retire_index}, "
+                                 f"{state.retire_reason})" + (" and revealed" if state.revealed else ""),
+                                 field="generation", index=state.retire_index, found="retired")
+            note = f"already retired at entry {state.retire_index}: revealing only"
+        elif reason not in RETIRE_REASONS:
+            raise UsageError(f"--reason is one of {', '.join(RETIRE_REASONS)}", field="reason", found=reason)
+        if reveal and state.revealed:
+            note = f"already revealed at entry {state.reveal_index}"
+            reveal = False
+        entries: list[Mapping[str, Any]] = []
+        if retire:
+            entries.append({"type": "retire", "v": 1, "generation": generation, "reason": reason,
+                            "created_utc": format_utc(now)})
+        undo = _Undo()
+        blobs = BlobStore(store.blobs)
+        reveal_digest = None
+        document = None
+        if reveal:
+            opening = load_opening(store, ledger.ledger_id, state)  # checked against the sealed set hash
+            document = parse_json_object(read_private_file(
+                opening_path(store, ledger.ledger_id, generation, state.set_hash)), what="opening")
+        try:
+            if document is not None:
+                if with_images and state.membership != "public":
+                    images: dict[str, str] = {}
+                    for task in state.tasks:
+                        ids = [o.case_id for o in opening.openings if o.task == task]
+                        pixels, labels, _ = load_pool_cases(store, task, ids)
+                        images[task] = undo.blob(blobs, image_npz_bytes(ids, np.asarray(labels), pixels))
+                    document["images"] = images
+                data = reveal_bytes(document)
+                reveal_digest = undo.blob(blobs, data)
+                undo.write(reveal_path(store, generation), data)
+                entry: dict[str, Any] = {"type": "reveal", "v": 1, "generation": generation,
+                                         "reveal_sha256": reveal_digest, "created_utc": format_utc(now),
+                                         "n_cases": state.n_cases}
+                if document.get("images"):
+                    # Named in the entry too (as *_sha256 members) so that an export carries the images.
+                    entry["image_blobs"] = {f"{task}_sha256": sha for task, sha in document["images"].items()}
+                entries.append(entry)
+            indices = ledger.append_batch(entries, signer=signer, now=now)
+        except BaseException:
+            undo.rollback()
+            raise
+    retire_index = indices[0] if retire else None
+    reveal_index = indices[-1] if document is not None else None
+    return RetireResult(generation=generation, retire_index=retire_index, reveal_index=reveal_index,
+                        reveal_sha256=reveal_digest, note=note)

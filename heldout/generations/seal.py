@@ -1,0 +1,306 @@
+"""Sealing a generation: draw disjoint cases, commit to them, sign the manifest, append the ``seal`` entry.
+
+Every check runs before anything is written (a refused seal leaves the store and the ledger as they were):
+the name (``genN`` or ``public``, not used on this ledger), the expiry (after ``now``), the tasks (a pool for
+each, or for ``public`` an official file ``<data root>/<task>.npz``), enough unused cases, a positive budget.
+
+**Draw.** Candidates of a task = its pool's case ids minus every case id any opening in the store commits
+(all generations, sealed or retired, public included), sorted. Tasks are taken in name order with one
+generator ``numpy.random.default_rng(seed)``; each draws ``sorted(rng.choice(len(candidates), per_task,
+replace=False))``. The seed (random when not given) is recorded in the manifest. Salts are 32 bytes from
+``os.urandom``, never derived from the seed.
+
+**Order of writes, and the entry index.** Holding the generations lock: read the ledger size s, sign the
+manifest with ``entry_index = s``, write the private opening, ``seals/<gen>.seal.json`` and its blob, then
+append the seal entry (for ``public`` in one batch with its reveal entry, since its membership is public).
+If the append fails the files written are removed. The seal entry carries ``manifest_sha256``, the manifest
+its predicted index; if another writer (not a seal or retire: they take the same lock) appended in
+between, the indices differ: the generation is then retired at once (reason ``superseded``) and the
+command fails, so no manifest ever points at the wrong entry unnoticed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from heldout.generations.access import opening_path, used_case_ids
+from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K, make_budget, public_budget
+from heldout.generations.cases import check_task, content_hashes, public_case_ids, read_split
+from heldout.generations.commitments import SALT_BYTES
+from heldout.generations.ledgers import generations_lock
+from heldout.generations.pools import pool_entries, pool_tasks
+from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
+from heldout.generations.state import GenerationState, load_generations, utc
+from heldout.store import Store
+from keys import HeldoutError, MalformedInput, Signer, UsageError, VerificationError
+from keys.files import ensure_private_dir, write_private_file
+from ledger import BlobStore, Ledger
+from seals import format_utc, sha256_hex
+from seals.manifest import (
+    MAX_SEED,
+    ReleasePolicy,
+    SealManifest,
+    TaskCount,
+    check_generation_name,
+    manifest_bytes,
+)
+
+
+@dataclass(frozen=True)
+class SealRequest:
+    generation: str
+    tasks: tuple[str, ...]
+    expiry: datetime
+    per_task: int | None = None
+    seed: int | None = None
+    budget_bits: float | None = None
+    k: int = DEFAULT_K
+    delta: float = DEFAULT_DELTA
+    eps: float = DEFAULT_EPS
+    ladder_step: float | None = None
+    data_root: Path | None = None
+
+
+@dataclass(frozen=True)
+class SealResult:
+    manifest: SealManifest
+    signed: dict[str, Any]
+    manifest_sha256: str
+    manifest_path: Path
+    seal_index: int
+    reveal_index: int | None = None
+    written: tuple[Path, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"generation": self.manifest.generation, "seal_index": self.seal_index,
+                "reveal_index": self.reveal_index, "manifest_sha256": self.manifest_sha256,
+                "manifest_path": str(self.manifest_path), "set_hash": self.manifest.set_hash,
+                "tasks": self.manifest.task_counts, "expiry_utc": format_utc(self.manifest.expiry),
+                "leakage_budget": self.manifest.leakage_budget.to_json(), "seed": self.manifest.seed}
+
+
+def manifest_path(store: Store, generation: str) -> Path:
+    return store.seals / f"{generation}.seal.json"
+
+
+def reveal_path(store: Store, generation: str) -> Path:
+    """The published copy of a reveal (exported with the seals); the ledger binds its SHA-256."""
+    return store.seals / f"{generation}.reveal.json"
+
+
+def _check_name(name: str) -> str:
+    try:
+        return check_generation_name(name)
+    except MalformedInput:
+        raise UsageError(f"{name!r} is not a generation name: genN (gen1, gen2, ...) or public",
+                         field="generation", found=str(name)[:60]) from None
+
+
+def _check_tasks(tasks: Sequence[str]) -> tuple[str, ...]:
+    if not tasks:
+        raise UsageError("name at least one task (--tasks bloodmnist,breastmnist)", field="tasks")
+    for task in tasks:
+        check_task(task)
+    if len(set(tasks)) != len(tasks):
+        raise UsageError("a task is named twice in --tasks", field="tasks", found=list(tasks))
+    return tuple(sorted(tasks))
+
+
+def _public_openings(request: SealRequest, tasks: tuple[str, ...]) -> tuple[list[CaseOpening], dict[str, list[str]]]:
+    if request.per_task is not None:
+        raise UsageError("public seals the whole official test split; --per-task does not apply",
+                         field="per_task")
+    if request.data_root is None:
+        raise UsageError("sealing public needs --data-root, the folder of the official <task>.npz files",
+                         field="data_root")
+    openings = []
+    order: dict[str, list[str]] = {}
+    for task in tasks:
+        path = Path(request.data_root) / f"{task}.npz"
+        if not path.is_file():
+            raise UsageError(f"unknown task {task!r}: no official file {path}", field="tasks", found=task,
+                             path=str(path))
+        split = read_split(path, "test")
+        hashes = content_hashes(split.images, split.labels)
+        order[task] = public_case_ids(task, hashes)
+        for cid, h, label in zip(order[task], hashes, split.labels, strict=True):
+            openings.append(CaseOpening(case_id=cid, task=task, content_sha256=h, label=int(label), salt=b""))
+    return openings, order
+
+
+def _drawn_openings(store: Store, ledger: Ledger, request: SealRequest, tasks: tuple[str, ...],
+                    generations: dict[str, GenerationState], seed: int) -> list[CaseOpening]:
+    if request.per_task is None or request.per_task < 1:
+        raise UsageError("--per-task must be a positive number of cases", field="per_task",
+                         found=request.per_task)
+    known = set(pool_tasks(store))
+    for task in tasks:
+        if task not in known:
+            raise UsageError(f"unknown task {task!r}: no private pool; run: heldout pool add {task} FILE.npz",
+                             field="tasks", found=task, expected=sorted(known))
+    used = used_case_ids(store, ledger.ledger_id, generations)
+    pools = {task: pool_entries(store, task) for task in tasks}
+    candidates = {task: sorted(set(pools[task]) - used) for task in tasks}
+    for task in tasks:
+        if len(candidates[task]) < request.per_task:
+            raise UsageError(
+                f"too few unused cases for {task}: {len(candidates[task])} left in its pool of "
+                f"{len(pools[task])}, {request.per_task} needed", field="per_task", found=len(candidates[task]),
+                expected=request.per_task)
+    rng = np.random.default_rng(seed)
+    openings = []
+    for task in tasks:
+        chosen = sorted(int(i) for i in rng.choice(len(candidates[task]), request.per_task, replace=False))
+        for i in chosen:
+            cid = candidates[task][i]
+            content, label = pools[task][cid]
+            openings.append(CaseOpening(case_id=cid, task=task, content_sha256=content, label=label,
+                                        salt=os.urandom(SALT_BYTES)))
+    return openings
+
+
+def _seal_entry(manifest: SealManifest, digest: str) -> dict[str, Any]:
+    return {
+        "type": "seal", "v": 1,
+        "generation": manifest.generation,
+        "manifest_sha256": digest,
+        "set_hash": manifest.set_hash,
+        "expiry_utc": format_utc(manifest.expiry),
+        "created_utc": format_utc(manifest.created),
+        "membership": manifest.membership,
+        "tasks": manifest.task_counts,
+        "n_cases": manifest.n_cases,
+        "budget_bits": manifest.leakage_budget.bits,
+        "release": manifest.release.to_json(),
+    }
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+class _Undo:
+    """Files created by a seal or retire, removed again if the ledger append does not happen."""
+
+    def __init__(self) -> None:
+        self.created: list[Path] = []
+
+    def write(self, path: Path, data: bytes, *, private: bool = False) -> None:
+        if path.exists():
+            if path.read_bytes() == data:
+                return
+            if private:
+                raise UsageError(f"refusing to overwrite {path}", path=str(path))
+        if private:
+            ensure_private_dir(path.parent.parent.parent)
+            ensure_private_dir(path.parent.parent)
+            ensure_private_dir(path.parent)
+            write_private_file(path, data)
+        else:
+            _atomic_write(path, data)
+        self.created.append(path)
+
+    def blob(self, blobs: BlobStore, data: bytes) -> str:
+        digest = sha256_hex(data)
+        if not blobs.has(digest):
+            blobs.put(data)
+            self.created.append(blobs.path(digest))
+        return digest
+
+    def rollback(self) -> None:
+        for path in reversed(self.created):
+            path.unlink(missing_ok=True)
+
+
+def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealRequest,
+                    now: datetime) -> SealResult:
+    """Seal ``request.generation`` on ``ledger`` at ``now`` (module docstring for the rules)."""
+    now = utc(now)
+    name = _check_name(request.generation)
+    tasks = _check_tasks(request.tasks)
+    expiry = utc(request.expiry)
+    if request.ladder_step is not None and name == "public":
+        raise UsageError("the public generation is released in full: --ladder-step does not apply",
+                         field="ladder_step")
+    with generations_lock(ledger):
+        generations = load_generations(ledger, now)
+        if name in generations:
+            raise UsageError(f"generation {name} is already sealed on this ledger (entry "
+                             f"{generations[name].seal_index}); choose another name", field="generation",
+                             found=name, index=generations[name].seal_index)
+        if expiry <= now:
+            raise UsageError(f"the expiry {format_utc(expiry)} is not in the future (now {format_utc(now)})",
+                             field="expires", expected=f"> {format_utc(now)}", found=format_utc(expiry))
+        order = None
+        if name == "public":
+            seed = None
+            openings, order = _public_openings(request, tasks)
+        else:
+            if request.seed is not None and not 0 <= request.seed <= MAX_SEED:
+                raise UsageError("--seed must be an integer in 0..2^53-1", field="seed", found=request.seed)
+            seed = request.seed if request.seed is not None else secrets.randbelow(MAX_SEED + 1)
+            openings = _drawn_openings(store, ledger, request, tasks, generations, seed)
+        counts = {task: sum(1 for o in openings if o.task == task) for task in tasks}
+        budget = public_budget(min(counts.values())) if name == "public" else make_budget(
+            n=min(counts.values()), k=request.k, delta=request.delta, eps=request.eps, bits=request.budget_bits)
+        release = ReleasePolicy("ladder", request.ladder_step) if request.ladder_step is not None \
+            else ReleasePolicy()
+        sealed = [g for g in generations.values() if g.membership != "public"]
+        draft = build_reveal(generation=name, ledger_id=ledger.ledger_id, manifest_sha256="0" * 64,
+                             membership="public" if name == "public" else "sealed", openings=openings,
+                             order=order)
+        manifest = SealManifest(
+            generation=name, membership="public" if name == "public" else "sealed",
+            tasks=tuple(TaskCount(task, counts[task]) for task in tasks), set_hash=draft["set_hash"],
+            created=now, expiry=expiry, leakage_budget=budget, release=release, seed=seed,
+            predecessor=sealed[-1].name if sealed and name != "public" else None,
+            ledger_id=ledger.ledger_id, entry_index=ledger.size)
+        signed = manifest.sign(signer)
+        data = manifest_bytes(signed)
+        digest = sha256_hex(data)
+        opening = reveal_bytes({**draft, "manifest_sha256": digest})
+        entries: list[Mapping[str, Any]] = [_seal_entry(manifest, digest)]
+
+        undo = _Undo()
+        blobs = BlobStore(store.blobs)
+        try:
+            undo.write(opening_path(store, ledger.ledger_id, name, manifest.set_hash), opening, private=True)
+            undo.write(manifest_path(store, name), data)
+            undo.blob(blobs, data)
+            if name == "public":
+                reveal_digest = undo.blob(blobs, opening)
+                undo.write(reveal_path(store, name), opening)
+                entries.append({"type": "reveal", "v": 1, "generation": name, "reveal_sha256": reveal_digest,
+                                "created_utc": format_utc(now), "n_cases": manifest.n_cases})
+            indices = ledger.append_batch(entries, signer=signer, now=now)
+        except BaseException:
+            undo.rollback()
+            raise
+        if indices[0] != manifest.entry_index:
+            _void(ledger, signer, name, now, manifest.entry_index, indices[0])
+    return SealResult(manifest=manifest, signed=signed, manifest_sha256=digest,
+                      manifest_path=manifest_path(store, name), seal_index=indices[0],
+                      reveal_index=indices[1] if len(indices) > 1 else None, written=tuple(undo.created))
+
+
+def _void(ledger: Ledger, signer: Signer, name: str, now: datetime, predicted: int, found: int) -> None:
+    note = f"seal entry landed at index {found}, its manifest records {predicted}"
+    with contextlib.suppress(HeldoutError):  # the failure below is the report either way
+        ledger.append({"type": "retire", "v": 1, "generation": name, "reason": "superseded",
+                       "created_utc": format_utc(now), "note": note}, signer=signer, now=now)
+    raise VerificationError(
+        f"another writer appended while {name} was being sealed: {note}; {name} has been retired "
+        "(superseded). Seal again under a new name.", generation=name, expected=predicted, found=found,
+        index=found)

@@ -1,0 +1,263 @@
+"""Generation states, derived from the ledger every time (never kept in a separate file).
+
+A generation exists once a ``seal`` entry names it. At a reference time ``now`` it is:
+
+* ``retired``: a ``retire`` entry names it (whatever ``now`` is: the ledger as it stands is the truth);
+* ``sealed``: ``now`` is before its seal time (committed, not yet in force; only reachable with an injected
+  clock that looks back);
+* ``expired``: ``now`` is at or after its expiry;
+* ``current``: otherwise, i.e. from its seal time until its expiry, unless retired.
+
+Budget use is the sum of the ``leakage_bits`` each ``bundle`` entry on the generation carries (the
+evaluation command writes ``charge_bits(evaluation)`` there; the audit recomputes it from the evaluation
+blob). A bundle entry without ``leakage_bits`` is charged from its evaluation blob when a blob store is
+given, and is otherwise reported as incomplete (exit 5).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from heldout.generations.budget import charge_bits
+from keys import ExpiredError, IncompleteError, LapsedError, MalformedInput, VerificationError
+from seals import format_utc, parse_json_object, parse_utc
+
+STATES = ("sealed", "current", "expired", "retired")
+RETIRE_REASONS = ("expired", "leaked", "superseded", "budget")
+
+
+class EntrySource(Protocol):
+    def entries(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]: ...
+
+
+class BlobSource(Protocol):
+    def get(self, sha256_hex: str) -> bytes: ...
+
+
+def utc(now: datetime) -> datetime:
+    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class BundleRecord:
+    index: int
+    model_id: str
+    task: str
+    created: datetime
+    leakage_bits: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "model_id": self.model_id, "task": self.task,
+                "created_utc": format_utc(self.created), "leakage_bits": self.leakage_bits}
+
+
+@dataclass(frozen=True)
+class GenerationState:
+    """One generation as the ledger describes it, judged at ``now``."""
+
+    name: str
+    seal_index: int
+    manifest_sha256: str
+    set_hash: str
+    created: datetime
+    expiry: datetime
+    tasks: Mapping[str, int]
+    membership: str
+    budget_bits: float | None
+    release_mode: str
+    ladder_step: float | None
+    now: datetime
+    retire_index: int | None = None
+    retire_reason: str | None = None
+    retired_at: datetime | None = None
+    reveal_index: int | None = None
+    reveal_sha256: str | None = None
+    bundles: tuple[BundleRecord, ...] = field(default_factory=tuple)
+
+    @property
+    def n_cases(self) -> int:
+        return sum(self.tasks.values())
+
+    @property
+    def state(self) -> str:
+        return self.state_at(self.now)
+
+    def state_at(self, now: datetime) -> str:
+        now = utc(now)
+        if self.retire_index is not None:
+            return "retired"
+        if now < self.created:
+            return "sealed"
+        if now >= self.expiry:
+            return "expired"
+        return "current"
+
+    @property
+    def revealed(self) -> bool:
+        return self.reveal_index is not None
+
+    @property
+    def bits_used(self) -> float:
+        return round(math.fsum(b.leakage_bits for b in self.bundles), 6)
+
+    @property
+    def bits_left(self) -> float | None:
+        return None if self.budget_bits is None else round(self.budget_bits - self.bits_used, 6)
+
+    @property
+    def due_for_retirement(self) -> bool:
+        """Expired and not yet retired, or its budget cannot take another bundle like the largest so far."""
+        if self.retire_index is not None:
+            return False
+        if self.state == "expired":
+            return True
+        left = self.bits_left
+        if left is None:
+            return False
+        largest = max((b.leakage_bits for b in self.bundles), default=0.0)
+        return left <= 0 or left < largest
+
+    def require_current(self, now: datetime | None = None) -> None:
+        """Raise unless the generation is current at ``now``: retired is exit 4 (LapsedError), expired exit
+        3 (ExpiredError), not yet in force exit 3 as well (it cannot be used before its seal time)."""
+        moment = utc(now) if now is not None else self.now
+        state = self.state_at(moment)
+        if state == "retired":
+            raise LapsedError(f"generation {self.name} was retired ({self.retire_reason}) at entry "
+                              f"{self.retire_index}", generation=self.name, index=self.retire_index,
+                              found="retired")
+        if state == "expired":
+            raise ExpiredError(f"generation {self.name} expired at {format_utc(self.expiry)}",
+                               generation=self.name, expected=f"before {format_utc(self.expiry)}",
+                               found=format_utc(moment))
+        if state == "sealed":
+            raise ExpiredError(f"generation {self.name} is in force only from {format_utc(self.created)}",
+                               generation=self.name, expected=f"from {format_utc(self.created)}",
+                               found=format_utc(moment))
+
+    def bundles_by_task(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for b in self.bundles:
+            counts[b.task] = counts.get(b.task, 0) + 1
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generation": self.name,
+            "state": self.state,
+            "membership": self.membership,
+            "seal_index": self.seal_index,
+            "sealed_utc": format_utc(self.created),
+            "expiry_utc": format_utc(self.expiry),
+            "tasks": dict(self.tasks),
+            "n_cases": self.n_cases,
+            "set_hash": self.set_hash,
+            "manifest_sha256": self.manifest_sha256,
+            "release": {"mode": self.release_mode, "step": self.ladder_step},
+            "budget": {"bits": self.budget_bits, "used": self.bits_used, "left": self.bits_left},
+            "bundles": len(self.bundles),
+            "bundles_by_task": self.bundles_by_task(),
+            "retired": None if self.retire_index is None else {
+                "index": self.retire_index, "reason": self.retire_reason,
+                "retired_utc": format_utc(self.retired_at) if self.retired_at else None},
+            "revealed": None if self.reveal_index is None else {
+                "index": self.reveal_index, "reveal_sha256": self.reveal_sha256},
+            "due_for_retirement": self.due_for_retirement,
+        }
+
+
+def _time(entry: Mapping[str, Any], member: str, index: int) -> datetime:
+    try:
+        return parse_utc(entry[member], what=f"entry {index} {member}")
+    except (KeyError, MalformedInput):
+        raise VerificationError(f"entry {index} has no valid {member}", index=index, field=member) from None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _seal_state(index: int, entry: Mapping[str, Any], now: datetime) -> GenerationState:
+    tasks = entry.get("tasks")
+    if not isinstance(tasks, dict) or not tasks or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in tasks.values()):
+        raise VerificationError(f"seal entry {index} lacks its task counts", index=index, field="tasks")
+    raw_release = entry.get("release")
+    release: Mapping[str, Any] = raw_release if isinstance(raw_release, dict) else {}
+    mode = release.get("mode", "full")
+    step = _number(release.get("step"))
+    budget = entry.get("budget_bits")
+    if budget is not None and _number(budget) is None:
+        raise VerificationError(f"seal entry {index} has a malformed budget_bits", index=index,
+                                field="budget_bits")
+    return GenerationState(
+        name=str(entry["generation"]), seal_index=index, manifest_sha256=str(entry["manifest_sha256"]),
+        set_hash=str(entry["set_hash"]), created=_time(entry, "created_utc", index),
+        expiry=_time(entry, "expiry_utc", index), tasks=dict(sorted(tasks.items())),
+        membership=str(entry.get("membership", "sealed")), budget_bits=_number(budget),
+        release_mode=str(mode), ladder_step=step, now=now,
+    )
+
+
+def _bundle_bits(index: int, entry: Mapping[str, Any], blobs: BlobSource | None) -> float:
+    bits = _number(entry.get("leakage_bits"))
+    if bits is not None:
+        return round(bits, 6)
+    if blobs is None:
+        raise IncompleteError(f"bundle entry {index} carries no leakage_bits and no blob store was given to "
+                              "charge it from its evaluation", index=index, field="leakage_bits")
+    evaluation = parse_json_object(blobs.get(str(entry["evaluation_sha256"])),
+                                   what=f"evaluation of bundle entry {index}")
+    return charge_bits(evaluation)
+
+
+def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]]], now: datetime, *,
+                     blobs: BlobSource | None = None) -> dict[str, GenerationState]:
+    """Every generation sealed on ``ledger`` (a ``ledger.Ledger``, or ``(index, entry)`` pairs as an export
+    replay yields them), in seal order, judged at ``now``. Raises :class:`VerificationError` naming the entry
+    when the ledger contradicts itself (a name sealed twice, a retire or reveal of no sealed generation, a
+    second retire)."""
+    now = utc(now)
+    pairs = ledger.entries() if hasattr(ledger, "entries") else ledger
+    states: dict[str, GenerationState] = {}
+    bundles: dict[str, list[BundleRecord]] = {}
+    updates: dict[str, dict[str, Any]] = {}
+    for index, entry in pairs:
+        kind = entry.get("type")
+        name = entry.get("generation")
+        if kind == "seal":
+            if name in states:
+                raise VerificationError(
+                    f"entry {index} seals {name} again (first sealed at entry {states[name].seal_index})",
+                    index=index, field="generation", found=name)
+            states[str(name)] = _seal_state(index, entry, now)
+            bundles[str(name)] = []
+            updates[str(name)] = {}
+        elif kind in ("retire", "reveal"):
+            if name not in states:
+                raise VerificationError(f"entry {index} ({kind}) names {name!r}, which no earlier entry seals",
+                                        index=index, field="generation", found=str(name)[:60])
+            done = updates[str(name)]
+            if f"{kind}_index" in done:
+                raise VerificationError(f"entry {index}: {name} was already {kind}ed at entry "
+                                        f"{done[f'{kind}_index']}", index=index, field="type", found=kind)
+            done[f"{kind}_index"] = index
+            if kind == "retire":
+                done["retire_reason"] = str(entry.get("reason"))
+                done["retired_at"] = _time(entry, "created_utc", index)
+            else:
+                done["reveal_sha256"] = str(entry.get("reveal_sha256"))
+        elif kind == "bundle" and name in states:
+            bundles[str(name)].append(BundleRecord(
+                index=index, model_id=str(entry.get("model_id")), task=str(entry.get("task")),
+                created=_time(entry, "created_utc", index), leakage_bits=_bundle_bits(index, entry, blobs)))
+    out: dict[str, GenerationState] = {}
+    for name, state in states.items():
+        out[name] = replace(state, **updates[name], bundles=tuple(bundles[name]))
+    return out

@@ -1,0 +1,165 @@
+"""Checking a reveal or a membership proof against the signed seal manifest, from a store or a folder.
+
+Sources. *Store*: the manifest from ``seals/<gen>.seal.json``, the reveal from the blob the ``reveal`` entry
+names, both bound to the ledger's entries. *Folder* (``--from DIR``): ``DIR/seals/<gen>.seal.json`` or
+``DIR/<gen>.seal.json``, and ``DIR/seals/<gen>.reveal.json`` or ``DIR/<gen>.reveal.json`` (or, in a ledger
+export, the blob its ``reveal`` entry names). When DIR is a ledger export (it has ``export.json``), the
+manifest and the reveal are also checked against the export's ``seal`` and ``reveal`` entries; the export
+itself (checkpoints, tree) is the audit's to verify.
+
+Order: the manifest's signature under the trusted key first, then its binding to the seal entry, then the
+reveal case by case (so a changed case is named), then the reveal's binding to its entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from heldout.generations.commitments import MemberProof
+from heldout.generations.reveal import verify_reveal
+from heldout.generations.seal import manifest_path
+from heldout.generations.state import BlobSource, GenerationState, load_generations
+from heldout.store import Store
+from keys import PublicKey, TrustedKey, UsageError, VerificationError
+from ledger import BlobStore, Ledger, open_export
+from seals import parse_json_object, sha256_hex
+from seals.manifest import SealManifest
+
+
+@dataclass(frozen=True)
+class RevealVerdict:
+    generation: str
+    n_cases: int
+    tasks: dict[str, int]
+    set_hash: str
+    manifest_sha256: str
+    issuer_key_id: str
+    images_checked: bool
+    ledger_checked: bool
+    seal_index: int | None
+    reveal_index: int | None
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verified": True, **self.__dict__}
+
+    @property
+    def line(self) -> str:
+        bound = (f"; bound to seal entry {self.seal_index} and reveal entry {self.reveal_index}"
+                 if self.ledger_checked else "; no ledger entries checked")
+        images = ", images re-hashed" if self.images_checked else ""
+        return (f"reveal of {self.generation} verified: {self.n_cases} cases recompute set hash "
+                f"{self.set_hash} of the manifest signed under {self.issuer_key_id}{images}{bound}")
+
+
+def check_manifest_binding(manifest: SealManifest, digest: str, state: GenerationState, ledger_id: str) -> None:
+    """Raise unless a (signature-verified) manifest whose file hashes to ``digest`` is the one ``state``'s seal
+    entry names: same hash, generation, set hash, ledger id, and the entry index it records."""
+    if digest != state.manifest_sha256:
+        raise VerificationError(f"the seal manifest of {state.name} is not the one its seal entry names",
+                                index=state.seal_index, field="manifest_sha256", expected=state.manifest_sha256,
+                                found=digest)
+    for member, expected, found in (("generation", state.name, manifest.generation),
+                                    ("set_hash", state.set_hash, manifest.set_hash),
+                                    ("ledger_id", ledger_id, manifest.ledger_id),
+                                    ("entry_index", state.seal_index, manifest.entry_index)):
+        if expected != found:
+            raise VerificationError(f"the seal manifest of {state.name} disagrees with its seal entry on {member}",
+                                    index=state.seal_index, field=member, expected=expected, found=found)
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path} ({exc.strerror})", path=str(path)) from None
+
+
+def _verify(manifest_data: bytes, reveal_data: bytes, trusted: PublicKey | TrustedKey, *,
+            state: GenerationState | None, ledger_id: str | None, blobs: BlobSource | None,
+            source: str) -> RevealVerdict:
+    doc = parse_json_object(manifest_data, what="seal manifest")
+    manifest = SealManifest.verify(doc, trusted)
+    digest = sha256_hex(manifest_data)
+    if state is not None and ledger_id is not None:
+        check_manifest_binding(manifest, digest, state, ledger_id)
+    reveal = verify_reveal(parse_json_object(reveal_data, what="reveal"), manifest, image_blobs=blobs,
+                           manifest_sha256=digest)
+    if state is not None:
+        found = sha256_hex(reveal_data)
+        if found != state.reveal_sha256:
+            raise VerificationError(f"the reveal of {state.name} is not the one its reveal entry names",
+                                    index=state.reveal_index, field="reveal_sha256",
+                                    expected=state.reveal_sha256, found=found)
+    issuer = doc.get("issuer", {})
+    return RevealVerdict(
+        generation=manifest.generation, n_cases=len(reveal.openings), tasks=reveal.task_counts(),
+        set_hash=manifest.set_hash, manifest_sha256=digest, issuer_key_id=str(issuer.get("key_id")),
+        images_checked=reveal.images is not None, ledger_checked=state is not None,
+        seal_index=None if state is None else state.seal_index,
+        reveal_index=None if state is None else state.reveal_index, source=source)
+
+
+def _revealed_state(generations: dict[str, GenerationState], generation: str) -> GenerationState:
+    state = generations.get(generation)
+    if state is None:
+        raise UsageError(f"no generation {generation!r} is sealed on this ledger", field="generation",
+                         found=generation, expected=sorted(generations))
+    if not state.revealed:
+        raise UsageError(f"{generation} has not been revealed (heldout retire {generation} --reveal)",
+                         field="generation", found="not revealed")
+    return state
+
+
+def verify_store_reveal(store: Store, ledger: Ledger, generation: str, trusted: PublicKey | TrustedKey,
+                        now: datetime) -> RevealVerdict:
+    state = _revealed_state(load_generations(ledger, now), generation)
+    blobs = BlobStore(store.blobs)
+    path = manifest_path(store, generation)
+    manifest_data = path.read_bytes() if path.is_file() else blobs.get(state.manifest_sha256)
+    return _verify(manifest_data, blobs.get(str(state.reveal_sha256)), trusted, state=state,
+                   ledger_id=ledger.ledger_id, blobs=blobs, source=str(store.root))
+
+
+def _first_file(folder: Path, names: list[str]) -> Path | None:
+    return next((folder / n for n in names if (folder / n).is_file()), None)
+
+
+def verify_folder_reveal(folder: Path, generation: str, trusted: PublicKey | TrustedKey,
+                         now: datetime) -> RevealVerdict:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UsageError(f"--from {folder} is not a folder", path=str(folder))
+    manifest_file = _first_file(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"])
+    if manifest_file is None:
+        raise UsageError(f"no {generation}.seal.json in {folder} or {folder}/seals", path=str(folder))
+    state = None
+    ledger_id = None
+    blobs: BlobSource | None = BlobStore(folder / "blobs" / "sha256") if (folder / "blobs").is_dir() else None
+    reveal_file = _first_file(folder, [f"seals/{generation}.reveal.json", f"{generation}.reveal.json"])
+    reveal_data = _read(reveal_file, "reveal") if reveal_file is not None else None
+    if (folder / "export.json").is_file():
+        export = open_export(folder)
+        ledger_id = export.ledger_id
+        state = _revealed_state(load_generations(export, now), generation)
+        blobs = export.blobs
+        if reveal_data is None:
+            reveal_data = export.blob(str(state.reveal_sha256))
+    if reveal_data is None:
+        raise UsageError(f"no {generation}.reveal.json in {folder} or {folder}/seals", path=str(folder))
+    return _verify(_read(manifest_file, "seal manifest"), reveal_data, trusted, state=state,
+                   ledger_id=ledger_id, blobs=blobs, source=str(folder))
+
+
+def verify_member_proof(proof_doc: Any, manifest_data: bytes, trusted: PublicKey | TrustedKey) -> MemberProof:
+    """Check a membership proof against the signed manifest of its generation; returns the parsed proof."""
+    manifest = SealManifest.verify(parse_json_object(manifest_data, what="seal manifest"), trusted)
+    proof = MemberProof.from_json(proof_doc)
+    if proof.generation != manifest.generation or proof.set_hash != manifest.set_hash:
+        raise VerificationError("the proof is for another generation or set hash than the manifest",
+                                field="set_hash", expected=manifest.set_hash, found=proof.set_hash)
+    proof.verify(manifest.set_hash)
+    return proof

@@ -1,0 +1,137 @@
+"""A checkpoint client that cannot be rolled back.
+
+It pins one ledger (origin) and its checkpoint key, remembers the last checkpoint it accepted in a state file,
+and accepts a new one only if it is signed by that key and
+
+* has the same size and root as the accepted one (nothing new), or
+* is larger and comes with a consistency proof from the accepted checkpoint that verifies.
+
+It refuses a smaller size (:class:`RollbackError`), a different root at the same size, and a larger size
+without a valid consistency proof (:class:`ForkError`). On a refusal of a *signed* checkpoint it keeps both
+signed notes (and the proof offered) in an evidence folder: two signed, incompatible tree heads are proof
+that the log showed different histories, which anyone can check with the public key alone.
+
+The state file is JSON ``{"format", "version", "origin", "key": {name, public_key_b64}, "note"}``; the note is
+re-verified whenever the state is loaded, so an edited state file is refused rather than trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from keys import HeldoutError, MalformedInput, PublicKey, b64encode
+from ledger.checkpoint import Checkpoint, verify_checkpoint
+from ledger.errors import ForkError, LedgerIntegrityError, LedgerUsageError, ProofError, RollbackError
+from ledger.verify import verify_consistency
+from seals import parse_json_object
+
+STATE_FORMAT = "heldout-checkpoint-client"
+STATE_VERSION = 1
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class CheckpointClient:
+    """Rollback- and fork-detecting follower of one ledger's checkpoints."""
+
+    def __init__(self, state_path: Path, *, origin: str, name: str, key: PublicKey,
+                 evidence_dir: Path | None = None) -> None:
+        self.state_path = Path(state_path)
+        self.origin = origin
+        self.name = name
+        self.key = key
+        self.evidence_dir = Path(evidence_dir) if evidence_dir else self.state_path.with_name(
+            self.state_path.name + ".evidence")
+
+    def accepted(self) -> Checkpoint | None:
+        """The last accepted checkpoint, re-verified; ``None`` before the first."""
+        if not self.state_path.exists():
+            return None
+        try:
+            state = parse_json_object(self.state_path.read_bytes(), what=str(self.state_path))
+        except MalformedInput as exc:
+            raise LedgerIntegrityError(f"client state is unreadable: {exc.message}",
+                                       file=str(self.state_path)) from None
+        if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
+            raise LedgerIntegrityError("client state is not in the expected format", file=str(self.state_path))
+        pinned = state.get("key") or {}
+        if state.get("origin") != self.origin or pinned.get("name") != self.name \
+                or pinned.get("public_key_b64") != self.key.b64:
+            raise LedgerUsageError("this client state belongs to another ledger or key", file=str(self.state_path),
+                                   expected=self.origin, found=state.get("origin"))
+        try:
+            return verify_checkpoint(str(state.get("note")), name=self.name, key=self.key, origin=self.origin)
+        except HeldoutError as exc:
+            raise LedgerIntegrityError(f"client state holds a checkpoint that does not verify: {exc.message}",
+                                       file=str(self.state_path)) from None
+
+    def _save(self, checkpoint: Checkpoint) -> None:
+        state = {"format": STATE_FORMAT, "version": STATE_VERSION, "origin": self.origin,
+                 "key": {"name": self.name, "public_key_b64": self.key.b64}, "note": checkpoint.note}
+        _atomic_write(self.state_path, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode())
+
+    def _evidence(self, kind: str, accepted: Checkpoint, presented: Checkpoint,
+                  proof: Sequence[bytes] | None) -> Path:
+        tag = hashlib.sha256(presented.note_bytes).hexdigest()[:12]
+        folder = self.evidence_dir / f"{kind}-{accepted.size}-{presented.size}-{tag}"
+        folder.mkdir(parents=True, exist_ok=True)
+        _atomic_write(folder / "accepted.note", accepted.note_bytes)
+        _atomic_write(folder / "presented.note", presented.note_bytes)
+        summary: dict[str, Any] = {
+            "kind": kind, "origin": self.origin,
+            "key": {"name": self.name, "public_key_b64": self.key.b64},
+            "accepted": {"size": accepted.size, "root": accepted.root_b64},
+            "presented": {"size": presented.size, "root": presented.root_b64},
+            "proof": None if proof is None else [b64encode(bytes(h)) for h in proof],
+        }
+        _atomic_write(folder / "evidence.json", (json.dumps(summary, indent=1, sort_keys=True) + "\n").encode())
+        return folder
+
+    def update(self, note: str | bytes, proof: Sequence[bytes] | None = None) -> Checkpoint:
+        """Offer a checkpoint (and, when it is larger than the accepted one, the consistency proof from the
+        accepted size to it). Returns the checkpoint now accepted; raises and keeps evidence otherwise."""
+        presented = verify_checkpoint(note, name=self.name, key=self.key, origin=self.origin)
+        accepted = self.accepted()
+        if accepted is None:
+            self._save(presented)  # trust on first use: the caller chose this ledger and key
+            return presented
+        where = {"expected": f">= {accepted.size}", "found": presented.size}
+        if presented.size < accepted.size:
+            folder = self._evidence("rollback", accepted, presented, proof)
+            raise RollbackError(
+                f"checkpoint of size {presented.size} is older than the accepted size {accepted.size}",
+                evidence=str(folder), **where)
+        if presented.size == accepted.size:
+            if presented.root != accepted.root:
+                folder = self._evidence("fork", accepted, presented, proof)
+                raise ForkError(f"two signed roots for size {presented.size}: the log forked", evidence=str(folder),
+                                expected=accepted.root_b64, found=presented.root_b64)
+            return accepted
+        try:
+            verify_consistency(accepted.size, presented.size, accepted.root, presented.root, proof or [])
+        except ProofError as exc:
+            folder = self._evidence("fork", accepted, presented, proof)
+            raise ForkError(
+                f"checkpoint of size {presented.size} is not proven to extend the accepted size {accepted.size}: "
+                f"{exc.message}", evidence=str(folder), expected=accepted.root_b64, found=presented.root_b64
+            ) from None
+        self._save(presented)
+        return presented

@@ -1,0 +1,113 @@
+"""The ledger's SQLite file: schema, migrations, pragmas and the append-only triggers.
+
+One file per ledger (``<ledger id>.sqlite``), opened through sqlite-utils with strict tables. Durability:
+WAL journal with ``synchronous=FULL``, so a commit returns only once the WAL is fsynced; a writer killed at any
+instant leaves the last committed state. Writers serialize with ``BEGIN IMMEDIATE`` (``busy_timeout`` waits
+for the lock). Schema changes are sqlite-utils migrations (recorded in ``_sqlite_migrations``) and the schema
+version is kept in ``meta``; a file from a newer version is refused rather than guessed at.
+
+Tables (all STRICT):
+
+* ``meta(key, value)``: ledger_id, origin, name, created_utc, schema_version, min_node_level.
+* ``entries(idx INTEGER PRIMARY KEY, type, data BLOB, leaf_hash BLOB, created_utc)``: the log.
+* ``nodes(level, idx, hash) WITHOUT ROWID``: roots of complete perfect subtrees of 16 leaves or more
+  (levels >= ``MIN_NODE_LEVEL``; see ``ledger.tree``).
+* ``checkpoints(size INTEGER PRIMARY KEY, root BLOB, note, created_utc)``: signed notes.
+
+Append-only in the database as well as in code: triggers refuse UPDATE and DELETE on entries, nodes and
+checkpoints, an entry at any index but the next, a node that exists already, and a checkpoint whose size is
+not larger than every earlier one (so never two roots for one size, never a smaller size after a larger).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+from ledger.errors import LedgerIntegrityError, LedgerUsageError
+
+SCHEMA_VERSION = 1
+#: Interior tree levels below this are not stored (rehashed from at most 15 leaf hashes when needed).
+MIN_NODE_LEVEL = 4
+BUSY_TIMEOUT_MS = 120_000
+MIGRATIONS = Migrations("heldout.ledger")
+
+
+@MIGRATIONS(name="0001_initial")
+def _initial_schema(db: Database) -> None:
+    db["meta"].create({"key": str, "value": str}, pk="key", not_null={"value"})  # type: ignore[union-attr]
+    db["entries"].create(  # type: ignore[union-attr]
+        {"idx": int, "type": str, "data": bytes, "leaf_hash": bytes, "created_utc": str},
+        pk="idx", not_null={"type", "data", "leaf_hash", "created_utc"},
+    )
+    db.execute(
+        "CREATE TABLE nodes (level INTEGER NOT NULL, idx INTEGER NOT NULL, hash BLOB NOT NULL, "
+        "PRIMARY KEY (level, idx)) WITHOUT ROWID, STRICT"
+    )
+    db["checkpoints"].create(  # type: ignore[union-attr]
+        {"size": int, "root": bytes, "note": str, "created_utc": str},
+        pk="size", not_null={"root", "note", "created_utc"},
+    )
+    for table in ("entries", "nodes", "checkpoints"):
+        for action in ("UPDATE", "DELETE"):
+            db.execute(
+                f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} "
+                f"BEGIN SELECT RAISE(ABORT, 'ledger {table} are append-only'); END"
+            )
+    db.execute(
+        "CREATE TRIGGER entries_next_index BEFORE INSERT ON entries "
+        "WHEN NEW.idx IS NOT COALESCE((SELECT MAX(idx) FROM entries), -1) + 1 OR length(NEW.leaf_hash) != 32 "
+        "BEGIN SELECT RAISE(ABORT, 'ledger entries are appended at the next index only'); END"
+    )
+    db.execute(
+        "CREATE TRIGGER nodes_write_once BEFORE INSERT ON nodes "
+        f"WHEN length(NEW.hash) != 32 OR NEW.level < {MIN_NODE_LEVEL} "
+        "OR EXISTS (SELECT 1 FROM nodes WHERE level = NEW.level AND idx = NEW.idx) "
+        "BEGIN SELECT RAISE(ABORT, 'ledger tree nodes are written once'); END"
+    )
+    db.execute(
+        "CREATE TRIGGER checkpoints_grow BEFORE INSERT ON checkpoints "
+        "WHEN NEW.size <= COALESCE((SELECT MAX(size) FROM checkpoints), 0) "
+        "OR NEW.size > COALESCE((SELECT MAX(idx) FROM entries), -1) + 1 OR length(NEW.root) != 32 "
+        "BEGIN SELECT RAISE(ABORT, 'ledger checkpoints only grow, one per size, never past the entries'); END"
+    )
+    db.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+    db.execute("INSERT INTO meta (key, value) VALUES ('min_node_level', ?)", [str(MIN_NODE_LEVEL)])
+
+
+def connect(path: Path, *, create: bool = False) -> Database:
+    """Open (or, with ``create``, make) a ledger file with the durability pragmas, applying any pending
+    migrations under the write lock."""
+    if not create and not path.is_file():
+        raise LedgerUsageError(f"no ledger file at {path}", path=str(path))
+    db = Database(path, strict=True)
+    conn = db.conn
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if str(mode).lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        if MIGRATIONS.pending(db):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                MIGRATIONS.apply(db)  # nested in our transaction: sqlite-utils uses savepoints
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise LedgerIntegrityError(f"{path} is not a readable ledger database ({exc})", path=str(path)) from None
+    if version is None or int(version[0]) > SCHEMA_VERSION:
+        db.close()
+        raise LedgerUsageError(
+            f"{path} has ledger schema {version[0] if version else '?'}; this heldout reads up to "
+            f"{SCHEMA_VERSION}", path=str(path), expected=SCHEMA_VERSION,
+            found=version[0] if version else None)
+    return db

@@ -1,0 +1,85 @@
+"""The ledger's errors: subclasses of the one hierarchy in ``keys.errors``, so the CLI maps them to the exit
+codes of DESIGN.md without knowing the ledger.
+
+Each class inherits ``LedgerError`` (so callers can catch everything the ledger raises on purpose) and the
+``keys.errors`` class that gives its exit code; ``exit_code`` is restated on each so the method resolution
+order cannot pick the wrong one.
+"""
+
+from __future__ import annotations
+
+from keys.errors import (
+    HeldoutError,
+    IncompleteError,
+    MalformedInput,
+    UntrustedKey,
+    UsageError,
+    VerificationError,
+)
+
+
+class LedgerError(HeldoutError):
+    """Anything the ledger refuses or finds wrong."""
+
+    exit_code = 1
+
+
+class LedgerIntegrityError(LedgerError, VerificationError):
+    """Stored or exported ledger data does not verify: tampered bytes, a broken tree, a bad checkpoint (exit 1)."""
+
+    exit_code = 1
+
+
+class ProofError(LedgerIntegrityError):
+    """An inclusion or consistency proof does not verify (raised by ``ledger.verify``)."""
+
+    exit_code = 1
+
+
+class CheckpointError(LedgerIntegrityError):
+    """A checkpoint note is malformed, badly signed, or would contradict an earlier checkpoint."""
+
+    exit_code = 1
+
+
+class NoteFormatError(CheckpointError, MalformedInput):
+    """A signed note is not in the C2SP signed-note / tlog-checkpoint format."""
+
+    exit_code = 1
+
+
+class LedgerKeyError(LedgerError, UntrustedKey):
+    """A key that is not the ledger's key tried to sign, or signed what was presented (exit 1)."""
+
+    exit_code = 1
+
+
+class RollbackError(LedgerIntegrityError):
+    """A client was shown a checkpoint older than one it already accepted."""
+
+    exit_code = 1
+
+
+class ForkError(LedgerIntegrityError):
+    """Two signed checkpoints that cannot both be prefixes of one history (the evidence is kept)."""
+
+    exit_code = 1
+
+
+class EntryRejected(LedgerError, UsageError):
+    """An entry offered for appending is not acceptable: malformed, unknown type, too large (exit 2; nothing
+    is written)."""
+
+    exit_code = 2
+
+
+class LedgerUsageError(LedgerError, UsageError):
+    """A request the ledger cannot serve as asked: no such ledger, index out of range, bad size (exit 2)."""
+
+    exit_code = 2
+
+
+class BlobMissing(LedgerError, IncompleteError):
+    """A content-addressed blob is not there, so what references it cannot be checked (exit 5)."""
+
+    exit_code = 5

@@ -1,0 +1,440 @@
+"""The ledger: an append-only log of typed entries in one SQLite file, a Merkle tree over them, and a signed
+checkpoint for every append batch.
+
+Writing. ``append``/``append_batch`` validate and canonicalise the entries first (nothing is written for a
+refused entry), then, in one ``BEGIN IMMEDIATE`` transaction: read the size, insert the entries and the
+perfect-subtree nodes they complete, compute the new root, check that it is consistent with the last signed
+checkpoint (an RFC 9162 consistency proof from the stored tree, verified by ``ledger.verify``), sign the
+checkpoint and insert it, commit. The commit is the acknowledgement: WAL with ``synchronous=FULL`` makes it
+durable before ``append`` returns. Several processes may append at once; the write lock serializes them into
+one history and every checkpoint extends the previous one.
+
+The ledger's checkpoint key is the one its genesis entry declares: any other signer is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sqlite_utils import Database
+
+from keys import Signer, TrustedKey, verifier_key_string
+from ledger.checkpoint import Checkpoint, parse_checkpoint, sign_checkpoint
+from ledger.db import MIN_NODE_LEVEL, connect
+from ledger.entries import (
+    NONCE_BYTES,
+    decode_entry,
+    encode_entry,
+    genesis_key,
+    is_ledger_id,
+    is_ledger_prefix,
+    ledger_id_of,
+    make_genesis,
+    origin_of,
+)
+from ledger.errors import (
+    CheckpointError,
+    EntryRejected,
+    LedgerError,
+    LedgerIntegrityError,
+    LedgerKeyError,
+    LedgerUsageError,
+)
+from ledger.proofs import ConsistencyProof, InclusionProof
+from ledger.replay import CheckpointClaim, ProgressFn, ReplayReport, replay
+from ledger.rfc6962 import leaf_hash
+from ledger.tree import HashTree, frontier_push, frontier_root
+from ledger.verify import verify_consistency
+from seals import format_utc, parse_json_object
+
+LEDGER_SUFFIX = ".sqlite"
+
+
+class _SqliteNodes:
+    """The tree's :class:`ledger.tree.NodeSource` over the ledger's tables (level 0 = entries.leaf_hash)."""
+
+    min_stored_level = MIN_NODE_LEVEL
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def tree_size(self) -> int:
+        row = self.conn.execute("SELECT MAX(idx) FROM entries").fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def node(self, level: int, index: int) -> bytes:
+        if level == 0:
+            row = self.conn.execute("SELECT leaf_hash FROM entries WHERE idx = ?", (index,)).fetchone()
+        else:
+            row = self.conn.execute("SELECT hash FROM nodes WHERE level = ? AND idx = ?", (level, index)).fetchone()
+        if row is None:
+            raise LedgerIntegrityError("a tree node is missing from the ledger database", level=level, index=index)
+        return bytes(row[0])
+
+    def leaf_range(self, offset: int, width: int) -> list[bytes]:
+        rows = self.conn.execute("SELECT leaf_hash FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
+                                 (offset, offset + width)).fetchall()
+        if len(rows) != width:
+            raise LedgerIntegrityError("leaf hashes are missing from the ledger database", index=offset)
+        return [bytes(r[0]) for r in rows]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Ledger:
+    """One ledger file. Use :meth:`create` or :meth:`open`; close it (or use it as a context manager)."""
+
+    def __init__(self, db: Database, path: Path) -> None:
+        self.db = db
+        self.path = path
+        self._conn = db.conn
+        self._nodes = _SqliteNodes(self._conn)
+        self._tree = HashTree(self._nodes)
+        row = self._conn.execute("SELECT data FROM entries WHERE idx = 0").fetchone()
+        if row is None:
+            raise LedgerIntegrityError(f"{path} has no genesis entry", path=str(path), index=0)
+        genesis_bytes = bytes(row[0])
+        self.genesis: dict[str, Any] = decode_entry(genesis_bytes, index=0)
+        self.ledger_id: str = ledger_id_of(genesis_bytes)
+        self.origin: str = origin_of(self.ledger_id)
+        self.key: TrustedKey = genesis_key(self.genesis)
+        meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("ledger_id") != self.ledger_id:
+            raise LedgerIntegrityError("the ledger id recorded in the database is not the hash of its genesis entry",
+                                       path=str(path), expected=self.ledger_id, found=meta.get("ledger_id"))
+        if meta.get("min_node_level") != str(MIN_NODE_LEVEL):
+            raise LedgerUsageError("the ledger database stores its tree in another layout", path=str(path),
+                                   expected=MIN_NODE_LEVEL, found=meta.get("min_node_level"))
+
+    # opening ----------------------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, folder: Path, signer: Signer, *, name: str, now: datetime,
+               nonce: bytes | None = None) -> Ledger:
+        """Write ``<folder>/<ledger id>.sqlite`` holding the genesis entry and the first signed checkpoint.
+
+        The file appears complete or not at all (built under a temporary name, then linked into place).
+        ``nonce`` (32 bytes) is for reproducible tests; by default it is random."""
+        nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
+        genesis = make_genesis(name=name, signer=signer, now=now, nonce=nonce)
+        kind, data = encode_entry(genesis, index=0)
+        ledger_id = ledger_id_of(data)
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{ledger_id}{LEDGER_SUFFIX}"
+        if path.exists():
+            raise LedgerUsageError(f"a ledger {ledger_id} already exists in {folder}", path=str(path))
+        tmp = folder / f".{ledger_id}{LEDGER_SUFFIX}.tmp{os.getpid()}"
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            leftover.unlink(missing_ok=True)
+        created = format_utc(now)
+        db = connect(tmp, create=True)
+        try:
+            conn = db.conn
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                             [("ledger_id", ledger_id), ("origin", origin_of(ledger_id)), ("name", name),
+                              ("created_utc", created)])
+            leaf = leaf_hash(data)
+            conn.execute("INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (0, ?, ?, ?, ?)",
+                         (kind, data, leaf, created))
+            checkpoint = sign_checkpoint(origin_of(ledger_id), 1, leaf, signer, created_utc=created)
+            conn.execute("INSERT INTO checkpoints (size, root, note, created_utc) VALUES (1, ?, ?, ?)",
+                         (leaf, checkpoint.note, created))
+            conn.execute("COMMIT")
+        finally:
+            db.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise LedgerUsageError(f"a ledger {ledger_id} already exists in {folder}", path=str(path)) from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(folder)
+        return cls.open(path)
+
+    @classmethod
+    def open(cls, path: Path) -> Ledger:
+        path = Path(path)
+        db = connect(path)
+        try:
+            return cls(db, path)
+        except BaseException:
+            db.close()
+            raise
+
+    @staticmethod
+    def locate(folder: Path, ledger_id_or_prefix: str) -> Path:
+        """``<folder>/<id>.sqlite`` for a ledger id or a unique prefix of one."""
+        text = ledger_id_or_prefix.strip()
+        if not is_ledger_prefix(text):
+            raise LedgerUsageError("a ledger is named by its id (20 lowercase hex characters) or a prefix of it",
+                                   found=ledger_id_or_prefix[:80])
+        found = sorted(folder.glob(f"{text}*{LEDGER_SUFFIX}")) if Path(folder).is_dir() else []
+        found = [p for p in found if is_ledger_id(p.name[: -len(LEDGER_SUFFIX)])]
+        if not found:
+            raise LedgerUsageError(f"no ledger {text!r} in {folder}", path=str(folder), found=text)
+        if len(found) > 1:
+            raise LedgerUsageError(f"{text!r} names {len(found)} ledgers in {folder}; give more of the id",
+                                   found=[p.name[: -len(LEDGER_SUFFIX)] for p in found])
+        return found[0]
+
+    @staticmethod
+    def list_ids(folder: Path) -> list[str]:
+        if not Path(folder).is_dir():
+            return []
+        return sorted(p.name[: -len(LEDGER_SUFFIX)] for p in Path(folder).glob(f"*{LEDGER_SUFFIX}")
+                      if is_ledger_id(p.name[: -len(LEDGER_SUFFIX)]))
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    # reading ----------------------------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return self._nodes.tree_size()
+
+    @property
+    def verifier_key(self) -> str:
+        """The note verifier key of the ledger's checkpoints (``<name>+<hash>+<base64>``)."""
+        return verifier_key_string(self.key.name, self.key.public_key)
+
+    def _index(self, index: int, size: int | None = None) -> int:
+        limit = self.size if size is None else size
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < limit:
+            raise LedgerUsageError(f"index {index} is outside the ledger (size {limit})", index=index, size=limit)
+        return index
+
+    def _size(self, size: int | None) -> int:
+        current = self.size
+        if size is None:
+            return current
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= current:
+            raise LedgerUsageError(f"size {size} is outside 0..{current}", size=size, found=current)
+        return size
+
+    def entry_bytes(self, index: int) -> bytes:
+        self._index(index)
+        row = self._conn.execute("SELECT data FROM entries WHERE idx = ?", (index,)).fetchone()
+        return bytes(row[0])
+
+    def entry(self, index: int) -> dict[str, Any]:
+        return parse_json_object(self.entry_bytes(index), what=f"entry {index}")
+
+    def entries(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        for index, data in self.entries_bytes(start, end):
+            yield index, parse_json_object(data, what=f"entry {index}")
+
+    def entries_bytes(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, bytes]]:
+        """(index, raw bytes) for ``start <= index < end`` (to the current size by default)."""
+        stop = self._size(end)
+        cursor = self._conn.execute("SELECT idx, data FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
+                                    (start, stop))
+        for index, data in cursor:
+            yield int(index), bytes(data)
+
+    def entry_time(self, index: int) -> str:
+        self._index(index)
+        return str(self._conn.execute("SELECT created_utc FROM entries WHERE idx = ?", (index,)).fetchone()[0])
+
+    def root(self, size: int | None = None) -> bytes:
+        return self._tree.root_at(self._size(size))
+
+    def inclusion_proof(self, index: int, size: int | None = None) -> InclusionProof:
+        tree_size = self._size(size)
+        self._index(index, tree_size)
+        entry = self.entry_bytes(index)
+        return InclusionProof(index, tree_size, leaf_hash(entry), self._tree.root_at(tree_size),
+                              tuple(self._tree.inclusion_path(index, tree_size)), entry)
+
+    def consistency_proof(self, old_size: int, new_size: int | None = None) -> ConsistencyProof:
+        new = self._size(new_size)
+        if isinstance(old_size, bool) or not isinstance(old_size, int) or not 1 <= old_size <= new:
+            raise LedgerUsageError(f"old size {old_size} must be between 1 and the new size {new} (a proof from "
+                                   "the empty tree proves nothing)", old=old_size, new=new)
+        return ConsistencyProof(old_size, new, self._tree.root_at(old_size), self._tree.root_at(new),
+                                tuple(self._tree.consistency_path(old_size, new)))
+
+    def _checkpoint_row(self, row: tuple[Any, ...]) -> Checkpoint:
+        size, root, note, created = row
+        checkpoint = parse_checkpoint(str(note), created_utc=str(created))
+        if checkpoint.size != size or checkpoint.root != bytes(root):
+            raise LedgerIntegrityError("a stored checkpoint note does not match its row", checkpoint=size)
+        return checkpoint
+
+    def latest_checkpoint(self) -> Checkpoint:
+        row = self._conn.execute(
+            "SELECT size, root, note, created_utc FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
+        if row is None:
+            raise LedgerIntegrityError("the ledger has no checkpoint", path=str(self.path))
+        return self._checkpoint_row(row)
+
+    def checkpoints(self) -> list[Checkpoint]:
+        rows = self._conn.execute("SELECT size, root, note, created_utc FROM checkpoints ORDER BY size").fetchall()
+        return [self._checkpoint_row(row) for row in rows]
+
+    def checkpoint_at(self, size: int) -> Checkpoint | None:
+        row = self._conn.execute("SELECT size, root, note, created_utc FROM checkpoints WHERE size = ?",
+                                 (size,)).fetchone()
+        return None if row is None else self._checkpoint_row(row)
+
+    # writing ----------------------------------------------------------------------------------------------
+    def _check_signer(self, signer: Signer) -> None:
+        if signer.public_key != self.key.public_key or signer.name != self.key.name:
+            raise LedgerKeyError(
+                "this key does not sign this ledger's checkpoints (its genesis entry names another)",
+                expected=f"{self.key.name} {self.key.public_key.b64}",
+                found=f"{signer.name} {signer.public_key.b64}")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise LedgerUsageError(f"the ledger is busy ({exc}); try again", path=str(self.path)) from None
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._tree.cache_clear()  # it may hold nodes of the rolled-back transaction
+            if isinstance(exc, sqlite3.IntegrityError):
+                raise LedgerIntegrityError(f"the ledger database refused the write: {exc}",
+                                           path=str(self.path)) from None
+            raise
+
+    def _sign_head(self, size: int, root: bytes, signer: Signer, created: str) -> Checkpoint:
+        """Inside the write transaction: sign ``(size, root)`` after checking it against the last checkpoint."""
+        row = self._conn.execute(
+            "SELECT size, root, note, created_utc FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
+        if row is not None:
+            last = self._checkpoint_row(row)
+            if size < last.size:
+                raise CheckpointError("refusing to sign a smaller size after a larger one", expected=f">= {last.size}",
+                                      found=size)
+            if size == last.size:
+                if root != last.root:
+                    raise CheckpointError("refusing to sign a second root for the same size", size=size)
+                return last
+            stored = self._tree.root_at(size)
+            if stored != root:
+                raise LedgerIntegrityError("the stored tree disagrees with the appended leaves", size=size)
+            verify_consistency(last.size, size, last.root, root, self._tree.consistency_path(last.size, size))
+        checkpoint = sign_checkpoint(self.origin, size, root, signer, created_utc=created)
+        self._conn.execute("INSERT INTO checkpoints (size, root, note, created_utc) VALUES (?, ?, ?, ?)",
+                           (size, root, checkpoint.note, created))
+        return checkpoint
+
+    def append(self, entry: Mapping[str, Any], *, signer: Signer, now: datetime) -> int:
+        """Append one entry with its own signed checkpoint; returns its index once durable."""
+        return self.append_batch([entry], signer=signer, now=now)[0]
+
+    def append_batch(self, entries: Sequence[Mapping[str, Any]], *, signer: Signer, now: datetime) -> list[int]:
+        """Append entries in one transaction with one signed checkpoint; returns their indices once durable.
+        All or nothing: one refused entry refuses the batch."""
+        self._check_signer(signer)
+        if not entries:
+            raise LedgerUsageError("nothing to append")
+        encoded = []
+        for position, entry in enumerate(entries):
+            kind, data = encode_entry(entry)
+            if kind == "genesis":
+                raise EntryRejected("a ledger has one genesis entry, written when it is created", field="type",
+                                    position=position)
+            encoded.append((kind, data))
+        return self._append_encoded(encoded, signer=signer, now=now)
+
+    def _append_encoded(self, encoded: list[tuple[str, bytes]], *, signer: Signer, now: datetime) -> list[int]:
+        """The write path after validation: ``(type, canonical bytes)`` pairs, one transaction, one checkpoint.
+
+        ``append_batch`` validates and canonicalises before calling this. The benchmark also calls it directly
+        with bytes made from one canonical template, to build 10^6-entry ledgers without canonicalising each
+        entry (bench/ledger_bench.py documents it); nothing else should."""
+        self._check_signer(signer)
+        created = format_utc(now)
+        with self._write() as conn:
+            size = self._nodes.tree_size()
+            frontier = self._tree.frontier(size)
+            rows = []
+            nodes: list[tuple[int, int, bytes]] = []
+
+            def keep_node(level: int, index: int, digest: bytes) -> None:
+                if level >= MIN_NODE_LEVEL:
+                    nodes.append((level, index, digest))
+
+            for offset, (kind, data) in enumerate(encoded):
+                leaf = leaf_hash(data)
+                rows.append((size + offset, kind, data, leaf, created))
+                frontier_push(frontier, leaf, size + offset, keep_node)
+            conn.executemany("INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (?, ?, ?, ?, ?)",
+                             rows)
+            conn.executemany("INSERT INTO nodes (level, idx, hash) VALUES (?, ?, ?)", nodes)
+            self._sign_head(size + len(encoded), frontier_root(frontier), signer, created)
+        return list(range(size, size + len(encoded)))
+
+    def checkpoint(self, *, signer: Signer, now: datetime) -> Checkpoint:
+        """Sign the current head on demand (the existing checkpoint when the head is already signed)."""
+        self._check_signer(signer)
+        with self._write():
+            size = self._nodes.tree_size()
+            return self._sign_head(size, self._tree.root_at(size), signer, format_utc(now))
+
+    # verifying --------------------------------------------------------------------------------------------
+    def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None) -> ReplayReport:
+        """Replay the whole database: entry bytes against stored leaf hashes, every stored tree node against
+        the replayed tree, every checkpoint's signature, root and consistency (see ``ledger.replay``).
+        Reads one snapshot (a read transaction) so concurrent appends do not disturb it."""
+        conn = self._conn
+        conn.execute("BEGIN")  # deferred: a consistent snapshot for the whole replay
+        try:
+            total = self.size
+            claims = [CheckpointClaim(int(size), str(note), bytes(root)) for size, root, note in
+                      conn.execute("SELECT size, root, note FROM checkpoints ORDER BY size")]
+            rows = ((bytes(data), bytes(leaf)) for data, leaf in
+                    conn.execute("SELECT data, leaf_hash FROM entries ORDER BY idx"))
+            report, rebuilt = replay(rows, total, claims, expected_id=expected_id, progress=progress)
+            count = 0
+            for level, index, digest in conn.execute("SELECT level, idx, hash FROM nodes ORDER BY level, idx"):
+                count += 1
+                try:
+                    if level < MIN_NODE_LEVEL:
+                        raise LedgerIntegrityError("unexpected low tree node", level=level)
+                    expected = rebuilt.node(level, index)
+                except LedgerError:
+                    raise LedgerIntegrityError("the database holds a tree node beyond the entries", level=level,
+                                               index=index) from None
+                if expected != bytes(digest):
+                    raise LedgerIntegrityError("a stored tree node does not match the entries", level=level,
+                                               index=index)
+            expected_count = sum(len(level) // 32 for level in rebuilt.levels[MIN_NODE_LEVEL:])
+            if count != expected_count:
+                raise LedgerIntegrityError("tree nodes are missing from the database", expected=expected_count,
+                                           found=count)
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            if meta.get("ledger_id") != report.ledger_id or meta.get("origin") != report.origin:
+                raise LedgerIntegrityError("the database's recorded id or origin differs from its genesis entry",
+                                           expected=report.ledger_id, found=meta.get("ledger_id"))
+        finally:
+            conn.execute("COMMIT")
+        return report

@@ -1,0 +1,462 @@
+"""Generations through the CLI, as an operator uses them: init, pools, seal, retire, reveal, status, proofs.
+
+Every refusal is checked to write nothing (ledger size and root, and every file of the store, unchanged)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from heldout.generations import (
+    check_budget,
+    generation_cases,
+    ledger_signer,
+    load_generations,
+    open_ledger,
+    parse_reveal,
+    pool_case_ids,
+    revealed_labels,
+)
+from heldout.generations.seal import SealRequest, seal_generation
+from heldout.store import Store
+from keys import LapsedError, Signer, VerificationError
+from ledger import BlobStore, Ledger
+from seals import canonical_bytes, parse_json_object, parse_utc, sha256_hex
+from seals.manifest import SealManifest
+from tests.conftest import seeded_signer
+from tests.generations_support import EXPIRES, NOW, cli, init_store, openings, snapshot, write_npz
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    monkeypatch.setenv("HELDOUT_NOW", NOW)
+    store = tmp_path / "store"
+    ledger_id = init_store(store)
+    data = tmp_path / "data"
+    write_npz(data / "bloodmnist.npz", shape=(28, 28, 3), classes=8, seed=1)
+    write_npz(data / "breastmnist.npz", n_test=40, classes=2, seed=2)
+    for task in ("bloodmnist", "breastmnist"):
+        result = cli("pool", "add", task, str(data / f"{task}.npz"), "--split", "train", store=store)
+        assert result.exit_code == 0, result.output
+    return SimpleNamespace(store=store, ledger_id=ledger_id, data=data, key=seeded_signer(1).public_key.b64)
+
+
+def seal(env: SimpleNamespace, name: str, *extra: str, tasks: str = "bloodmnist,breastmnist", per_task: int = 50,
+         bits: str = "500") -> dict:
+    args = ["seal", name, "--tasks", tasks, "--expires", EXPIRES, "--json"]
+    if name != "public":
+        args += ["--per-task", str(per_task), "--budget-bits", bits]
+    result = cli(*args, *extra, store=env.store)
+    assert result.exit_code == 0, result.output
+    return dict(json.loads(result.output))
+
+
+def ledger_entries(env: SimpleNamespace) -> list[dict]:
+    with open_ledger(Store.open(env.store)) as ledger:
+        return [entry for _, entry in ledger.entries()]
+
+
+# --- init and pools -----------------------------------------------------------------------------------------
+
+def test_init_prints_the_ledger_id_and_makes_it_the_default(env: SimpleNamespace) -> None:
+    st = Store.open(env.store)
+    assert st.default_ledger_id() == env.ledger_id
+    with open_ledger(st) as ledger:
+        assert ledger.ledger_id == env.ledger_id and ledger.size == 1
+        assert ledger.entry(0)["key"]["key_id"] == "test-key-1"
+
+
+def test_init_twice_is_refused_and_writes_nothing(env: SimpleNamespace) -> None:
+    before = snapshot(env.store)
+    result = cli("init", store=env.store)
+    assert result.exit_code == 2 and "already initialised" in result.output
+    assert snapshot(env.store) == before
+
+
+def test_pool_add_hashes_cases_keeps_them_private_and_skips_known_ones(env: SimpleNamespace) -> None:
+    st = Store.open(env.store)
+    assert len(pool_case_ids(st, "bloodmnist")) == 200
+    again = cli("pool", "add", "bloodmnist", str(env.data / "bloodmnist.npz"), "--split", "train", "--json",
+                store=env.store)
+    assert json.loads(again.output)["added"] == 0 and json.loads(again.output)["already_in_pool"] == 200
+    more = cli("pool", "add", "bloodmnist", str(env.data / "bloodmnist.npz"), "--split", "val", "--json",
+               store=env.store)
+    assert json.loads(more.output)["added"] == 20 and len(pool_case_ids(st, "bloodmnist")) == 220
+    for path in (st.private / "pools").rglob("*"):
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), path
+
+
+def test_pool_add_refuses_a_file_of_another_image_shape(env: SimpleNamespace) -> None:
+    write_npz(env.data / "other.npz", shape=(64, 64, 3))
+    before = snapshot(env.store)
+    result = cli("pool", "add", "bloodmnist", str(env.data / "other.npz"), store=env.store)
+    assert result.exit_code == 2 and "shape" in result.output
+    assert snapshot(env.store) == before
+
+
+# --- seal ---------------------------------------------------------------------------------------------------
+
+def test_seal_publishes_a_signed_manifest_bound_to_its_entry(env: SimpleNamespace) -> None:
+    out = seal(env, "gen1", "--seed", "20260727")
+    st = Store.open(env.store)
+    data = (st.seals / "gen1.seal.json").read_bytes()
+    manifest = SealManifest.verify(parse_json_object(data), st.keyring.get("test-key-1"))
+    assert canonical_bytes(parse_json_object(data)) == data  # the file is the canonical bytes
+    entries = ledger_entries(env)
+    seal_entry = entries[out["seal_index"]]
+    assert seal_entry["type"] == "seal" and seal_entry["manifest_sha256"] == sha256_hex(data)
+    assert manifest.entry_index == out["seal_index"] and manifest.ledger_id == env.ledger_id
+    assert manifest.set_hash == seal_entry["set_hash"] and manifest.seed == 20260727
+    assert manifest.task_counts == {"bloodmnist": 50, "breastmnist": 50} and manifest.predecessor is None
+    assert BlobStore(st.blobs).get(sha256_hex(data)) == data
+    # The private opening recomputes the sealed set hash.
+    reveal = parse_reveal(json.loads(next((st.private / "generations").rglob("*.reveal.json")).read_text()))
+    assert reveal.set_hash == manifest.set_hash and len(reveal.openings) == 100
+    second = seal(env, "gen2")
+    manifest2 = SealManifest.from_json(json.loads((st.seals / "gen2.seal.json").read_text()))
+    assert manifest2.predecessor == "gen1" and manifest2.entry_index == second["seal_index"]
+
+
+def test_seal_records_budget_parameters_and_ladder_release(env: SimpleNamespace) -> None:
+    seal(env, "gen1", "--ladder-step", "0.5", "--expected-models", "10", bits="250")
+    manifest = SealManifest.from_json(json.loads((env.store / "seals" / "gen1.seal.json").read_text()))
+    assert manifest.release.mode == "ladder" and manifest.release.step == 0.5
+    assert manifest.leakage_budget.bits == 250.0 and manifest.leakage_budget.k == 10
+    assert manifest.leakage_budget.basis == "explicit" and manifest.leakage_budget.n == 50
+
+
+REFUSALS = {
+    "name already used": (["seal", "gen1", "--tasks", "bloodmnist", "--per-task", "5", "--expires", EXPIRES,
+                           "--budget-bits", "10"], "already sealed"),
+    "name gen0": (["seal", "gen0", "--tasks", "bloodmnist", "--per-task", "5", "--expires", EXPIRES], "genN"),
+    "name Gen2": (["seal", "Gen2", "--tasks", "bloodmnist", "--per-task", "5", "--expires", EXPIRES], "genN"),
+    "name holdout": (["seal", "holdout", "--tasks", "bloodmnist", "--per-task", "5", "--expires", EXPIRES], "genN"),
+    "name gen-2": (["seal", "gen-2", "--tasks", "bloodmnist", "--per-task", "5", "--expires", EXPIRES], "genN"),
+    "expiry now": (["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "5", "--expires", NOW,
+                    "--budget-bits", "10"], "not in the future"),
+    "expiry past": (["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "5", "--expires", "2026-01-01",
+                     "--budget-bits", "10"], "not in the future"),
+    "too few unused cases": (["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "151", "--expires", EXPIRES,
+                              "--budget-bits", "10"], "too few unused cases for bloodmnist: 150 left"),
+    "unknown task": (["seal", "gen2", "--tasks", "bloodmnist,dermamnist", "--per-task", "5", "--expires", EXPIRES,
+                      "--budget-bits", "10"], "unknown task 'dermamnist'"),
+    "public unknown task": (["seal", "public", "--tasks", "dermamnist", "--data-root", "{data}", "--expires",
+                             EXPIRES], "unknown task 'dermamnist'"),
+    "default budget not positive": (["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "50", "--expires",
+                                     EXPIRES], "no release is covered"),
+    "retire unknown generation": (["retire", "gen7", "--reason", "leaked"], "no generation 'gen7'"),
+    "retire bad reason": (["retire", "gen1", "--reason", "bored"], "--reason is one of"),
+    "retire --with-images without --reveal": (["retire", "gen1", "--reason", "leaked", "--with-images"],
+                                              "goes with --reveal"),
+    "verify-reveal of an unrevealed generation": (["verify-reveal", "gen1"], "has not been revealed"),
+    "prove-member of a case not in the generation": (["prove-member", "gen1", "bloodmnist-0000000000000000"],
+                                                     "is not in gen1"),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_refusal_writes_nothing(env: SimpleNamespace, name: str) -> None:
+    seal(env, "gen1")
+    args, message = REFUSALS[name]
+    args = [a.replace("{data}", str(env.data)) for a in args]
+    before = snapshot(env.store)
+    result = cli(*args, store=env.store)
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split()), result.output
+    assert "Traceback" not in result.output
+    assert snapshot(env.store) == before
+
+
+def test_retiring_twice_is_refused_and_writes_nothing(env: SimpleNamespace) -> None:
+    seal(env, "gen1")
+    assert cli("retire", "gen1", "--reason", "superseded", store=env.store).exit_code == 0
+    before = snapshot(env.store)
+    result = cli("retire", "gen1", "--reason", "leaked", store=env.store)
+    assert result.exit_code == 2 and "already retired" in result.output
+    assert snapshot(env.store) == before
+
+
+# --- disjointness -------------------------------------------------------------------------------------------
+
+def test_generations_of_one_task_are_disjoint_across_seals_and_a_retire(env: SimpleNamespace) -> None:
+    for name in ("gen1", "gen2", "gen3"):
+        seal(env, name, tasks="bloodmnist", per_task=50)
+    assert cli("retire", "gen1", "--reason", "superseded", "--reveal", store=env.store).exit_code == 0
+    seal(env, "gen4", tasks="bloodmnist", per_task=50)  # the last 50 of 200: a retire frees nothing
+    sets = {name: {c["case_id"] for c in openings(env.store, name)} for name in ("gen1", "gen2", "gen3", "gen4")}
+    pool = set(pool_case_ids(Store.open(env.store), "bloodmnist"))
+    for name, cases in sets.items():
+        assert len(cases) == 50 and cases <= pool, name
+    names = list(sets)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            assert not sets[first] & sets[second], (first, second)
+    assert set().union(*sets.values()) == pool
+    before = snapshot(env.store)
+    result = cli("seal", "gen5", "--tasks", "bloodmnist", "--per-task", "1", "--expires", EXPIRES, "--budget-bits",
+                 "1", store=env.store)
+    assert result.exit_code == 2 and "0 left" in result.output
+    assert snapshot(env.store) == before
+
+
+def test_sealed_generations_never_draw_cases_of_the_public_split(env: SimpleNamespace) -> None:
+    st = Store.open(env.store)
+    assert cli("pool", "add", "bloodmnist", str(env.data / "bloodmnist.npz"), "--split", "test",
+               store=env.store).exit_code == 0
+    seal(env, "public", "--data-root", str(env.data), tasks="bloodmnist")
+    public_ids = {c["case_id"] for c in openings(env.store, "public")}
+    assert len(public_ids) == 60 and public_ids <= set(pool_case_ids(st, "bloodmnist"))
+    seal(env, "gen1", tasks="bloodmnist", per_task=200)  # all 200 training cases, none of the 60 public ones
+    assert not public_ids & {c["case_id"] for c in openings(env.store, "gen1")}
+
+
+def test_the_draw_is_determined_by_the_seed_and_the_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELDOUT_NOW", NOW)
+    data = write_npz(tmp_path / "bloodmnist.npz", seed=5)
+    drawn = []
+    for i in range(2):
+        store = tmp_path / f"store{i}"
+        init_store(store, seed_byte=i + 1)
+        cli("pool", "add", "bloodmnist", str(data), "--split", "train", store=store)
+        result = cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--seed", "7", "--expires",
+                     EXPIRES, "--budget-bits", "1", "--json", store=store)
+        assert result.exit_code == 0, result.output
+        drawn.append(([c["case_id"] for c in openings(store, "gen1")], json.loads(result.output)["set_hash"]))
+    assert sorted(drawn[0][0]) == sorted(drawn[1][0])
+    assert drawn[0][1] != drawn[1][1]  # fresh salts: the set hash hides membership
+
+
+# --- retire, reveal, verify-reveal -------------------------------------------------------------------------
+
+def test_retire_with_reveal_appends_both_entries_and_the_reveal_verifies(env: SimpleNamespace) -> None:
+    seal(env, "gen1")
+    result = cli("retire", "gen1", "--reason", "expired", "--reveal", "--with-images", "--json", store=env.store)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    entries = ledger_entries(env)
+    assert [e["type"] for e in entries] == ["genesis", "seal", "retire", "reveal"]
+    assert entries[out["retire_index"]]["reason"] == "expired"
+    assert entries[out["reveal_index"]]["reveal_sha256"] == out["reveal_sha256"]
+    verified = cli("verify-reveal", "gen1", "--json", store=env.store)
+    assert verified.exit_code == 0, verified.output
+    verdict = json.loads(verified.output)
+    assert verdict["images_checked"] and verdict["ledger_checked"] and verdict["n_cases"] == 100
+
+
+def test_a_retired_generation_can_be_revealed_later(env: SimpleNamespace) -> None:
+    seal(env, "gen1")
+    assert cli("retire", "gen1", "--reason", "leaked", store=env.store).exit_code == 0
+    result = cli("retire", "gen1", "--reveal", store=env.store)
+    assert result.exit_code == 0 and "revealing only" in result.output
+    assert [e["type"] for e in ledger_entries(env)] == ["genesis", "seal", "retire", "reveal"]
+    assert cli("verify-reveal", "gen1", store=env.store).exit_code == 0
+
+
+@pytest.fixture
+def revealed_dir(env: SimpleNamespace, tmp_path: Path) -> Path:
+    seal(env, "gen1")
+    assert cli("retire", "gen1", "--reason", "expired", "--reveal", store=env.store).exit_code == 0
+    folder = tmp_path / "published"
+    folder.mkdir()
+    for name in ("gen1.seal.json", "gen1.reveal.json"):
+        shutil.copy(env.store / "seals" / name, folder / name)
+    return folder
+
+
+def test_verify_reveal_from_a_folder_with_an_explicit_key(env: SimpleNamespace, revealed_dir: Path) -> None:
+    result = cli("verify-reveal", "gen1", "--from", str(revealed_dir), "--key", env.key, store=env.store)
+    assert result.exit_code == 0, result.output
+    assert "reveal of gen1 verified: 100 cases" in result.output
+    other = cli("verify-reveal", "gen1", "--from", str(revealed_dir), "--key", seeded_signer(9).public_key.b64,
+                store=env.store)
+    assert other.exit_code == 1
+
+
+@pytest.mark.parametrize("field", ["case_id", "content_sha256", "label", "salt"])
+@pytest.mark.parametrize("position", ["first", "middle", "last"])
+def test_changing_one_revealed_field_fails_and_names_the_case(env: SimpleNamespace, revealed_dir: Path, field: str,
+                                                              position: str) -> None:
+    path = revealed_dir / "gen1.reveal.json"
+    doc = json.loads(path.read_text())
+    i = {"first": 0, "middle": len(doc["cases"]) // 2, "last": len(doc["cases"]) - 1}[position]
+    case = doc["cases"][i]
+    if field == "label":
+        case["label"] += 1
+    else:
+        value = case[field]
+        case[field] = value[:-1] + ("0" if value[-1] != "0" else "1")
+    path.write_bytes(canonical_bytes(doc))
+    result = cli("verify-reveal", "gen1", "--from", str(revealed_dir), "--key", env.key, store=env.store)
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert f"case #{i} {case['case_id']}" in text
+
+
+def test_a_tampered_reveal_blob_in_the_store_fails(env: SimpleNamespace) -> None:
+    seal(env, "gen1")
+    out = json.loads(cli("retire", "gen1", "--reason", "leaked", "--reveal", "--json", store=env.store).output)
+    blob = BlobStore(Store.open(env.store).blobs).path(out["reveal_sha256"])
+    data = bytearray(blob.read_bytes())
+    data[200] ^= 1
+    blob.chmod(0o644)
+    blob.write_bytes(bytes(data))
+    result = cli("verify-reveal", "gen1", store=env.store)
+    assert result.exit_code == 1 and "altered" in result.output
+
+
+def test_public_is_revealed_at_seal_and_verifies(env: SimpleNamespace) -> None:
+    out = seal(env, "public", "--data-root", str(env.data))
+    assert out["reveal_index"] == out["seal_index"] + 1
+    doc = json.loads((env.store / "seals" / "public.reveal.json").read_text())
+    assert doc["membership"] == "public" and all(c["salt"] == "" for c in doc["cases"])
+    assert cli("verify-reveal", "public", store=env.store).exit_code == 0
+
+
+# --- membership proofs -----------------------------------------------------------------------------------
+
+def test_prove_member_and_verify_member(env: SimpleNamespace, tmp_path: Path) -> None:
+    seal(env, "gen1")
+    case = openings(env.store, "gen1")[17]
+    proof_path = tmp_path / "proof.json"
+    result = cli("prove-member", "gen1", case["case_id"], "--out", str(proof_path), store=env.store)
+    assert result.exit_code == 0, result.output
+    proof = json.loads(proof_path.read_text())
+    assert proof["case"]["case_id"] == case["case_id"] and proof["tree_size"] == 100
+    assert len(json.dumps(proof)) < 5000  # one opening and a log-size path, not the set
+    ok = cli("verify-member", str(proof_path), store=env.store)
+    assert ok.exit_code == 0 and "is a member of gen1" in ok.output
+    proof["case"]["label"] += 1
+    del proof["commitment"]
+    proof_path.write_text(json.dumps(proof))
+    bad = cli("verify-member", str(proof_path), store=env.store)
+    assert bad.exit_code == 1, bad.output
+
+
+# --- status, states, reopening ----------------------------------------------------------------------------
+
+def test_every_state_change_is_a_ledger_entry_and_survives_reopening(env: SimpleNamespace) -> None:
+    seal(env, "gen1")
+    seal(env, "gen2", tasks="bloodmnist")
+    seal(env, "public", "--data-root", str(env.data))
+    assert cli("retire", "gen1", "--reason", "budget", "--reveal", store=env.store).exit_code == 0
+    assert [e["type"] for e in ledger_entries(env)] == ["genesis", "seal", "seal", "seal", "reveal", "retire",
+                                                        "reveal"]
+    first = json.loads(cli("status", "--json", store=env.store).output)
+    states = {g["generation"]: g["state"] for g in first["generations"]}
+    assert states == {"gen1": "retired", "gen2": "current", "public": "current"}
+    # Status is derived from the ledger alone: without the published files and the private folder it is
+    # the same.
+    shutil.rmtree(env.store / "seals")
+    shutil.rmtree(env.store / "private" / "generations")
+    again = json.loads(cli("status", "--json", store=env.store).output)
+    assert again == first
+    later = json.loads(cli("status", "--json", "--at", "2027-03-01T00:00:00Z", store=env.store).output)
+    assert {g["generation"]: g["state"] for g in later["generations"]} == {
+        "gen1": "retired", "gen2": "expired", "public": "expired"}
+    assert all(g["due_for_retirement"] for g in later["generations"] if g["state"] == "expired")
+    earlier = json.loads(cli("status", "--json", "--at", "2026-08-01", store=env.store).output)
+    assert {g["generation"]: g["state"] for g in earlier["generations"]}["gen2"] == "sealed"
+    table = cli("status", store=env.store)
+    assert table.exit_code == 0 and "gen2" in table.output and "ledger head: size 7" in " ".join(
+        table.output.split())
+
+
+def test_budget_is_charged_from_bundle_entries_and_refused_at_the_boundary(env: SimpleNamespace) -> None:
+    seal(env, "gen1", bits="100")
+    st = Store.open(env.store)
+    now = parse_utc(NOW)
+    with open_ledger(st) as ledger:
+        signer = ledger_signer(st, ledger)
+        for bits in (40.0, 50.0):
+            check_budget(load_generations(ledger, now), "gen1", bits, now)
+            ledger.append({"type": "bundle", "v": 1, "generation": "gen1", "model_id": "m", "task": "bloodmnist",
+                           "evaluation_sha256": "c" * 64, "predictions_sha256": "d" * 64,
+                           "created_utc": NOW, "leakage_bits": bits}, signer=signer, now=now)
+        generations = load_generations(ledger, now)
+        check_budget(generations, "gen1", 10.0, now)  # exactly what is left
+        with pytest.raises(LapsedError) as caught:
+            check_budget(generations, "gen1", 10.5, now)
+        assert caught.value.exit_code == 4
+    status = json.loads(cli("status", "--json", store=env.store).output)["generations"][0]
+    assert status["budget"] == {"bits": 100.0, "used": 90.0, "left": 10.0}
+    assert status["bundles"] == 2 and status["due_for_retirement"]
+
+
+# --- private access for evaluation and audit ---------------------------------------------------------------
+
+def test_generation_cases_returns_the_sealed_cases_with_their_labels(env: SimpleNamespace) -> None:
+    seal(env, "gen1")
+    seal(env, "public", "--data-root", str(env.data))
+    st = Store.open(env.store)
+    cases = generation_cases(st, "gen1", "breastmnist")
+    assert cases.case_ids == sorted(c["case_id"] for c in openings(env.store, "gen1") if c["task"] == "breastmnist")
+    by_id = {c["case_id"]: c["label"] for c in openings(env.store, "gen1")}
+    assert cases.labels.tolist() == [by_id[c] for c in cases.case_ids]
+    assert cases.images.shape == (50, 28, 28) and cases.images.dtype == np.uint8
+    public = generation_cases(st, "public", "bloodmnist", data_root=env.data)
+    with np.load(env.data / "bloodmnist.npz") as official:
+        assert np.array_equal(public.images, official["test_images"])
+        assert public.labels.tolist() == official["test_labels"][:, 0].tolist()
+    # The public reveal records the official order; sealed generations are in case-id order. A third
+    # party rebuilds the evaluation's labels from the reveal alone.
+    public_reveal = parse_reveal(json.loads((env.store / "seals" / "public.reveal.json").read_text()))
+    assert revealed_labels(public_reveal, "bloodmnist")[0] == public.case_ids
+    assert revealed_labels(public_reveal, "bloodmnist")[1].tolist() == public.labels.tolist()
+    assert cli("retire", "gen1", "--reason", "expired", "--reveal", store=env.store).exit_code == 0
+    gen1_reveal = parse_reveal(json.loads((env.store / "seals" / "gen1.reveal.json").read_text()))
+    assert revealed_labels(gen1_reveal, "breastmnist")[0] == cases.case_ids
+    assert revealed_labels(gen1_reveal, "breastmnist")[1].tolist() == cases.labels.tolist()
+    write_npz(env.data / "swapped" / "bloodmnist.npz", shape=(28, 28, 3), classes=8, seed=99)
+    with pytest.raises(VerificationError, match="not the sealed public split"):
+        generation_cases(st, "public", "bloodmnist", data_root=env.data / "swapped")
+
+
+def test_a_seal_whose_entry_lands_elsewhere_is_retired_at_once(env: SimpleNamespace,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    st = Store.open(env.store)
+    original = Ledger.append_batch
+
+    def interleaved(self: Ledger, entries: list, *, signer: Signer, now: datetime) -> list[int]:
+        # another writer gets in first
+        original(self, [{"type": "key", "v": 1, "key": self.genesis["key"], "role": "test",
+                         "created_utc": NOW}], signer=signer, now=now)
+        monkeypatch.setattr(Ledger, "append_batch", original)
+        return original(self, entries, signer=signer, now=now)
+
+    monkeypatch.setattr(Ledger, "append_batch", interleaved)
+    with open_ledger(st) as ledger:
+        request = SealRequest(generation="gen1", tasks=("bloodmnist",), per_task=5, budget_bits=1.0,
+                              expiry=parse_utc(EXPIRES))
+        with pytest.raises(VerificationError, match="retired"):
+            seal_generation(st, ledger, ledger_signer(st, ledger), request, parse_utc(NOW))
+        state = load_generations(ledger, parse_utc(NOW))["gen1"]
+    assert state.state == "retired" and state.retire_reason == "superseded"
+
+
+def test_a_third_party_verifies_a_reveal_from_a_ledger_export(env: SimpleNamespace, tmp_path: Path) -> None:
+    seal(env, "gen1")
+    seal(env, "public", "--data-root", str(env.data))
+    assert cli("retire", "gen1", "--reason", "expired", "--reveal", "--with-images", store=env.store).exit_code == 0
+    export = tmp_path / "export"
+    assert cli("ledger", "export", env.ledger_id, str(export), store=env.store).exit_code == 0
+    # A stranger's machine: an empty store of their own and the operator's public key given explicitly.
+    stranger = tmp_path / "stranger"
+    for name in ("gen1", "public"):
+        result = cli("verify-reveal", name, "--from", str(export), "--key", env.key, "--json", store=stranger)
+        assert result.exit_code == 0, result.output
+        verdict = json.loads(result.output)
+        assert verdict["ledger_checked"] and verdict["images_checked"] == (name == "gen1")
+    # The export's reveal copy must be the one its ledger entry names, even when it is self-consistent.
+    doc = json.loads((export / "seals" / "gen1.reveal.json").read_text())
+    doc["images"] = None
+    (export / "seals" / "gen1.reveal.json").write_bytes(canonical_bytes(doc))
+    result = cli("verify-reveal", "gen1", "--from", str(export), "--key", env.key, store=stranger)
+    assert result.exit_code == 1 and "reveal entry" in result.output

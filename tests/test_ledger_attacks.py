@@ -1,0 +1,315 @@
+"""Named attacks on the ledger, each against the operator's database and/or a public export: tampered entry
+bytes, reordered entries, a truncated ledger, a replaced checkpoint signature, rollback, fork, the wrong key,
+an entry over 64 KiB, malformed JSON, an unknown entry type. Each must be refused with exit code 1 (tampered
+data) or 2 (a refused request, nothing written)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from heldout.cli import app
+from keys import note_key_hash
+from ledger import (
+    MAX_ENTRY_BYTES,
+    CheckpointClient,
+    EntryRejected,
+    ForkError,
+    Ledger,
+    LedgerIntegrityError,
+    LedgerKeyError,
+    RollbackError,
+    export_ledger,
+    open_export,
+    sign_checkpoint,
+)
+from seals import canonical_bytes
+from tests.conftest import seeded_signer
+from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger, retire_entry
+
+SIZE = 9  # genesis + 8 entries
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with new_ledger(tmp_path / "ledgers", entries=SIZE - 1, batch=3) as opened:
+        yield opened
+
+
+@pytest.fixture
+def exported(ledger: Ledger, tmp_path: Path) -> Path:
+    export_ledger(ledger, tmp_path / "export")
+    return tmp_path / "export"
+
+
+def lines_of(folder: Path) -> list[bytes]:
+    return (folder / "entries.jsonl").read_bytes().split(b"\n")[:-1]
+
+
+def write_lines(folder: Path, lines: list[bytes]) -> None:
+    (folder / "entries.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+def refused(folder: Path, match: str) -> LedgerIntegrityError:
+    with pytest.raises(LedgerIntegrityError, match=match) as caught:
+        open_export(folder).verify()
+    assert caught.value.exit_code == 1
+    return caught.value
+
+
+def tamper_database(ledger: Ledger, *statements: str) -> None:
+    """What someone with write access to the file can do once the triggers are out of the way."""
+    conn = sqlite3.connect(ledger.path, isolation_level=None)
+    for trigger in ("entries_no_update", "entries_no_delete", "checkpoints_no_update", "checkpoints_no_delete",
+                    "entries_next_index", "nodes_no_delete", "nodes_no_update"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    for statement in statements:
+        conn.execute(statement)
+    conn.close()
+
+
+# --- tampered entry bytes --------------------------------------------------------------------------------------
+
+def test_attack_tampered_entry_bytes_in_export(exported: Path) -> None:
+    lines = lines_of(exported)
+    lines[4] = lines[4].replace(b"model-4", b"model-X")  # still valid canonical JSON of a valid entry
+    write_lines(exported, lines)
+    refused(exported, "signed root does not match the entries")
+
+
+def test_attack_tampered_entry_bytes_in_database(ledger: Ledger) -> None:
+    forged = canonical_bytes({**bundle_entry(4), "model_id": "model-X"})
+    tamper_database(ledger, f"UPDATE entries SET data = x'{forged.hex()}' WHERE idx = 4")
+    with pytest.raises(LedgerIntegrityError, match="stored leaf hash does not match") as caught:
+        ledger.verify()
+    assert caught.value.evidence["index"] == 4
+
+
+def test_attack_tampered_entry_bytes_and_leaf_hash_in_database(ledger: Ledger) -> None:
+    from ledger.rfc6962 import leaf_hash
+
+    forged = canonical_bytes({**bundle_entry(4), "model_id": "model-X"})
+    tamper_database(ledger, f"UPDATE entries SET data = x'{forged.hex()}', leaf_hash = x'{leaf_hash(forged).hex()}'"
+                            " WHERE idx = 4")
+    with pytest.raises(LedgerIntegrityError, match="signed root does not match"):
+        ledger.verify()
+
+
+# --- reordered entries -----------------------------------------------------------------------------------------
+
+def test_attack_reordered_entries_in_export(exported: Path) -> None:
+    lines = lines_of(exported)
+    lines[5], lines[6] = lines[6], lines[5]
+    write_lines(exported, lines)
+    refused(exported, "signed root does not match the entries")
+
+
+def test_attack_reordered_entries_in_database(ledger: Ledger) -> None:
+    five, six = ledger.entry_bytes(5), ledger.entry_bytes(6)
+    tamper_database(ledger, f"UPDATE entries SET data = x'{six.hex()}' WHERE idx = 5",
+                    f"UPDATE entries SET data = x'{five.hex()}' WHERE idx = 6")
+    with pytest.raises(LedgerIntegrityError, match="entry 5"):
+        ledger.verify()
+
+
+def test_attack_genesis_moved_away_from_index_zero(exported: Path) -> None:
+    lines = lines_of(exported)
+    lines[0], lines[1] = lines[1], lines[0]
+    write_lines(exported, lines)
+    refused(exported, "entry 0")
+
+
+# --- truncated ledger ------------------------------------------------------------------------------------------
+
+def test_attack_truncated_export(exported: Path) -> None:
+    write_lines(exported, lines_of(exported)[:-2])
+    error = refused(exported, "truncated")
+    assert error.evidence["found"] == SIZE - 2
+
+
+def test_attack_truncated_database(ledger: Ledger) -> None:
+    tamper_database(ledger, f"DELETE FROM entries WHERE idx >= {SIZE - 2}")
+    with pytest.raises(LedgerIntegrityError, match="truncated"):
+        ledger.verify()
+
+
+def test_attack_truncated_export_with_its_checkpoints_is_caught_by_a_client(ledger: Ledger, exported: Path,
+                                                                            tmp_path: Path) -> None:
+    """Cutting the entries *and* the later checkpoints yields a consistent older ledger: only a verifier that
+    remembers a later checkpoint can tell, and the rollback-proof client does."""
+    client = CheckpointClient(tmp_path / "state.json", origin=ledger.origin, name=ledger.key.name,
+                              key=ledger.key.public_key)
+    client.update(ledger.latest_checkpoint().note)
+    write_lines(exported, lines_of(exported)[:4])
+    for note in (exported / "checkpoints").iterdir():
+        if int(note.stem) > 4:
+            note.unlink()
+    manifest = json.loads((exported / "export.json").read_text())
+    manifest.update(size=4, root=base64.b64encode(ledger.root(4)).decode(),
+                    checkpoints=[c for c in manifest["checkpoints"] if c <= 4])
+    (exported / "export.json").write_text(json.dumps(manifest))
+    assert open_export(exported).verify().size == 4  # on its own, a valid older ledger
+    with pytest.raises(RollbackError):
+        client.update(open_export(exported).latest_checkpoint().note)
+
+
+# --- replaced checkpoint signature -----------------------------------------------------------------------------
+
+def _replace_signature(note: str, signature_b64: str) -> str:
+    head, _, _ = note.rstrip("\n").rpartition(" ")
+    return f"{head} {signature_b64}\n"
+
+
+def test_attack_replaced_checkpoint_signature_by_another_key(ledger: Ledger, exported: Path) -> None:
+    latest = ledger.latest_checkpoint()
+    impostor = seeded_signer(13, name=ledger.key.name)  # same name, other key
+    forged = sign_checkpoint(ledger.origin, latest.size, latest.root, impostor)
+    (exported / "checkpoints" / f"{latest.size}.note").write_text(
+        _replace_signature(latest.note, forged.note.rstrip("\n").rpartition(" ")[2]))
+    error = refused(exported, "not signed by the ledger key")
+    assert error.evidence["checkpoint"] == latest.size
+
+
+def test_attack_replaced_checkpoint_signature_bytes(ledger: Ledger, exported: Path) -> None:
+    latest = ledger.latest_checkpoint()
+    garbage = note_key_hash(ledger.key.name, ledger.key.public_key) + bytes(64)  # right key hash, bogus signature
+    (exported / "checkpoints" / f"{latest.size}.note").write_text(
+        _replace_signature(latest.note, base64.b64encode(garbage).decode()))
+    refused(exported, "does not verify")
+
+
+def test_attack_replaced_checkpoint_signature_in_database(ledger: Ledger) -> None:
+    latest = ledger.latest_checkpoint()
+    garbage = note_key_hash(ledger.key.name, ledger.key.public_key) + bytes(64)
+    note = _replace_signature(latest.note, base64.b64encode(garbage).decode()).replace("'", "''")
+    tamper_database(ledger, f"UPDATE checkpoints SET note = '{note}' WHERE size = {latest.size}")
+    with pytest.raises(LedgerIntegrityError, match="does not verify"):
+        ledger.verify()
+
+
+# --- rollback and fork -----------------------------------------------------------------------------------------
+
+def test_attack_rollback(ledger: Ledger, tmp_path: Path) -> None:
+    client = CheckpointClient(tmp_path / "state.json", origin=ledger.origin, name=ledger.key.name,
+                              key=ledger.key.public_key)
+    client.update(ledger.latest_checkpoint().note)
+    with pytest.raises(RollbackError) as caught:
+        client.update(ledger.checkpoints()[1].note)
+    assert caught.value.exit_code == 1 and Path(caught.value.evidence["evidence"]).is_dir()
+
+
+def test_attack_fork(ledger: Ledger, tmp_path: Path) -> None:
+    """The operator signs a second history from the same genesis: both the export replay (mixing notes of the
+    two histories) and the client (seeing the other head) refuse it."""
+    signer = ledger_signer()
+    with new_ledger(tmp_path / "fork") as fork:
+        assert fork.ledger_id == ledger.ledger_id
+        while fork.size < ledger.size:
+            fork.append(retire_entry(fork.size), signer=signer, now=T0)
+        client = CheckpointClient(tmp_path / "state.json", origin=ledger.origin, name=ledger.key.name,
+                                  key=ledger.key.public_key)
+        client.update(ledger.checkpoints()[1].note)
+        with pytest.raises(ForkError):
+            client.update(fork.latest_checkpoint().note, fork.consistency_proof(ledger.checkpoints()[1].size).path)
+        export_ledger(ledger, tmp_path / "export")
+        fork_note = fork.latest_checkpoint()
+        (tmp_path / "export" / "checkpoints" / f"{fork_note.size}.note").write_text(fork_note.note)
+        refused(tmp_path / "export", "signed root does not match")
+
+
+# --- wrong key -------------------------------------------------------------------------------------------------
+
+def test_attack_wrong_key_cannot_append(ledger: Ledger) -> None:
+    before = ledger.latest_checkpoint().note
+    for wrong in (seeded_signer(14, name=ledger.key.name), seeded_signer(1, name="renamed", key_id="x")):
+        with pytest.raises(LedgerKeyError) as caught:
+            ledger.append(bundle_entry(99), signer=wrong, now=T0)
+        assert caught.value.exit_code == 1
+        with pytest.raises(LedgerKeyError):
+            ledger.checkpoint(signer=wrong, now=T0)
+    assert ledger.size == SIZE and ledger.latest_checkpoint().note == before
+
+
+def test_attack_wrong_key_resigned_export(ledger: Ledger, exported: Path) -> None:
+    """An attacker re-signs every checkpoint with their key: the genesis key does not verify them."""
+    impostor = seeded_signer(15, name="attacker")
+    for checkpoint in ledger.checkpoints():
+        forged = sign_checkpoint(ledger.origin, checkpoint.size, checkpoint.root, impostor)
+        (exported / "checkpoints" / f"{checkpoint.size}.note").write_text(forged.note)
+    refused(exported, "not signed by the ledger key")
+
+
+def test_attack_wrong_key_rebuilt_ledger(ledger: Ledger, tmp_path: Path) -> None:
+    """Rebuilding the whole ledger under another genesis key gives another ledger id."""
+    impostor = seeded_signer(16, name=ledger.key.name, key_id=ledger.key.key_id)
+    with new_ledger(tmp_path / "rebuilt", impostor, entries=SIZE - 1, batch=3) as rebuilt:
+        export_ledger(rebuilt, tmp_path / "rebuilt-export")
+    with pytest.raises(LedgerIntegrityError, match="not the ledger asked for"):
+        open_export(tmp_path / "rebuilt-export").verify(expected_id=ledger.ledger_id)
+
+
+# --- entries that must never be appended -----------------------------------------------------------------------
+
+def test_attack_entry_over_64_kib(ledger: Ledger) -> None:
+    signer = ledger_signer()
+    base = len(canonical_bytes(bundle_entry(1, pad=1))) - 1
+    exact = bundle_entry(1, pad=MAX_ENTRY_BYTES - base)
+    assert len(canonical_bytes(exact)) == MAX_ENTRY_BYTES
+    index = ledger.append(exact, signer=signer, now=T0)  # the limit itself is allowed
+    over = bundle_entry(2, pad=MAX_ENTRY_BYTES - base + 1)
+    with pytest.raises(EntryRejected, match="over the 65536-byte limit") as caught:
+        ledger.append(over, signer=signer, now=T0)
+    assert caught.value.exit_code == 2 and ledger.size == index + 1
+
+
+def test_attack_entry_over_64_kib_in_export(exported: Path) -> None:
+    lines = lines_of(exported)
+    lines.append(canonical_bytes(bundle_entry(50, pad=MAX_ENTRY_BYTES)))
+    write_lines(exported, lines)
+    refused(exported, "over the limit")
+
+
+def test_attack_malformed_json_append(ledger: Ledger, tmp_path: Path) -> None:
+    store = tmp_path  # the ledger lives in tmp_path/ledgers, as in a store
+    ledger_signer().save(tmp_path / "private" / "keys" / "ledger-op.key")
+    bad = tmp_path / "bad.json"
+    for content in (b'{"generation": "gen1", ', b'{"a": 1, "a": 2}', b"[1, 2]", b"\xff\xfe"):
+        bad.write_bytes(content)
+        result = CliRunner().invoke(app, ["ledger", "append", ledger.ledger_id, "--type", "retire",
+                                          "--json-file", str(bad), "--store", str(store)])
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.output
+    assert ledger.size == SIZE
+
+
+def test_attack_malformed_json_in_export(exported: Path) -> None:
+    lines = lines_of(exported)
+    lines[3] = lines[3][:-1]  # no closing brace
+    write_lines(exported, lines)
+    refused(exported, "entry 3")
+
+
+def test_attack_non_canonical_json_in_export(exported: Path) -> None:
+    lines = lines_of(exported)
+    lines[3] = lines[3].replace(b'","', b'", "', 1)
+    write_lines(exported, lines)
+    refused(exported, "not in canonical form")
+
+
+def test_attack_unknown_entry_type(ledger: Ledger) -> None:
+    with pytest.raises(EntryRejected, match="unknown entry type") as caught:
+        ledger.append({**retire_entry(1), "type": "backdoor"}, signer=ledger_signer(), now=T0)
+    assert caught.value.exit_code == 2 and ledger.size == SIZE
+
+
+def test_attack_unknown_entry_type_in_export(exported: Path) -> None:
+    lines = lines_of(exported)
+    lines[2] = canonical_bytes({**retire_entry(1), "type": "backdoor"})
+    write_lines(exported, lines)
+    refused(exported, "unknown entry type")

@@ -1,0 +1,136 @@
+"""Entries: every type's required members, the canonical bytes (the C-encoder shortcut must equal
+seals.canonical_bytes everywhere), decoding stored bytes, blob references."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from keys import MalformedInput
+from ledger import ENTRY_TYPES, EntryRejected, LedgerIntegrityError, blob_references
+from ledger.entries import decode_entry, encode_entry, entry_canonical_bytes
+from seals import canonical_bytes
+from tests.conftest import seeded_signer
+from tests.test_ledger_support import hexhash
+
+KEY = {"key_id": "k-1", "name": "issuer", "public_key_b64": seeded_signer(30).public_key.b64}
+VALID: dict[str, dict[str, Any]] = {
+    "genesis": {"name": "ledger", "key": KEY, "created_utc": "2026-03-01T00:00:00Z", "nonce": hexhash("n")},
+    "key": {"key": KEY, "role": "passport-issuer", "created_utc": "2026-03-01T00:00:00Z"},
+    "seal": {"generation": "gen3", "manifest_sha256": hexhash("m"), "set_hash": hexhash("s"),
+             "expiry_utc": "2027-03-01T00:00:00Z", "created_utc": "2026-03-01T00:00:00Z"},
+    "bundle": {"generation": "gen3", "model_id": "m", "task": "pathmnist", "evaluation_sha256": hexhash("e"),
+               "predictions_sha256": hexhash("p"), "created_utc": "2026-03-01T00:00:00Z"},
+    "retire": {"generation": "gen1", "reason": "leaked", "created_utc": "2026-03-01T00:00:00Z"},
+    "reveal": {"generation": "gen1", "reveal_sha256": hexhash("r"), "created_utc": "2026-03-01T00:00:00Z"},
+    "passport": {"model_id": "m", "generation": "gen3", "passport_sha256": hexhash("x"),
+                 "created_utc": "2026-03-01T00:00:00Z"},
+}
+
+
+def entry(kind: str) -> dict[str, Any]:
+    return {"type": kind, "v": 1, **VALID[kind]}
+
+
+def test_the_examples_cover_every_type() -> None:
+    assert set(VALID) == set(ENTRY_TYPES)
+
+
+@pytest.mark.parametrize("kind", sorted(ENTRY_TYPES))
+def test_each_type_is_accepted_where_it_belongs(kind: str) -> None:
+    index = 0 if kind == "genesis" else 5
+    assert encode_entry(entry(kind), index=index) == (kind, canonical_bytes(entry(kind)))
+    with pytest.raises(EntryRejected, match="genesis"):
+        encode_entry(entry(kind), index=5 if kind == "genesis" else 0)
+
+
+@pytest.mark.parametrize("kind, member", [(k, m) for k in sorted(ENTRY_TYPES) for m in ENTRY_TYPES[k]])
+def test_each_required_member_is_required(kind: str, member: str) -> None:
+    broken = entry(kind)
+    del broken[member]
+    with pytest.raises(EntryRejected, match=member) as caught:
+        encode_entry(broken)
+    assert caught.value.evidence["field"] == member and caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("key", [
+    {"key_id": "k", "name": "has space", "public_key_b64": KEY["public_key_b64"]},
+    {"key_id": "k", "name": "n", "public_key_b64": "AAAA"},
+    {"name": "n", "public_key_b64": KEY["public_key_b64"]},
+    "not an object",
+])
+def test_keys_in_entries_are_checked(key: Any) -> None:
+    with pytest.raises(EntryRejected, match="key"):
+        encode_entry({**entry("key"), "key": key})
+
+
+def test_impossible_dates_are_refused() -> None:
+    with pytest.raises(EntryRejected, match="calendar"):
+        encode_entry({**entry("retire"), "created_utc": "2026-02-30T00:00:00Z"})
+
+
+def test_non_json_values_are_refused() -> None:
+    with pytest.raises(EntryRejected, match="not canonical"):
+        encode_entry({**entry("retire"), "score": float("nan")})
+    with pytest.raises(EntryRejected, match="surrogate"):
+        encode_entry({**entry("retire"), "\ud800": 1})
+    with pytest.raises(EntryRejected):
+        encode_entry({**entry("retire"), "big": 2**60})
+
+
+# --- the canonical-bytes shortcut ----------------------------------------------------------------------------
+
+json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**60), max_value=2**60),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
+    st.sampled_from(["\u2028", "\x7f", "\x00\x1f", "\ud800", "\U0001f600", "\ue000", '"\\/', "\b\f\n\r\t"]),
+)
+json_keys = st.one_of(st.text(max_size=6), st.sampled_from(["\ue000", "\U0001f600", "a", "A", "é", "\ud800"]))
+json_values = st.recursive(json_scalars, lambda children: st.one_of(
+    st.lists(children, max_size=4), st.dictionaries(json_keys, children, max_size=4),
+    st.tuples(children, children)), max_leaves=20)
+
+
+def _outcome(function: Any, value: Any) -> bytes | str:
+    try:
+        return function(value)
+    except MalformedInput:
+        return "refused"
+    except UnicodeError:  # seals.jcs_bytes lets a lone-surrogate member name through as UnicodeEncodeError
+        return "refused (unicode)"
+
+
+@settings(max_examples=1500, deadline=None)
+@given(json_values)
+def test_shortcut_equals_seals_canonical_bytes(value: Any) -> None:
+    assert _outcome(entry_canonical_bytes, value) == _outcome(canonical_bytes, value)
+
+
+@pytest.mark.parametrize("value", [
+    {"\ue000": 1, "\U0001f600": 2},   # UTF-16 order differs from code-point order: falls back
+    {"b": "\ud800"},                  # lone surrogate: refused by both
+    {"a": [True, False, None, 0, -1, 2**53 - 1]},
+    {"x": "\u2028\x7f\x00\x1f\"\\"},
+    {"f": 0.1 + 0.2, "g": -0.0, "h": 1e21},
+    {"t": (1, 2)},
+])
+def test_shortcut_edge_cases(value: Any) -> None:
+    assert _outcome(entry_canonical_bytes, value) == _outcome(canonical_bytes, value)
+
+
+def test_decode_insists_on_canonical_valid_bytes() -> None:
+    data = canonical_bytes(entry("retire"))
+    assert decode_entry(data, index=3) == entry("retire")
+    for bad in (data.replace(b",", b", ", 1), data[:-1], b"\xff", canonical_bytes({**entry("retire"), "v": 0})):
+        with pytest.raises(LedgerIntegrityError) as caught:
+            decode_entry(bad, index=3)
+        assert caught.value.evidence["index"] == 3
+
+
+def test_blob_references_are_the_sha256_members() -> None:
+    bundle = {**entry("bundle"), "extra": {"figure_sha256": hexhash("f"), "nested": [{"data_sha256": hexhash("d")}]},
+              "not_a_hash_sha256": "xyz"}
+    assert blob_references(bundle) == [hexhash("e"), hexhash("p"), hexhash("f"), hexhash("d")]

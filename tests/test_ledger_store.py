@@ -1,0 +1,276 @@
+"""The Ledger API and its SQLite file: creation, genesis, reading, appending, on-demand checkpoints, the
+append-only rules enforced by the database itself, schema migrations, durability pragmas, and blobs."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from keys import UsageError
+from ledger import (
+    BlobMissing,
+    BlobStore,
+    CheckpointError,
+    EntryRejected,
+    Ledger,
+    LedgerIntegrityError,
+    LedgerUsageError,
+    ledger_id_of,
+    verify_checkpoint,
+)
+from ledger.rfc6962 import leaf_hash
+from seals import canonical_bytes
+from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger, retire_entry
+
+
+def raw(ledger: Ledger) -> sqlite3.Connection:
+    """A second, plain connection to the ledger file: what someone with file access could do."""
+    return sqlite3.connect(ledger.path, isolation_level=None)
+
+
+def test_create_writes_genesis_and_first_checkpoint(tmp_path: Path) -> None:
+    signer = ledger_signer()
+    with Ledger.create(tmp_path, signer, name="demo", now=T0, nonce=bytes(range(32))) as ledger:
+        assert ledger.path == tmp_path / f"{ledger.ledger_id}.sqlite"
+        genesis = ledger.entry(0)
+        assert genesis == {"type": "genesis", "v": 1, "name": "demo",
+                           "key": {"key_id": signer.key_id, "name": signer.name,
+                                   "public_key_b64": signer.public_key.b64},
+                           "created_utc": "2026-03-01T12:00:00Z", "nonce": bytes(range(32)).hex()}
+        assert ledger.entry_bytes(0) == canonical_bytes(genesis)
+        assert ledger.ledger_id == hashlib.sha256(ledger.entry_bytes(0)).hexdigest()[:20]
+        assert ledger.origin == f"heldout/ledger/{ledger.ledger_id}"
+        first = ledger.latest_checkpoint()
+        assert (first.size, first.root) == (1, leaf_hash(ledger.entry_bytes(0)))
+        verify_checkpoint(first.note, name=signer.name, key=signer.public_key, origin=ledger.origin)
+        assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]  # no temporary file left
+
+
+def test_create_uses_a_fresh_nonce_by_default(tmp_path: Path) -> None:
+    signer = ledger_signer()
+    with Ledger.create(tmp_path, signer, name="a", now=T0) as one, Ledger.create(tmp_path, signer, name="a",
+                                                                                 now=T0) as two:
+        assert one.ledger_id != two.ledger_id
+
+
+def test_create_refuses_an_existing_ledger(tmp_path: Path) -> None:
+    new_ledger(tmp_path).close()
+    with pytest.raises(LedgerUsageError, match="already exists"):
+        new_ledger(tmp_path)
+
+
+def test_locate_by_id_prefix_and_refusals(tmp_path: Path) -> None:
+    with new_ledger(tmp_path) as ledger:
+        assert Ledger.locate(tmp_path, ledger.ledger_id) == ledger.path
+        assert Ledger.locate(tmp_path, ledger.ledger_id[:6]) == ledger.path
+        other = "f" * 20 if not ledger.ledger_id.startswith("f") else "e" * 20
+    (tmp_path / f"{other[:19]}0.sqlite").touch()
+    (tmp_path / f"{other[:19]}1.sqlite").touch()
+    with pytest.raises(LedgerUsageError, match="names 2 ledgers"):
+        Ledger.locate(tmp_path, other[:4])
+    with pytest.raises(LedgerUsageError, match="no ledger"):
+        Ledger.locate(tmp_path, "0123456789abcdef0123"[: 20] if not ledger.ledger_id.startswith("0123") else "9999")
+    with pytest.raises(LedgerUsageError, match="lowercase hex"):
+        Ledger.locate(tmp_path, "../etc")
+
+
+def test_append_returns_durable_indices_and_reads_back(tmp_path: Path) -> None:
+    signer = ledger_signer()
+    with new_ledger(tmp_path) as ledger:
+        assert ledger.append(bundle_entry(1), signer=signer, now=T0) == 1
+        assert ledger.append_batch([bundle_entry(2), retire_entry(3)], signer=signer, now=T0) == [2, 3]
+        assert ledger.size == 4
+        assert ledger.entry(3) == retire_entry(3)
+        assert [i for i, _ in ledger.entries(1)] == [1, 2, 3]
+        assert [e["type"] for _, e in ledger.entries(0, 2)] == ["genesis", "bundle"]
+        assert [c.size for c in ledger.checkpoints()] == [1, 2, 4]
+    with Ledger.open(tmp_path / f"{ledger.ledger_id}.sqlite") as reopened:  # committed, so visible anew
+        assert reopened.size == 4 and reopened.entry(1) == bundle_entry(1)
+
+
+def test_floats_are_stored_with_the_six_decimal_rule(tmp_path: Path) -> None:
+    signer = ledger_signer()
+    with new_ledger(tmp_path) as ledger:
+        index = ledger.append({**bundle_entry(1), "accuracy": 0.123456789}, signer=signer, now=T0)
+        assert ledger.entry(index)["accuracy"] == 0.123457
+
+
+def test_a_refused_entry_refuses_the_whole_batch(tmp_path: Path) -> None:
+    signer = ledger_signer()
+    with new_ledger(tmp_path, entries=2) as ledger:
+        before = (ledger.size, ledger.latest_checkpoint().note)
+        bad = bundle_entry(9)
+        del bad["predictions_sha256"]
+        with pytest.raises(EntryRejected, match="predictions_sha256"):
+            ledger.append_batch([bundle_entry(3), bad], signer=signer, now=T0)
+        assert (ledger.size, ledger.latest_checkpoint().note) == before
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda e: e.update(v=0), "positive integer"),
+    (lambda e: e.update(v=True), "positive integer"),
+    (lambda e: e.update(created_utc="yesterday"), "UTC time"),
+    (lambda e: e.update(evaluation_sha256="ABC"), "SHA-256"),
+    (lambda e: e.update(model_id=""), "non-empty"),
+])
+def test_entry_members_are_validated(tmp_path: Path, mutate: Callable[[dict], None], message: str) -> None:
+    entry = bundle_entry(1)
+    mutate(entry)
+    with new_ledger(tmp_path) as ledger, pytest.raises(EntryRejected, match=message):
+        ledger.append(entry, signer=ledger_signer(), now=T0)
+
+
+def test_a_second_genesis_is_refused(tmp_path: Path) -> None:
+    with new_ledger(tmp_path) as ledger, pytest.raises(EntryRejected, match="genesis"):
+        ledger.append(ledger.entry(0), signer=ledger_signer(), now=T0)
+
+
+def test_extra_members_are_allowed(tmp_path: Path) -> None:
+    with new_ledger(tmp_path) as ledger:
+        index = ledger.append({**retire_entry(1), "detail": {"by": "operator"}}, signer=ledger_signer(), now=T0)
+        assert ledger.entry(index)["detail"] == {"by": "operator"}
+
+
+def test_on_demand_checkpoint_never_signs_a_size_twice(tmp_path: Path) -> None:
+    signer = ledger_signer()
+    with new_ledger(tmp_path, entries=3) as ledger:
+        latest = ledger.latest_checkpoint()
+        again = ledger.checkpoint(signer=signer, now=T0)
+        assert again.note == latest.note and len(ledger.checkpoints()) == 4
+
+
+def test_signing_rules_refuse_a_second_root_or_a_smaller_size(tmp_path: Path) -> None:
+    signer = ledger_signer()
+    with new_ledger(tmp_path, entries=3) as ledger:
+        with pytest.raises(CheckpointError, match="second root"), ledger._write():
+            ledger._sign_head(4, hashlib.sha256(b"other").digest(), signer, "2026-03-01T12:00:00Z")
+        with pytest.raises(CheckpointError, match="smaller size"), ledger._write():
+            ledger._sign_head(2, ledger.root(2), signer, "2026-03-01T12:00:00Z")
+        assert [c.size for c in ledger.checkpoints()] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE entries SET data = x'00' WHERE idx = 1",
+    "DELETE FROM entries WHERE idx = 2",
+    "UPDATE checkpoints SET note = 'x' WHERE size = 8",
+    "DELETE FROM checkpoints WHERE size = 1",
+    "UPDATE nodes SET hash = zeroblob(32)",
+    "DELETE FROM nodes",
+    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (27, 'retire', x'00', zeroblob(32), 't')",
+    "INSERT OR REPLACE INTO entries (idx, type, data, leaf_hash, created_utc) "
+    "VALUES (1, 'x', x'00', zeroblob(32), 't')",
+    "INSERT INTO checkpoints (size, root, note, created_utc) VALUES (2, zeroblob(32), 'n', 't')",
+    "INSERT OR REPLACE INTO checkpoints (size, root, note, created_utc) VALUES (3, zeroblob(32), 'n', 't')",
+    "INSERT INTO checkpoints (size, root, note, created_utc) VALUES (29, zeroblob(32), 'n', 't')",
+    "INSERT INTO nodes (level, idx, hash) VALUES (4, 0, zeroblob(32))",
+    "INSERT INTO nodes (level, idx, hash) VALUES (1, 0, zeroblob(32))",
+])
+def test_the_database_refuses_rewriting_history(tmp_path: Path, statement: str) -> None:
+    with new_ledger(tmp_path, entries=20, batch=7) as ledger:  # 21 entries: a stored level-4 node exists
+        assert ledger.db.conn.execute("SELECT COUNT(*) FROM nodes").fetchone()[0] == 1
+        conn = raw(ledger)
+        conn.execute("PRAGMA recursive_triggers = ON")
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute(statement)
+        conn.close()
+        ledger.verify()
+
+
+def test_signing_checks_consistency_with_the_last_checkpoint(tmp_path: Path) -> None:
+    """If the stored tree were altered under a signed checkpoint, the ledger refuses to sign anything new."""
+    signer = ledger_signer()
+    with new_ledger(tmp_path, entries=19, batch=5) as ledger:
+        conn = raw(ledger)
+        conn.execute("DROP TRIGGER nodes_no_update")
+        conn.execute("UPDATE nodes SET hash = zeroblob(32) WHERE level = 4 AND idx = 0")  # entries 0..15
+        conn.close()
+        with pytest.raises(LedgerIntegrityError):
+            ledger.append(bundle_entry(20), signer=signer, now=T0)
+        assert ledger.size == 20 and ledger.latest_checkpoint().size == 20
+        with pytest.raises(LedgerIntegrityError, match="tree node"):
+            ledger.verify()
+
+
+def test_schema_is_strict_wal_full_and_migrated(tmp_path: Path) -> None:
+    with new_ledger(tmp_path) as ledger:
+        conn = ledger.db.conn
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
+        for name in ("entries", "nodes", "checkpoints", "meta"):
+            assert "STRICT" in tables[name].upper()
+        assert "WITHOUT ROWID" in tables["nodes"].upper()
+        applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations WHERE migration_set = ?",
+                                              ["heldout.ledger"])]
+        assert applied == ["0001_initial"]
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "1"
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    with new_ledger(tmp_path) as ledger:
+        conn = raw(ledger)
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+        conn.close()
+        path = ledger.path
+    with pytest.raises(LedgerUsageError, match="schema 99"):
+        Ledger.open(path)
+
+
+def test_a_file_that_is_not_a_ledger_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / ("ab" * 10 + ".sqlite")
+    path.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(LedgerIntegrityError, match="not a readable ledger"):
+        Ledger.open(path)
+    with pytest.raises(LedgerUsageError, match="no ledger file"):
+        Ledger.open(tmp_path / "missing.sqlite")
+
+
+def test_reading_outside_the_ledger_is_a_usage_error(tmp_path: Path) -> None:
+    with new_ledger(tmp_path, entries=2) as ledger:
+        for call in (lambda: ledger.entry_bytes(3), lambda: ledger.inclusion_proof(2, 2),
+                     lambda: ledger.root(4), lambda: ledger.consistency_proof(0),
+                     lambda: ledger.consistency_proof(3, 2), lambda: ledger.entry(-1)):
+            with pytest.raises(LedgerUsageError) as caught:
+                call()
+            assert caught.value.exit_code == 2
+
+
+def test_genesis_id_is_checked_on_open(tmp_path: Path) -> None:
+    with new_ledger(tmp_path) as ledger:
+        conn = raw(ledger)
+        conn.execute("UPDATE meta SET value = 'ffffffffffffffffffff' WHERE key = 'ledger_id'")
+        conn.close()
+        path = ledger.path
+    with pytest.raises(LedgerIntegrityError, match="genesis"):
+        Ledger.open(path)
+    assert ledger_id_of(b"x") == hashlib.sha256(b"x").hexdigest()[:20]
+
+
+# --- blobs -----------------------------------------------------------------------------------------------------
+
+def test_blob_store_round_trip_and_idempotence(tmp_path: Path) -> None:
+    blobs = BlobStore(tmp_path / "blobs" / "sha256")
+    digest = blobs.put(b"predictions")
+    assert digest == hashlib.sha256(b"predictions").hexdigest()
+    assert blobs.put(b"predictions") == digest
+    assert blobs.path(digest) == tmp_path / "blobs" / "sha256" / digest[:2] / digest
+    assert blobs.has(digest) and blobs.get(digest) == b"predictions"
+    assert [p.name for p in blobs.path(digest).parent.iterdir()] == [digest]
+
+
+def test_blob_store_refuses_tampered_missing_and_misnamed_blobs(tmp_path: Path) -> None:
+    blobs = BlobStore(tmp_path)
+    digest = blobs.put(b"content")
+    blobs.path(digest).write_bytes(b"altered")
+    with pytest.raises(LedgerIntegrityError, match="altered") as caught:
+        blobs.get(digest)
+    assert caught.value.exit_code == 1
+    with pytest.raises(BlobMissing) as missing:
+        blobs.get(hashlib.sha256(b"never stored").hexdigest())
+    assert missing.value.exit_code == 5
+    with pytest.raises(UsageError):
+        blobs.path("../../etc/passwd")

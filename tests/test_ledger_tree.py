@@ -1,0 +1,123 @@
+"""The stored tree: roots and RFC 9162 proofs from the SQLite ledger and from the in-memory replay tree agree
+with the RFC's reference recursions (ledger.rfc6962) and with pymerkle's own InmemoryTree roots, whatever
+the batching of the appends."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pymerkle import InmemoryTree
+
+from ledger import Ledger, LedgerUsageError
+from ledger.rfc6962 import (
+    EMPTY_ROOT,
+    leaf_hash,
+    reference_consistency_proof,
+    reference_inclusion_path,
+    reference_root,
+)
+from ledger.tree import HashTree, MemoryNodes, consistency_ranges, inclusion_ranges
+from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
+
+SIZE = 150
+Grown = tuple[Ledger, list[bytes], InmemoryTree]
+
+
+@pytest.fixture(scope="module")
+def grown(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, list[bytes], InmemoryTree]]:
+    """A ledger of SIZE entries appended in uneven batches, its leaf hashes, and pymerkle's in-memory tree
+    over the same entry bytes."""
+    signer = ledger_signer()
+    ledger = new_ledger(tmp_path_factory.mktemp("tree"))
+    rng = random.Random(7)
+    while ledger.size < SIZE:
+        count = min(rng.choice([1, 1, 2, 3, 7, 16]), SIZE - ledger.size)
+        ledger.append_batch([bundle_entry(ledger.size + i) for i in range(count)], signer=signer, now=T0)
+    entries = [ledger.entry_bytes(i) for i in range(ledger.size)]
+    pymerkle_tree = InmemoryTree(algorithm="sha256")
+    for data in entries:
+        pymerkle_tree.append_entry(data)
+    yield ledger, [leaf_hash(d) for d in entries], pymerkle_tree
+    ledger.close()
+
+
+def test_roots_match_reference_and_pymerkle_at_every_size(grown: Grown) -> None:
+    ledger, leaves, pymerkle_tree = grown
+    for size in range(0, SIZE + 1):
+        root = ledger.root(size)
+        assert root == reference_root(leaves[:size])
+        if size:
+            assert root == pymerkle_tree.get_root(size)
+        else:
+            assert root == EMPTY_ROOT
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_inclusion_proofs_match_reference(grown: Grown, data: st.DataObject) -> None:
+    ledger, leaves, _ = grown
+    size = data.draw(st.integers(min_value=1, max_value=SIZE))
+    index = data.draw(st.integers(min_value=0, max_value=size - 1))
+    proof = ledger.inclusion_proof(index, size)
+    assert list(proof.path) == reference_inclusion_path(index, leaves[:size])
+    assert proof.leaf_hash == leaves[index] and proof.entry == ledger.entry_bytes(index)
+    proof.verify(reference_root(leaves[:size]))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_consistency_proofs_match_reference(grown: Grown, data: st.DataObject) -> None:
+    ledger, leaves, _ = grown
+    new = data.draw(st.integers(min_value=1, max_value=SIZE))
+    old = data.draw(st.integers(min_value=1, max_value=new))
+    proof = ledger.consistency_proof(old, new)
+    assert list(proof.path) == reference_consistency_proof(old, leaves[:new])
+    proof.verify(reference_root(leaves[:old]), reference_root(leaves[:new]))
+
+
+def test_every_stored_checkpoint_matches_the_reference_root(grown: Grown) -> None:
+    ledger, leaves, _ = grown
+    checkpoints = ledger.checkpoints()
+    assert checkpoints[-1].size == SIZE and len(checkpoints) > 20
+    for checkpoint in checkpoints:
+        assert checkpoint.root == reference_root(leaves[:checkpoint.size])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=8))
+def test_batching_does_not_change_the_tree(tmp_path_factory: pytest.TempPathFactory, batches: list[int]) -> None:
+    signer = ledger_signer()
+    with new_ledger(tmp_path_factory.mktemp("batches")) as ledger:
+        for count in batches:
+            ledger.append_batch([bundle_entry(ledger.size + i) for i in range(count)], signer=signer, now=T0)
+        leaves = [leaf_hash(ledger.entry_bytes(i)) for i in range(ledger.size)]
+        assert ledger.root() == reference_root(leaves)
+        assert [c.size for c in ledger.checkpoints()] == [1, *[1 + sum(batches[:k + 1]) for k in range(len(batches))]]
+        ledger.verify()  # also compares every stored node with the replayed tree
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.binary(max_size=12), min_size=1, max_size=90))
+def test_memory_tree_matches_reference(entries: list[bytes]) -> None:
+    nodes = MemoryNodes()
+    leaves = [leaf_hash(e) for e in entries]
+    for leaf in leaves:
+        nodes.append(leaf)
+    tree = HashTree(nodes)
+    n = len(leaves)
+    assert nodes.root() == tree.root_at(n) == reference_root(leaves)
+    for size in {1, n // 2 or 1, n}:
+        assert tree.inclusion_path(size - 1, size) == reference_inclusion_path(size - 1, leaves[:size])
+        assert tree.consistency_path(1, size) == reference_consistency_proof(1, leaves[:size])
+
+
+def test_range_layouts_refuse_impossible_requests() -> None:
+    with pytest.raises(LedgerUsageError):
+        inclusion_ranges(3, 3)
+    with pytest.raises(LedgerUsageError):
+        consistency_ranges(4, 3)
+    assert consistency_ranges(3, 3) == [] and consistency_ranges(0, 5) == []
