@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness.metrics import evaluation_bytes
 from heldout.generations import (
     charge_bits,
     check_budget,
@@ -73,7 +74,6 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
     """Evaluate ``request.model_id`` on each task of ``request.generation`` and append one bundle per task."""
     from harness.bundle import bundle_entry
     from harness.data import load_task
-    from harness.metrics import evaluation_bytes
     from harness.models import create_model
     from harness.run import evaluate
     from harness.tasks import task_spec
@@ -106,22 +106,36 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
         result = evaluate(model, task_data, spec, seed=request.seed, split_origin=split_origin,
                           device=request.device, progress=step, clock=lambda: now)
         entry = bundle_entry(result, generation=request.generation, created_utc=now)
-        if state.release_mode == "ladder" and state.ladder_step is not None:
-            index_score = result.evaluation["composite"]["index"]
-            released = ladder_release(index_score, _best_released(ledger, request.generation, task),
-                                      state.ladder_step) if index_score is not None else None
-            bits = ladder_charge_bits(released is not None, state.ladder_step)
-            entry["ladder_released"] = released
-        else:
-            bits = charge_bits(result.evaluation)
-        entry["leakage_bits"] = round(bits, 6)
-        # Refuse before writing anything: the budget is judged on the ledger as it stands now.
-        check_budget(load_generations(ledger, now, blobs=blobs), request.generation, bits, now)
-        blobs.put(evaluation_bytes(result.evaluation))
-        blobs.put(result.predictions_npz)
-        index = ledger.append(entry, signer=signer, now=now)
-        outcomes.append(BundleOutcome(index=index, entry=entry, evaluation=result.evaluation))
+        outcomes.append(record_bundle(ledger, signer, blobs, entry, result.evaluation, result.predictions_npz,
+                                      now=now))
     return outcomes
+
+
+def record_bundle(ledger: Ledger, signer: Signer, blobs: BlobStore, entry: dict[str, Any],
+                  evaluation: dict[str, Any], predictions_npz: bytes, *, now: datetime) -> BundleOutcome:
+    """Charge a finished evaluation to its generation's budget and log it: refused (exit 4) before anything
+    is written when the charge would exceed the budget; otherwise both blobs are stored, then the entry
+    (carrying ``leakage_bits``) is appended. Callers hold the generations lock."""
+    generations = load_generations(ledger, now, blobs=blobs)
+    name = str(entry["generation"])
+    state = generations.get(name)
+    if state is None:
+        raise UsageError(f"no generation {name!r} is sealed on this ledger", field="generation", found=name)
+    entry = dict(entry)
+    if state.release_mode == "ladder" and state.ladder_step is not None:
+        index_score = evaluation["composite"]["index"]
+        released = ladder_release(index_score, _best_released(ledger, name, str(entry["task"])),
+                                  state.ladder_step) if index_score is not None else None
+        bits = ladder_charge_bits(released is not None, state.ladder_step)
+        entry["ladder_released"] = released
+    else:
+        bits = charge_bits(evaluation)
+    entry["leakage_bits"] = round(bits, 6)
+    check_budget(generations, name, bits, now)
+    blobs.put(evaluation_bytes(evaluation))
+    blobs.put(predictions_npz)
+    index = ledger.append(entry, signer=signer, now=now)
+    return BundleOutcome(index=index, entry=entry, evaluation=evaluation)
 
 
 def bundle_rows(outcomes: Sequence[BundleOutcome]) -> list[dict[str, Any]]:

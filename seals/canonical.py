@@ -73,7 +73,7 @@ def jcs_bytes(value: Any) -> bytes:
         return rfc8785.dumps(value)
     except rfc8785.CanonicalizationError as exc:
         raise CanonicalError(f"not canonicalisable: {exc}") from exc
-    except TypeError as exc:
+    except (TypeError, UnicodeEncodeError) as exc:  # a lone surrogate in a string or key is not UTF-8
         raise CanonicalError(f"not canonicalisable: {exc}") from exc
 
 

@@ -108,6 +108,13 @@ def test_numpy_scalars_and_arrays_are_converted_explicitly() -> None:
         canonical_bytes({"x": np.float64("nan")})
 
 
+def test_lone_surrogates_refused() -> None:
+    with pytest.raises(CanonicalError):
+        jcs_bytes({"\ud800": 1})
+    with pytest.raises(CanonicalError):
+        canonical_bytes(["\udc00"])
+
+
 def test_unsupported_values_refused() -> None:
     with pytest.raises(CanonicalError):
         canonical_bytes({1: "non-string key"})

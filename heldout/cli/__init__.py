@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from heldout.cli import audit_cmd, data_cmd, eval_cmd, gen_cmd, keys_cmd, ledger_cmd, passport_cmd
+from heldout.cli import audit_cmd, data_cmd, demo_cmd, eval_cmd, gen_cmd, keys_cmd, ledger_cmd, passport_cmd
 
 app = typer.Typer(
     name="heldout",
@@ -21,6 +21,7 @@ app.add_typer(data_cmd.app, name="data")
 gen_cmd.register(app)
 eval_cmd.register(app)
 audit_cmd.register(app)
+demo_cmd.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,197 @@
+"""``heldout demo``: the whole product from nothing, on an embedded default, explained step by step.
+
+Each step runs a real ``heldout`` command (the same code a user's shell would run, invoked in-process) and
+states the exit code it must give; the demo stops at the first step that does not, with that step's output
+above. Data are synthetic files in the official MedMNIST layout (no network); models are the offline ones.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated
+
+import click
+import typer
+from rich.panel import Panel
+from rich.rule import Rule
+
+from heldout.cli.common import console, handle_errors, reference_time
+from keys import UsageError, VerificationError
+from seals import format_utc
+
+DEMO_MARKER = ".heldout-demo"
+DEFAULT_DEMO_STORE = Path("heldout-demo-store")
+TASKS = ("bloodmnist", "breastmnist", "pneumoniamnist")
+MODELS = ("majority", "linear_probe", "cnn_small")
+SIZES = {"n_train": 300, "n_val": 40, "n_test": 150, "pool": 260, "per_task": 80}
+
+
+def _prepare_store(path: Path) -> Path:
+    """Use ``path`` for the demo: refuse a folder that is not ours; start over in one that is."""
+    path = path.expanduser().resolve()
+    if path.exists() and any(path.iterdir()):
+        if not (path / DEMO_MARKER).exists():
+            raise UsageError(f"{path} exists and is not a demo store; choose another --store", path=str(path))
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / DEMO_MARKER).write_text("created by heldout demo; removed and rebuilt by the next demo run\n")
+    return path
+
+
+class Demo:
+    def __init__(self, store: Path, fast: bool) -> None:
+        self.store = store
+        self.fast = fast
+        self.step_no = 0
+        self.started = time.perf_counter()
+
+    def say(self, title: str, why: str) -> None:
+        self.step_no += 1
+        console.print(Rule(f"[bold]step {self.step_no}: {title}", align="left"))
+        console.print(why)
+
+    def run(self, args: Sequence[str], *, expect: int = 0, store: bool = True, script: bool = False) -> None:
+        """Run one heldout command in-process as a user would, and require its exit code."""
+        from heldout.cli import app
+
+        visible = [*args, *(["--store", str(self.store)] if store else [])]
+        full = ["audit", *visible] if script else visible  # `python audit.py X` is `heldout audit X`
+        shown = ("python audit.py " if script else "heldout ") + " ".join(
+            a if " " not in a else repr(a) for a in visible)
+        console.print(f"[dim]$ {shown}[/]")
+        command = typer.main.get_command(app)
+        try:
+            code = command.main(list(full), prog_name="heldout", standalone_mode=False)
+        except click.exceptions.Exit as exc:
+            code = exc.exit_code
+        except click.ClickException as exc:
+            exc.show()
+            code = exc.exit_code
+        code = 0 if code is None else int(code)
+        if code != expect:
+            raise VerificationError(f"demo step {self.step_no}: `{shown}` exited {code}, expected {expect}",
+                                    expected=expect, found=code)
+        console.print(f"[green]exit {code}[/] (as expected)" if expect else "[green]exit 0[/]")
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+
+def _ledger_id(store: Path) -> str:
+    return (store / "ledgers" / "DEFAULT").read_text().strip()
+
+
+def run_demo(store: Path, *, fast: bool) -> None:
+    d = Demo(store, fast)
+    data = store / "demo-data" / "official"
+    pools = store / "demo-data" / "incoming"
+    tasks = TASKS[:1] if fast else TASKS
+    models = ("majority", "cnn_small") if fast else MODELS
+    tasks_arg = ",".join(tasks)
+    now = reference_time()
+    day = timedelta(days=1)
+
+    console.print(Panel.fit(
+        "heldout demo: an evaluation operator seals held-out test sets, logs every evaluation on an append-only\n"
+        "Merkle ledger, audits it by re-deriving every number, issues passports, retires a set, and lets a\n"
+        f"stranger replay it all from a public export. Store: {store}", title="heldout"))
+
+    d.say("create the store, the operator's signing key and the ledger",
+          "The ledger id is the hash of the genesis entry: anyone can recompute it from entry 0.")
+    d.run(["init", "--name", "demo-lab"])
+    ledger_id = _ledger_id(store)
+
+    d.say("write task data in the official MedMNIST layout",
+          "No network here: synthetic files with the official keys, dtypes, shapes and class counts, and a\n"
+          "learnable class structure. 'official' plays the released dataset; 'incoming' plays new, unreleased\n"
+          "cases that the operator keeps private.")
+    for i, task in enumerate(tasks):
+        d.run(["data", "synth", task, "--out", str(data), "--n-train", str(SIZES["n_train"]),
+               "--n-val", str(SIZES["n_val"]), "--n-test", str(SIZES["n_test"]), "--seed", str(10 + i)], store=False)
+        d.run(["data", "synth", task, "--out", str(pools), "--n-train", "1", "--n-val", "1",
+               "--n-test", str(SIZES["pool"]), "--seed", str(20 + i)], store=False)
+
+    d.say("register the private pool", "Held-out cases live under private/ (mode 0700) and never leave it.")
+    for task in tasks:
+        d.run(["pool", "add", task, str(pools / f"{task}.npz")])
+
+    d.say("seal the public generation and two held-out generations",
+          "A seal commits to its cases (salted per-case commitments, RFC 6962 set hash) before any model sees\n"
+          "them, with a published expiry and leakage budget. gen1 and gen2 are drawn disjoint from each other.\n"
+          "A full MedEval-1 evaluation releases about 2,000 bits per bundle, so the budgets are explicit here.")
+    d.run(["seal", "public", "--tasks", tasks_arg, "--data-root", str(data),
+           "--expires", format_utc(now + 120 * day)])
+    d.run(["seal", "gen1", "--tasks", tasks_arg, "--per-task", str(SIZES["per_task"]), "--seed", "1",
+           "--expires", format_utc(now + 60 * day), "--budget-bits", "40000"])
+    d.run(["seal", "gen2", "--tasks", tasks_arg, "--per-task", str(SIZES["per_task"]), "--seed", "2",
+           "--expires", format_utc(now + 90 * day), "--budget-bits", "40000"])
+
+    d.say("evaluate offline models",
+          "Each evaluation runs the nine MedEval-1 dimensions (clean pass, 12 perturbations x 3 severities,\n"
+          "training-data fractions), stores the predictions as a content-addressed blob and appends a bundle.")
+    for model in models:
+        for generation in ("gen1", "gen2"):
+            d.run(["evaluate", model, "--generation", generation, "--tasks", tasks_arg, "--data-root", str(data)])
+    d.run(["evaluate", "majority", "--generation", "public", "--tasks", tasks_arg, "--data-root", str(data)])
+
+    d.say("status, derived from the ledger", "Every state change is a ledger entry; nothing else is kept.")
+    d.run(["status"])
+
+    d.say("audit", "Replay the ledger and re-derive every bundle from its stored predictions (no model, no torch).")
+    d.run([ledger_id], script=True)
+
+    d.say("issue passports", "Only after a clean audit at the ledger head, and only on a current generation.")
+    d.run(["passport", "issue", "cnn_small", "--generation", "gen1"])
+    d.run([ledger_id], script=True)
+    d.run(["passport", "issue", "cnn_small", "--generation", "gen2"])
+    gen1_passport = store / "passports" / "cnn_small__gen1.passport.json"
+    gen2_passport = store / "passports" / "cnn_small__gen2.passport.json"
+    d.run(["passport", "verify", str(gen1_passport)])
+    d.run(["passport", "verify", str(gen2_passport)])
+
+    d.say("retire gen1 and reveal it",
+          "The reveal publishes each case's id, content hash, label and salt: anyone can recompute the set hash.")
+    d.run(["retire", "gen1", "--reason", "superseded", "--reveal"])
+    d.run(["verify-reveal", "gen1"])
+
+    export = store / "public-export"
+    d.say("export the ledger for third parties", "Entries, checkpoints, blobs, public keys, seals; nothing private.")
+    d.run(["ledger", "export", ledger_id, str(export)])
+    key = json.loads((store / "keys" / next(p.name for p in (store / "keys").glob("*.pub.json"))).read_text())
+
+    d.say("replay as a third party",
+          "With the export alone: gen2 is still sealed, so its bundles cannot be re-derived (exit 5, each named);\n"
+          "public and the revealed gen1 are re-derived in full.")
+    d.run([ledger_id, "--from", str(export), "--out", str(store / "third-party-audit.json")], store=False,
+          script=True, expect=5)
+
+    d.say("the gen1 passport has lapsed",
+          "Its generation is retired: exit 4. The gen2 passport still verifies against the same export.")
+    d.run(["passport", "verify", str(gen1_passport), "--from", str(export), "--key", key["public_key_b64"]],
+          store=False, expect=4)
+    d.run(["passport", "verify", str(gen2_passport), "--from", str(export), "--key", key["public_key_b64"]],
+          store=False)
+    console.print(Rule())
+    console.print(f"[bold green]demo complete[/] in {d.elapsed():.0f} s. Store: {store}\n"
+                  f"Try: heldout status --store {store}   |   python audit.py {ledger_id} --store {store}")
+
+
+def demo_command(
+    store: Annotated[Path, typer.Option("--store", help="Where to build the demo store (rebuilt if it is one).")]
+    = DEFAULT_DEMO_STORE,
+    fast: Annotated[bool, typer.Option("--fast", help="One task, two models (for tests).")] = False,
+) -> None:
+    """Run the whole product end to end on synthetic data: seal, evaluate, audit, passports, retire, replay."""
+    run_demo(_prepare_store(store), fast=fast)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="demo")(handle_errors(demo_command))
+
+
+__all__ = ["register", "run_demo"]
