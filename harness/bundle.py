@@ -2,8 +2,9 @@
 
 One bundle per (model, task, generation). The entry carries the SHA-256 of the two blobs it stands for:
 ``evaluation_sha256`` over :func:`evaluation_bytes` (the evaluation object in canonical JSON, floats rounded
-once at emit) and ``predictions_sha256`` over the stored-predictions npz bytes, plus ``labels_sha256`` over
-:func:`labels_bytes`, so that a replay can tell that the labels it re-derives against are the ones scored.
+once at emit) and ``predictions_sha256`` over the stored-predictions npz bytes, plus ``labels_hash`` over
+:func:`labels_bytes`, so that a replay can tell that the labels it re-derives against are the ones scored
+(named ``_hash``, not ``_sha256``: no blob holds the labels, and ``*_sha256`` members name blobs).
 The entry stays far below the ledger's 64 KiB limit: everything large lives in the blobs.
 """
 
@@ -12,30 +13,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Final
 
-import numpy as np
-from numpy.typing import ArrayLike
-
-from harness.metrics import SPEC_VERSION, n_cases_for
+from harness.metrics import SPEC_VERSION, evaluation_bytes, labels_bytes, n_cases_for
 from harness.run import EvaluationResult
 from keys.errors import UsageError
-from seals.canonical import canonical_bytes, sha256_hex
+from seals.canonical import sha256_hex
 from seals.timeutil import format_utc
 
 BUNDLE_TYPE: Final = "bundle"
 BUNDLE_VERSION: Final = 1
-
-
-def evaluation_bytes(evaluation: dict[str, Any]) -> bytes:
-    """The evaluation blob: canonical JSON (RFC 8785, floats rounded to 6 dp once)."""
-    return canonical_bytes(evaluation)
-
-
-def labels_bytes(labels: ArrayLike) -> bytes:
-    """The test labels as canonical JSON: a list of integers in test-case order."""
-    array = np.asarray(labels)
-    if array.ndim == 2 and array.shape[1] == 1:
-        array = array[:, 0]
-    return canonical_bytes([int(v) for v in array.tolist()])
 
 
 def bundle_entry(result: EvaluationResult, *, generation: str, created_utc: datetime) -> dict[str, Any]:
@@ -63,6 +48,6 @@ def bundle_entry(result: EvaluationResult, *, generation: str, created_utc: date
         "code_fingerprint": evaluation["code_fingerprint"],
         "evaluation_sha256": sha256_hex(evaluation_bytes(evaluation)),
         "predictions_sha256": sha256_hex(result.predictions_npz),
-        "labels_sha256": sha256_hex(labels_bytes(result.labels)),
+        "labels_hash": sha256_hex(labels_bytes(result.labels)),
         "created_utc": format_utc(created_utc),
     }

@@ -22,6 +22,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from harness.torchenv import before_torch_import
 from keys.errors import UsageError
 
 #: The sizes MedEval-1 evaluates (``kind`` ``image`` and ``image224``).
@@ -192,6 +193,7 @@ def import_medmnist() -> types.ModuleType:
     """The medmnist package (dataset classes; imports torch), without it creating ``~/.medmnist``."""
     if "medmnist" not in sys.modules:
         sys.modules.setdefault("medmnist.info", _info_module_without_default_root())
+    before_torch_import()
     import medmnist  # lazy on purpose: it imports torch
 
     return medmnist

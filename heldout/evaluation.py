@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.metrics import evaluation_bytes
+from harness.metrics import SPEC_VERSION, evaluation_bytes
 from heldout.generations import (
     charge_bits,
     check_budget,
@@ -26,6 +26,7 @@ from heldout.generations import (
     ladder_release,
     load_generations,
 )
+from heldout.specs import load_supersessions, require_not_superseded
 from heldout.store import Store
 from keys import Signer, UsageError
 from ledger import BlobStore, Ledger
@@ -85,6 +86,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
         raise UsageError(f"no generation {request.generation!r} is sealed on this ledger", field="generation",
                          found=request.generation, expected=sorted(generations))
     state.require_current(now)
+    require_not_superseded(load_supersessions(ledger.entries()), SPEC_VERSION, now)
     unknown = [t for t in request.tasks if t not in state.tasks]
     if unknown:
         raise UsageError(f"{request.generation} has no task {unknown[0]!r}", field="tasks", found=unknown[0],

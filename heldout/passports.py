@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from heldout.generations import GenerationState, load_generations, manifest_path
+from heldout.specs import load_supersessions, require_not_superseded
 from heldout.store import Store
 from keys import (
     PublicKey,
@@ -155,11 +156,24 @@ def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, 
         *sources,
     ]
     first = latest[sorted(latest)[0]][1]
+    spec_version = str(first.get("spec_version", "MedEval-1 v0.1"))
+    supersessions = load_supersessions(ledger.entries())
+    require_not_superseded(supersessions, spec_version, now)
+    expiry = state.expiry
+    expiry_basis = (f"the sealed held-out generation this evidence is anchored to ({state.name}, set hash "
+                    f"{state.set_hash[:16]}...) is published to expire {format_utc(state.expiry)}; the passport "
+                    "lapses earlier if the generation is retired or its spec version superseded")
+    superseded = supersessions.get(spec_version)
+    if superseded is not None and superseded.effective < expiry:
+        expiry = superseded.effective
+        expiry_basis = (f"{superseded.words} (ledger entry {superseded.index}), before the expiry of the "
+                        f"generation this evidence is anchored to ({state.name}, {format_utc(state.expiry)}); the "
+                        "passport lapses earlier if the generation is retired")
     fingerprints = sorted({str(e["code_fingerprint"]) for _, e in latest.values()})
     key = ledger.key
     document = {
         "passport_version": PASSPORT_VERSION,
-        "spec_version": first.get("spec_version", "MedEval-1 v0.1"),
+        "spec_version": spec_version,
         "subject": {
             "behaviour_version": first.get("behaviour_version"),
             "code_fingerprint": fingerprints[-1],
@@ -192,10 +206,8 @@ def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, 
         "observed": None,
         "observed_note": OBSERVED_NOTE,
         "issued_utc": format_utc(now),
-        "expiry_utc": format_utc(state.expiry),
-        "expiry_basis": (f"the sealed held-out generation this evidence is anchored to ({state.name}, set hash "
-                         f"{state.set_hash[:16]}...) is published to expire {format_utc(state.expiry)}; the passport "
-                         "lapses earlier if the generation is retired or its spec version superseded"),
+        "expiry_utc": format_utc(expiry),
+        "expiry_basis": expiry_basis,
         "canonicalisation": CANONICALISATION,
     }
     signed = sign_document(document, signer)
@@ -300,4 +312,8 @@ def verify_passport_on_ledger(doc: Any, trusted: PublicKey | TrustedKey, view: L
         return PassportVerdict(passport=verdict.passport, verified=verdict.verified, at=at,
                                state=PassportState.LAPSED,
                                reason=f"generation {state.name} retired ({state.retire_reason}) {retired}")
+    superseded = load_supersessions(view.entries()).get(verdict.passport.spec_version)
+    if superseded is not None and superseded.in_force(at):
+        return PassportVerdict(passport=verdict.passport, verified=verdict.verified, at=at,
+                               state=PassportState.LAPSED, reason=superseded.words)
     return verdict

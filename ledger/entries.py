@@ -90,6 +90,8 @@ ENTRY_TYPES: dict[str, dict[str, Check]] = {
     "retire": {"generation": _text, "reason": _text, "created_utc": _utc},
     "reveal": {"generation": _text, "reveal_sha256": _hex64, "created_utc": _utc},
     "passport": {"model_id": _text, "generation": _text, "passport_sha256": _hex64, "created_utc": _utc},
+    # A spec version superseded from ``effective_utc`` on: passports on it lapse then (heldout/specs.py).
+    "spec": {"spec_version": _text, "superseded_by": _text, "effective_utc": _utc, "created_utc": _utc},
 }
 
 

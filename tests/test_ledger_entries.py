@@ -28,6 +28,8 @@ VALID: dict[str, dict[str, Any]] = {
     "reveal": {"generation": "gen1", "reveal_sha256": hexhash("r"), "created_utc": "2026-03-01T00:00:00Z"},
     "passport": {"model_id": "m", "generation": "gen3", "passport_sha256": hexhash("x"),
                  "created_utc": "2026-03-01T00:00:00Z"},
+    "spec": {"spec_version": "MedEval-1 v0.1", "superseded_by": "MedEval-1 v0.2",
+             "effective_utc": "2027-01-01T00:00:00Z", "created_utc": "2026-03-01T00:00:00Z"},
 }
 
 

@@ -2,7 +2,8 @@
 
 Importing this package does not import torch: each factory imports its model's module when called, after
 checking what it can without torch (weights sources, architecture names), so a missing download or a typo
-fails at once.
+fails at once. Importing it does set the OpenMP wait policy for the torch to come (see harness.torchenv);
+every torch-using module is a submodule of this package, so the setting always precedes them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from typing import Final
 
 from harness.models.base import BEHAVIOUR_VERSION, Model, ModelInfo
 from harness.models.sources import RANDOM, biomedclip_source, clip_source
+from harness.torchenv import before_torch_import
 from keys.errors import UsageError
+
+before_torch_import()
 
 DEFAULT_CLIP_ARCH: Final = "ViT-B-32"
 

@@ -47,6 +47,8 @@ class Finding:
         parts = []
         if self.index is not None:
             parts.append(f"entry {self.index}")
+        elif isinstance(self.evidence.get("entries"), str):
+            parts.append(f"entries {self.evidence['entries']}")
         if self.file is not None:
             parts.append(self.file)
         return ", ".join(parts) or "ledger"

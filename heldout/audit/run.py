@@ -5,7 +5,9 @@ one run names everything it can):
 
 1. **ledger**: the replay of ``ledger.replay`` (ledger id from entry 0, every entry canonical and valid, every
    checkpoint signature under the genesis key, each checkpoint's root recomputed from the entries, consistency
-   between consecutive checkpoints, no unsigned tail);
+   between consecutive checkpoints, no unsigned tail); when it fails at a checkpoint, the damage is located:
+   the entries between the last checkpoint whose root the entries still give and the first that they do not
+   (evidence ``entries: "a..b"``), or else the checkpoint's own file;
 2. **entries**: every entry decoded on its own, so a damaged one is named by index even when the root
    mismatch alone could only name a checkpoint;
 3. **seals**: each seal manifest's signature (ledger key) and its binding to its ``seal`` entry;
@@ -14,13 +16,15 @@ one run names everything it can):
    the evaluation canonical and consistent with its entry, its leakage charge recomputed, the labels' hash,
    and the whole evaluation object re-derived from the stored predictions (``harness.metrics``);
 6. **passports**: signature under a ledger key, each cited bundle's inclusion proof against a checkpoint that
-   the ledger itself signed, the evaluations equal to the bundles' recorded ones, its audit at its head.
+   the ledger itself signed, the evaluations equal to the bundles' recorded ones, its audit at its head;
+7. **blobs**: every blob an entry references and the source holds, hash-checked (those the checks above did
+   not already read, such as the seal manifests' copies).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -39,9 +43,10 @@ from heldout.generations import (
 )
 from heldout.generations.access import check_opening
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError, b64decode_strict
-from ledger import verify_checkpoint, verify_inclusion
-from ledger.entries import decode_entry, genesis_key
+from ledger import blob_references, verify_checkpoint, verify_inclusion
+from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.rfc6962 import leaf_hash
+from ledger.tree import HashTree, MemoryNodes
 from seals import Passport, format_utc, parse_json_object, parse_utc, sha256_hex, verify_document
 from seals.manifest import SealManifest
 
@@ -56,11 +61,14 @@ def _noop(phase: str, done: int, total: int) -> None:
 class _Blobs:
     """The source's blobs behind the ``get`` protocol the generations package expects."""
 
-    def __init__(self, source: AuditSource) -> None:
+    def __init__(self, source: AuditSource, verified: set[str]) -> None:
         self.source = source
+        self.verified = verified
 
     def get(self, sha256_hex: str) -> bytes:
-        return self.source.blob(sha256_hex)
+        data = self.source.blob(sha256_hex)  # hash-checked by the source
+        self.verified.add(sha256_hex)
+        return data
 
 
 @dataclass
@@ -74,6 +82,7 @@ class _Context:
     generations: dict[str, GenerationState] = field(default_factory=dict)
     manifests: dict[str, SealManifest] = field(default_factory=dict)
     reveals: dict[str, RevealDocument] = field(default_factory=dict)
+    verified_blobs: set[str] = field(default_factory=set)
 
     def find(self, check: str, error: HeldoutError, *, index: int | None = None, file: str | None = None) -> None:
         self.report.findings.append(Finding.from_error(check, error, index=index, file=file))
@@ -91,7 +100,11 @@ class _Context:
             raise VerificationError(f"{what} blob of entry {index}: {exc.message}", index=index,
                                     file=self.source.blob_file(digest), expected=digest) from None
         self.count("blobs")
+        self.verified_blobs.add(digest)
         return data
+
+    def blobs(self) -> _Blobs:
+        return _Blobs(self.source, self.verified_blobs)
 
     def trusted_for(self, issuer_key_b64: Any) -> TrustedKey:
         for key in self.keys:
@@ -116,6 +129,7 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
     _check_reveals(ctx)
     _check_bundles(ctx, tick)
     _check_passports(ctx)
+    _check_blob_files(ctx)
     report.generations = {name: _generation_summary(state) for name, state in ctx.generations.items()}
     return report
 
@@ -130,7 +144,7 @@ def _replay(ctx: _Context, tick: AuditProgress) -> None:
     try:
         replayed = ctx.source.replay(lambda done, _total: tick("replay", done, total))
     except HeldoutError as exc:
-        ctx.find("ledger", exc)
+        report.findings.append(_ledger_finding(ctx, exc))
         report.ledger_entries = total
         return
     report.ledger_intact = True
@@ -140,6 +154,61 @@ def _replay(ctx: _Context, tick: AuditProgress) -> None:
     ctx.count("checkpoints", replayed.checkpoints)
 
 
+def _ledger_finding(ctx: _Context, exc: HeldoutError) -> Finding:
+    """The replay's failure as a finding; one raised at a checkpoint is located to entries or to the note."""
+    finding = Finding.from_error("ledger", exc)
+    size = exc.evidence.get("checkpoint")
+    if not isinstance(size, int) or isinstance(size, bool):
+        return finding
+    walked = _walk_checkpoints(ctx.source)
+    if walked is None or size not in walked[0] or walked[1] is None:
+        # the checkpoint named does not verify (or the entries give every signed root): the note is at fault
+        return replace(finding, file=finding.file or ctx.source.checkpoint_file(size))
+    first, last = walked[1]
+    return replace(finding, index=first if first == last else None, file=ctx.source.entries_file,
+                   evidence={**finding.evidence, "entries": f"{first}..{last}"})
+
+
+def _walk_checkpoints(source: AuditSource) -> tuple[set[int], tuple[int, int] | None] | None:
+    """Walk the checkpoints that verify under the genesis key in size order, recomputing each root from the
+    entry bytes. Returns the sizes that verify and the first and last index of the entries that break the
+    signed history: those after the last checkpoint that still holds, up to the first that does not (or the
+    unsigned tail); None for the range when every verified checkpoint holds and nothing is unsigned. None
+    when the entries or the checkpoints cannot be read at all."""
+    nodes = MemoryNodes()
+    genesis = b""
+    try:
+        for index, data in source.entries_bytes():
+            if index == 0:
+                genesis = data
+            nodes.append(leaf_hash(data))
+        key = genesis_key(decode_entry(genesis, index=0))
+        checkpoints = sorted(source.checkpoints(), key=lambda c: c.size)
+    except HeldoutError:
+        return None
+    origin = origin_of(ledger_id_of(genesis))
+    tree = HashTree(nodes)
+    size = nodes.tree_size()
+    verified: set[int] = set()
+    good = 0
+    damaged: tuple[int, int] | None = None
+    for checkpoint in checkpoints:
+        try:
+            verify_checkpoint(checkpoint.note, name=key.name, key=key.public_key, origin=origin)
+        except HeldoutError:
+            continue  # a note that does not verify says nothing about the entries
+        verified.add(checkpoint.size)
+        if damaged is not None or checkpoint.size <= good:
+            continue
+        if checkpoint.size > size or tree.root_at(checkpoint.size) != checkpoint.root:
+            damaged = (good, checkpoint.size - 1)
+        else:
+            good = checkpoint.size
+    if damaged is None and size > good:
+        damaged = (good, size - 1)
+    return verified, damaged
+
+
 def _decode_entries(ctx: _Context) -> None:
     try:
         for index, data in ctx.source.entries_bytes():
@@ -147,7 +216,7 @@ def _decode_entries(ctx: _Context) -> None:
             try:
                 ctx.entries[index] = decode_entry(data, index=index)
             except HeldoutError as exc:
-                ctx.find("entry", exc, index=index)
+                ctx.find("entry", exc, index=index, file=ctx.source.entries_file)
     except HeldoutError as exc:
         ctx.find("entry", exc)
         return
@@ -166,7 +235,7 @@ def _decode_entries(ctx: _Context) -> None:
 
 def _load_generations(ctx: _Context) -> None:
     try:
-        ctx.generations = load_generations(sorted(ctx.entries.items()), ctx.now, blobs=_Blobs(ctx.source))
+        ctx.generations = load_generations(sorted(ctx.entries.items()), ctx.now, blobs=ctx.blobs())
     except HeldoutError as exc:
         ctx.find("generations", exc)
 
@@ -203,7 +272,7 @@ def _check_reveals(ctx: _Context) -> None:
                 raise VerificationError(f"the reveal of {name} cannot be checked: its seal manifest failed",
                                         index=index)
             reveal = verify_reveal(parse_json_object(data, what=f"reveal of {name}"), manifest,
-                                   image_blobs=_Blobs(ctx.source), manifest_sha256=state.manifest_sha256)
+                                   image_blobs=ctx.blobs(), manifest_sha256=state.manifest_sha256)
         except HeldoutError as exc:
             file = exc.evidence.get("file") or (ctx.source.blob_file(state.reveal_sha256)
                                                 if isinstance(state.reveal_sha256, str) else None)
@@ -211,6 +280,28 @@ def _check_reveals(ctx: _Context) -> None:
             continue
         ctx.reveals[name] = reveal
         ctx.count("reveals")
+    _check_published_reveals(ctx)
+
+
+def _check_published_reveals(ctx: _Context) -> None:
+    """A published reveal file beside the seal manifests must be the very blob its reveal entry logged."""
+    for name, state in ctx.generations.items():
+        try:
+            published = ctx.source.published_reveal(name)
+        except HeldoutError as exc:
+            ctx.find("reveal", exc, index=state.reveal_index)
+            continue
+        if published is None:
+            continue
+        data, file = published
+        found = sha256_hex(data)
+        if state.reveal_index is None:
+            ctx.find("reveal", VerificationError(f"a reveal of {name} is published but no entry reveals it",
+                                                 found=found), index=state.seal_index, file=file)
+        elif found != state.reveal_sha256:
+            ctx.find("reveal", VerificationError(f"the published reveal of {name} is not the one entry "
+                                                 f"{state.reveal_index} logged", expected=state.reveal_sha256,
+                                                 found=found), index=state.reveal_index, file=file)
 
 
 def _labels_for(ctx: _Context, state: GenerationState, task: str) -> Any:
@@ -276,10 +367,10 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
         _check_charge(index, entry, evaluation, state)
     predictions_data = ctx.blob(entry.get("predictions_sha256"), index=index, what="predictions_sha256")
     labels = _labels_for(ctx, state, str(entry.get("task")))
-    if "labels_sha256" in entry and sha256_hex(labels_bytes(labels)) != entry["labels_sha256"]:
+    if "labels_hash" in entry and sha256_hex(labels_bytes(labels)) != entry["labels_hash"]:
         raise VerificationError(f"bundle entry {index}: the labels of {name}/{entry.get('task')} are not the ones "
-                                "the bundle was scored against", index=index, field="labels_sha256",
-                                expected=entry["labels_sha256"], found=sha256_hex(labels_bytes(labels)))
+                                "the bundle was scored against", index=index, field="labels_hash",
+                                expected=entry["labels_hash"], found=sha256_hex(labels_bytes(labels)))
     try:
         predictions = StoredPredictions.from_npz_bytes(predictions_data, n_test=int(labels.shape[0]),
                                                        n_classes=evaluation.get("n_classes"))
@@ -318,6 +409,18 @@ def _check_passports(ctx: _Context) -> None:
                                                        else None))
             continue
         ctx.count("passports")
+
+
+def _check_blob_files(ctx: _Context) -> None:
+    """Every referenced blob the source holds, hash-checked once (the checks above read most of them)."""
+    for index, entry in sorted(ctx.entries.items()):
+        for digest in blob_references(entry):
+            if digest in ctx.verified_blobs or not ctx.source.has_blob(digest):
+                continue
+            try:
+                ctx.blob(digest, index=index, what="referenced")
+            except HeldoutError as exc:
+                ctx.find("blob", exc, index=index)
 
 
 def check_passport_document(ctx: _Context, index: int, entry: Mapping[str, Any], doc: dict[str, Any]) -> None:

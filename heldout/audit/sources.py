@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Protocol
 
 from heldout.generations import GenerationState, RevealDocument, load_opening, manifest_path
+from heldout.generations.access import opening_path
+from heldout.generations.seal import reveal_path
 from heldout.store import Store
-from keys import HeldoutError, IncompleteError, TrustedKey, UsageError
-from ledger import BlobStore, Ledger, LedgerExport, ReplayReport, open_export
+from keys import HeldoutError, IncompleteError, TrustedKey, UsageError, VerificationError
+from ledger import BlobStore, Checkpoint, Ledger, LedgerExport, ReplayReport, open_export
+from ledger.export import CHECKPOINTS, ENTRIES, SEALS
 from ledger.replay import ProgressFn
 
 
@@ -24,6 +27,13 @@ class AuditSource(Protocol):
 
     def entries_bytes(self) -> Iterator[tuple[int, bytes]]: ...
 
+    def checkpoints(self) -> list[Checkpoint]: ...
+
+    @property
+    def entries_file(self) -> str: ...
+
+    def checkpoint_file(self, size: int) -> str: ...
+
     @property
     def size(self) -> int: ...
 
@@ -33,7 +43,11 @@ class AuditSource(Protocol):
 
     def blob_file(self, digest: str) -> str: ...
 
+    def has_blob(self, digest: str) -> bool: ...
+
     def seal_manifest(self, generation: str) -> tuple[bytes, str]: ...
+
+    def published_reveal(self, generation: str) -> tuple[bytes, str] | None: ...
 
     def private_opening(self, state: GenerationState) -> RevealDocument: ...
 
@@ -58,6 +72,22 @@ class OperatorSource:
     def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
         return self.ledger.entries_bytes()
 
+    def checkpoints(self) -> list[Checkpoint]:
+        return self.ledger.checkpoints()
+
+    @property
+    def entries_file(self) -> str:
+        return self._relative(self.ledger.path)
+
+    def checkpoint_file(self, size: int) -> str:
+        return self._relative(self.ledger.path)  # the checkpoints live in the same database
+
+    def _relative(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.store.root))
+        except ValueError:
+            return str(path)
+
     @property
     def size(self) -> int:
         return self.ledger.size
@@ -71,14 +101,28 @@ class OperatorSource:
     def blob_file(self, digest: str) -> str:
         return str(self.blobs.path(digest).relative_to(self.store.root))
 
+    def has_blob(self, digest: str) -> bool:
+        return self.blobs.has(digest)
+
     def seal_manifest(self, generation: str) -> tuple[bytes, str]:
         path = manifest_path(self.store, generation)
         if not path.is_file():
             raise HeldoutError(f"the seal manifest of {generation} is missing", file=str(path))
         return path.read_bytes(), str(path.relative_to(self.store.root))
 
+    def published_reveal(self, generation: str) -> tuple[bytes, str] | None:
+        path = reveal_path(self.store, generation)
+        return (path.read_bytes(), self._relative(path)) if path.is_file() else None
+
     def private_opening(self, state: GenerationState) -> RevealDocument:
-        return load_opening(self.store, self.ledger_id, state)
+        try:
+            return load_opening(self.store, self.ledger_id, state)
+        except IncompleteError:
+            raise
+        except HeldoutError as exc:  # name the damaged file (its path holds only the public set hash)
+            file = self._relative(opening_path(self.store, self.ledger_id, state.name, state.set_hash))
+            raise VerificationError(exc.message, file=file,
+                                    **{k: v for k, v in exc.evidence.items() if k not in ("index", "file")}) from None
 
     def extra_keys(self) -> list[TrustedKey]:
         return []
@@ -105,6 +149,16 @@ class ExportSource:
     def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
         return self.export.entries_bytes()
 
+    def checkpoints(self) -> list[Checkpoint]:
+        return self.export.checkpoints()
+
+    @property
+    def entries_file(self) -> str:
+        return ENTRIES
+
+    def checkpoint_file(self, size: int) -> str:
+        return f"{CHECKPOINTS}/{size}.note"
+
     @property
     def size(self) -> int:
         return self.export.size
@@ -118,6 +172,9 @@ class ExportSource:
     def blob_file(self, digest: str) -> str:
         return str(self.export.blobs.path(digest).relative_to(self.export.folder))
 
+    def has_blob(self, digest: str) -> bool:
+        return self.export.has_blob(digest)
+
     def seal_manifest(self, generation: str) -> tuple[bytes, str]:
         name = f"{generation}.seal.json"
         try:
@@ -125,6 +182,12 @@ class ExportSource:
         except HeldoutError as exc:
             raise HeldoutError(f"the seal manifest of {generation} is not in the export", file=f"seals/{name}",
                                cause=exc.message) from None
+
+    def published_reveal(self, generation: str) -> tuple[bytes, str] | None:
+        name = f"{generation}.reveal.json"
+        if not (self.export.folder / SEALS / name).is_file():
+            return None
+        return self.export.seal_bytes(name), f"{SEALS}/{name}"
 
     def private_opening(self, state: GenerationState) -> RevealDocument:
         raise IncompleteError(f"generation {state.name} is still sealed: its labels are not revealed, so a third "

@@ -1,0 +1,75 @@
+"""Spec supersession: the operator announces on the ledger that a spec version (e.g. "MedEval-1 v0.1") is
+superseded from a given time. From then on no evaluation is run under it and every passport on it lapses
+(exit 4); a passport issued before records the earlier of its generation's expiry and the supersession."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from keys import LapsedError, Signer, UsageError, VerificationError
+from ledger import Ledger
+from seals import format_utc, parse_utc
+
+
+@dataclass(frozen=True)
+class Supersession:
+    spec_version: str
+    superseded_by: str
+    effective: datetime
+    index: int
+
+    def in_force(self, at: datetime) -> bool:
+        return at >= self.effective
+
+    @property
+    def words(self) -> str:
+        return f"spec {self.spec_version} superseded by {self.superseded_by} from {format_utc(self.effective)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"spec_version": self.spec_version, "superseded_by": self.superseded_by,
+                "effective_utc": format_utc(self.effective), "index": self.index}
+
+
+def load_supersessions(entries: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[str, Supersession]:
+    """Every ``spec`` entry, by the version it supersedes; a version superseded twice is a contradiction."""
+    found: dict[str, Supersession] = {}
+    for index, entry in entries:
+        if entry.get("type") != "spec":
+            continue
+        version = str(entry["spec_version"])
+        if version in found:
+            raise VerificationError(f"entry {index} supersedes {version} again (first at entry "
+                                    f"{found[version].index})", index=index, field="spec_version")
+        found[version] = Supersession(version, str(entry["superseded_by"]),
+                                      parse_utc(str(entry["effective_utc"]), what=f"entry {index} effective_utc"),
+                                      index)
+    return found
+
+
+def require_not_superseded(supersessions: Mapping[str, Supersession], spec_version: str, at: datetime) -> None:
+    """Raise :class:`LapsedError` (exit 4) when ``spec_version`` is superseded at ``at``."""
+    found = supersessions.get(spec_version)
+    if found is not None and found.in_force(at):
+        raise LapsedError(f"{found.words}: nothing is evaluated or certified under it any more",
+                          index=found.index, found=spec_version)
+
+
+def supersede_spec(ledger: Ledger, signer: Signer, spec_version: str, *, superseded_by: str, effective: datetime,
+                   now: datetime) -> int:
+    """Append the ``spec`` entry. Refused (exit 2, nothing written) for a version already superseded, a
+    successor equal to it, or an effective time in the past (a supersession never lapses anything
+    retroactively)."""
+    if superseded_by.strip() == spec_version.strip():
+        raise UsageError("a spec version cannot supersede itself", found=spec_version)
+    if effective < now:
+        raise UsageError("the supersession must take effect now or later", field="effective",
+                         expected=f">= {format_utc(now)}", found=format_utc(effective))
+    existing = load_supersessions(ledger.entries()).get(spec_version)
+    if existing is not None:
+        raise UsageError(f"{spec_version} is already superseded (entry {existing.index})", index=existing.index)
+    return ledger.append({"type": "spec", "v": 1, "spec_version": spec_version, "superseded_by": superseded_by,
+                          "effective_utc": format_utc(effective), "created_utc": format_utc(now)},
+                         signer=signer, now=now)
