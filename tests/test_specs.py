@@ -1,0 +1,100 @@
+"""Spec supersession: a ``spec`` entry on the ledger; passports on the old spec record the earlier expiry and
+lapse (exit 4) once it is in force; evaluations under it are refused; bad requests write nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from heldout.cli import app
+from tests.audit_support import AuditFixture, build_store
+from tests.generations_support import snapshot
+
+SPEC = "MedEval-1 v0.1"
+runner = CliRunner()
+
+
+@pytest.fixture
+def fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AuditFixture:
+    built = build_store(tmp_path)
+    monkeypatch.setenv("HELDOUT_NOW", "2026-09-02T00:00:00Z")
+    return built
+
+
+def run(fixture: AuditFixture, *args: str) -> Result:
+    return runner.invoke(app, [*args, "--store", str(fixture.store)])
+
+
+def supersede(fixture: AuditFixture, effective: str) -> Result:
+    return run(fixture, "spec", "supersede", SPEC, "--by", "MedEval-1 v0.2", "--effective", effective)
+
+
+def test_supersession_is_logged_and_listed(fixture: AuditFixture) -> None:
+    result = supersede(fixture, "2026-12-01T00:00:00Z")
+    assert result.exit_code == 0, result.output
+    listed = json.loads(run(fixture, "spec", "list", "--json").output)
+    assert listed == [{"spec_version": SPEC, "superseded_by": "MedEval-1 v0.2",
+                       "effective_utc": "2026-12-01T00:00:00Z", "index": listed[0]["index"]}]
+    assert run(fixture, "audit", fixture.ledger_id).exit_code == 0
+
+
+@pytest.mark.parametrize(("effective", "by", "phrase"), [
+    ("2026-08-01T00:00:00Z", "MedEval-1 v0.2", "now or later"),
+    ("2026-12-01T00:00:00Z", SPEC, "cannot supersede itself"),
+    ("soon", "MedEval-1 v0.2", "ISO 8601"),
+])
+def test_bad_supersessions_are_refused_and_write_nothing(fixture: AuditFixture, effective: str, by: str,
+                                                          phrase: str) -> None:
+    before = snapshot(fixture.store)
+    result = run(fixture, "spec", "supersede", SPEC, "--by", by, "--effective", effective)
+    assert result.exit_code == 2 and phrase in result.output
+    assert snapshot(fixture.store) == before
+
+
+def test_second_supersession_refused(fixture: AuditFixture) -> None:
+    assert supersede(fixture, "2026-12-01T00:00:00Z").exit_code == 0
+    before = snapshot(fixture.store)
+    again = supersede(fixture, "2026-12-02T00:00:00Z")
+    assert again.exit_code == 2 and "already superseded" in again.output
+    assert snapshot(fixture.store) == before
+
+
+def test_passport_expiry_is_the_earlier_supersession_and_it_lapses(fixture: AuditFixture,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    assert supersede(fixture, "2026-12-01T00:00:00Z").exit_code == 0
+    assert run(fixture, "audit", fixture.ledger_id).exit_code == 0
+    assert run(fixture, "passport", "issue", "model_0", "--generation", "gen2").exit_code == 0
+    path = fixture.store / "passports" / "model_0__gen2.passport.json"
+    doc = json.loads(path.read_text())
+    assert doc["expiry_utc"] == "2026-12-01T00:00:00Z"  # before gen2's 2027-04-01
+    assert "superseded by MedEval-1 v0.2" in doc["expiry_basis"]
+    before = run(fixture, "passport", "verify", str(path), "--at", "2026-11-01T00:00:00Z")
+    assert before.exit_code == 0, before.output
+    after = run(fixture, "passport", "verify", str(path), "--at", "2026-12-01T00:00:00Z")
+    assert after.exit_code == 4, after.output
+    assert "lapsed: spec MedEval-1 v0.1 superseded by MedEval-1 v0.2" in after.output
+
+
+def test_issue_refused_once_superseded(fixture: AuditFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert supersede(fixture, "2026-09-03T00:00:00Z").exit_code == 0
+    monkeypatch.setenv("HELDOUT_NOW", "2026-09-04T00:00:00Z")
+    assert run(fixture, "audit", fixture.ledger_id).exit_code == 0
+    before = snapshot(fixture.store)
+    result = run(fixture, "passport", "issue", "model_0", "--generation", "gen2")
+    assert result.exit_code == 4 and "superseded" in result.output
+    assert snapshot(fixture.store) == before
+
+
+@pytest.mark.harness
+def test_evaluation_refused_once_superseded(fixture: AuditFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    assert supersede(fixture, "2026-09-03T00:00:00Z").exit_code == 0
+    monkeypatch.setenv("HELDOUT_NOW", "2026-09-04T00:00:00Z")
+    before = snapshot(fixture.store)
+    result = run(fixture, "evaluate", "majority", "--generation", "gen2", "--tasks", "bloodmnist",
+                 "--data-root", str(fixture.data_root))
+    assert result.exit_code == 4 and "superseded" in result.output
+    assert snapshot(fixture.store) == before
