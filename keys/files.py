@@ -60,3 +60,28 @@ def read_private_file(path: Path) -> bytes:
     check_private_dir(path.parent)
     check_private_file(path)
     return path.read_bytes()
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or link inside ``path`` durable (POSIX: the directory entry lives in the directory)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that readers see the old bytes or the new, never a part, and the new
+    bytes survive a crash once this returns (temporary file in the same folder, fsync, rename, fsync)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from keys.errors import KeyFileError, MalformedInput, UsageError
+from keys.files import write_atomic
 from keys.note import parse_verifier_key, verifier_key_string
 from keys.public import ALGO, PUBLIC_KEY_SIZE, PublicKey, b64decode_strict
 from keys.signer import check_key_id, check_key_name
@@ -68,9 +68,7 @@ class Keyring:
                 raise UsageError(f"key id {key.key_id!r} is already in the keyring with another key",
                                  key_id=key.key_id)
             return path
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps(key.to_json(), indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_atomic(path, (json.dumps(key.to_json(), indent=1, sort_keys=True) + "\n").encode())
         return path
 
     def get(self, key_id: str) -> TrustedKey:

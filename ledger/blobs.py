@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+from keys.files import fsync_dir
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -21,14 +22,6 @@ def check_sha256_hex(value: str) -> str:
     if not isinstance(value, str) or not _HEX64.match(value):
         raise LedgerUsageError("a blob name is 64 lowercase hex characters (a SHA-256)", found=str(value)[:80])
     return value
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class BlobStore:
@@ -69,7 +62,7 @@ class BlobStore:
             pass  # a concurrent writer stored the same bytes first
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         return digest
 
     def get(self, sha256_hex: str) -> bytes:

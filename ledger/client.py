@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from keys import HeldoutError, MalformedInput, PublicKey, b64encode
+from keys.files import write_atomic
 from ledger.checkpoint import Checkpoint, verify_checkpoint
 from ledger.errors import ForkError, LedgerIntegrityError, LedgerUsageError, ProofError, RollbackError
 from ledger.verify import verify_consistency
@@ -32,21 +32,6 @@ from seals import parse_json_object
 
 STATE_FORMAT = "heldout-checkpoint-client"
 STATE_VERSION = 1
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class CheckpointClient:
@@ -86,15 +71,15 @@ class CheckpointClient:
     def _save(self, checkpoint: Checkpoint) -> None:
         state = {"format": STATE_FORMAT, "version": STATE_VERSION, "origin": self.origin,
                  "key": {"name": self.name, "public_key_b64": self.key.b64}, "note": checkpoint.note}
-        _atomic_write(self.state_path, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode())
+        write_atomic(self.state_path, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode())
 
     def _evidence(self, kind: str, accepted: Checkpoint, presented: Checkpoint,
                   proof: Sequence[bytes] | None) -> Path:
         tag = hashlib.sha256(presented.note_bytes).hexdigest()[:12]
         folder = self.evidence_dir / f"{kind}-{accepted.size}-{presented.size}-{tag}"
         folder.mkdir(parents=True, exist_ok=True)
-        _atomic_write(folder / "accepted.note", accepted.note_bytes)
-        _atomic_write(folder / "presented.note", presented.note_bytes)
+        write_atomic(folder / "accepted.note", accepted.note_bytes)
+        write_atomic(folder / "presented.note", presented.note_bytes)
         summary: dict[str, Any] = {
             "kind": kind, "origin": self.origin,
             "key": {"name": self.name, "public_key_b64": self.key.b64},
@@ -102,7 +87,7 @@ class CheckpointClient:
             "presented": {"size": presented.size, "root": presented.root_b64},
             "proof": None if proof is None else [b64encode(bytes(h)) for h in proof],
         }
-        _atomic_write(folder / "evidence.json", (json.dumps(summary, indent=1, sort_keys=True) + "\n").encode())
+        write_atomic(folder / "evidence.json", (json.dumps(summary, indent=1, sort_keys=True) + "\n").encode())
         return folder
 
     def update(self, note: str | bytes, proof: Sequence[bytes] | None = None) -> Checkpoint:

@@ -26,6 +26,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from keys import Signer, TrustedKey, verifier_key_string
+from keys.files import fsync_dir
 from ledger.checkpoint import Checkpoint, parse_checkpoint, sign_checkpoint
 from ledger.db import MIN_NODE_LEVEL, connect
 from ledger.entries import (
@@ -84,14 +85,6 @@ class _SqliteNodes:
         if len(rows) != width:
             raise LedgerIntegrityError("leaf hashes are missing from the ledger database", index=offset)
         return [bytes(r[0]) for r in rows]
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Ledger:
@@ -162,7 +155,7 @@ class Ledger:
             raise LedgerUsageError(f"a ledger {ledger_id} already exists in {folder}", path=str(path)) from None
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(folder)
+        fsync_dir(folder)
         return cls.open(path)
 
     @classmethod

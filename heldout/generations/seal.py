@@ -42,7 +42,7 @@ from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
 from heldout.generations.state import GenerationState, load_generations, utc
 from heldout.store import Store
 from keys import HeldoutError, MalformedInput, Signer, UsageError, VerificationError
-from keys.files import ensure_private_dir, write_private_file
+from keys.files import ensure_private_dir, write_atomic, write_private_file
 from ledger import BlobStore, Ledger
 from seals import format_utc, sha256_hex
 from seals.manifest import (
@@ -184,13 +184,6 @@ def _seal_entry(manifest: SealManifest, digest: str) -> dict[str, Any]:
     }
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 class _Undo:
     """Files created by a seal or retire, removed again if the ledger append does not happen."""
 
@@ -209,7 +202,7 @@ class _Undo:
             ensure_private_dir(path.parent)
             write_private_file(path, data)
         else:
-            _atomic_write(path, data)
+            write_atomic(path, data)
         self.created.append(path)
 
     def blob(self, blobs: BlobStore, data: bytes) -> str:
