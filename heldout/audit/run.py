@@ -13,8 +13,9 @@ one run names everything it can):
 3. **seals**: each seal manifest's signature (ledger key) and its binding to its ``seal`` entry;
 4. **reveals**: each reveal blob recomputes its generation's set hash (and images, when revealed);
 5. **bundles**: generation sealed before and current at the bundle's time, blobs present and hash-checked,
-   the evaluation canonical and consistent with its entry, its leakage charge recomputed, the labels' hash,
-   and the whole evaluation object re-derived from the stored predictions (``harness.metrics``);
+   the evaluation consistent with its entry, its leakage charge recomputed, the labels' hash, and the whole
+   evaluation object re-derived from the stored predictions (``harness.metrics``): its canonical bytes must be
+   the stored blob's, byte for byte;
 6. **passports**: signature under a ledger key, each cited bundle's inclusion proof against a checkpoint that
    the ledger itself signed, the evaluations equal to the bundles' recorded ones, its audit at its head;
 7. **blobs**: every blob an entry references and the source holds, hash-checked (those the checks above did
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from harness.metrics import StoredPredictions, check_rederived, evaluation_bytes, labels_bytes
+from harness.metrics import StoredPredictions, check_rederived, evaluation_bytes, labels_bytes, rederive
 from heldout.audit.report import AuditReport, Finding, Unrederived
 from heldout.audit.sources import AuditSource
 from heldout.generations import (
@@ -83,6 +84,7 @@ class _Context:
     manifests: dict[str, SealManifest] = field(default_factory=dict)
     reveals: dict[str, RevealDocument] = field(default_factory=dict)
     verified_blobs: set[str] = field(default_factory=set)
+    labels: dict[tuple[str, str], tuple[Any, str]] = field(default_factory=dict)
 
     def find(self, check: str, error: HeldoutError, *, index: int | None = None, file: str | None = None) -> None:
         self.report.findings.append(Finding.from_error(check, error, index=index, file=file))
@@ -304,8 +306,17 @@ def _check_published_reveals(ctx: _Context) -> None:
                                                  found=found), index=state.reveal_index, file=file)
 
 
-def _labels_for(ctx: _Context, state: GenerationState, task: str) -> Any:
-    """The labels a bundle on ``state``/``task`` was scored against, in evaluation order."""
+def _labels_for(ctx: _Context, state: GenerationState, task: str) -> tuple[Any, str]:
+    """The labels a bundle on ``state``/``task`` was scored against, in evaluation order, and their hash
+    (``labels_hash``); worked out once per generation and task, not once per bundle."""
+    known = ctx.labels.get((state.name, task))
+    if known is None:
+        labels = _checked_labels(ctx, state, task)
+        known = ctx.labels[(state.name, task)] = (labels, sha256_hex(labels_bytes(labels)))
+    return known
+
+
+def _checked_labels(ctx: _Context, state: GenerationState, task: str) -> Any:
     reveal = ctx.reveals.get(state.name)
     if reveal is None:
         if state.reveal_index is not None:
@@ -355,9 +366,6 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
                                 f"{format_utc(state.expiry)}", found=format_utc(created))
     evaluation_data = ctx.blob(entry.get("evaluation_sha256"), index=index, what="evaluation_sha256")
     evaluation = parse_json_object(evaluation_data, what=f"evaluation of entry {index}")
-    if evaluation_bytes(evaluation) != evaluation_data:
-        raise VerificationError(f"the evaluation blob of entry {index} is not canonical JSON", index=index,
-                                file=ctx.source.blob_file(str(entry["evaluation_sha256"])))
     for member in ("task", "seed", "code_fingerprint", "n_test", "split_origin", "device"):
         if member in entry:
             _expect(index, member, entry[member], evaluation.get(member))
@@ -366,18 +374,28 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
     if "leakage_bits" in entry:
         _check_charge(index, entry, evaluation, state)
     predictions_data = ctx.blob(entry.get("predictions_sha256"), index=index, what="predictions_sha256")
-    labels = _labels_for(ctx, state, str(entry.get("task")))
-    if "labels_hash" in entry and sha256_hex(labels_bytes(labels)) != entry["labels_hash"]:
+    labels, labels_hash = _labels_for(ctx, state, str(entry.get("task")))
+    if "labels_hash" in entry and labels_hash != entry["labels_hash"]:
         raise VerificationError(f"bundle entry {index}: the labels of {name}/{entry.get('task')} are not the ones "
                                 "the bundle was scored against", index=index, field="labels_hash",
-                                expected=entry["labels_hash"], found=sha256_hex(labels_bytes(labels)))
+                                expected=entry["labels_hash"], found=labels_hash)
+    # One comparison does it when all is well: the re-derived evaluation's canonical bytes are the stored blob's
+    # bytes (so the blob is canonical, and every member re-derives). Only a mismatch pays for working out which.
+    canonical = True
     try:
         predictions = StoredPredictions.from_npz_bytes(predictions_data, n_test=int(labels.shape[0]),
                                                        n_classes=evaluation.get("n_classes"))
-        check_rederived(evaluation, predictions, labels)
+        if evaluation_bytes(rederive(evaluation, predictions, labels)) != evaluation_data:
+            canonical = evaluation_bytes(evaluation) == evaluation_data
+            if canonical:
+                check_rederived(evaluation, predictions, labels)  # raises naming the first member that differs
+                raise VerificationError("the re-derived evaluation's canonical bytes differ from the stored ones")
     except HeldoutError as exc:
         raise VerificationError(f"bundle entry {index} does not re-derive: {exc.message}", index=index,
                                 **{k: v for k, v in exc.evidence.items() if k != "index"}) from None
+    if not canonical:
+        raise VerificationError(f"the evaluation blob of entry {index} is not canonical JSON", index=index,
+                                file=ctx.source.blob_file(str(entry["evaluation_sha256"])))
     ctx.report.rederived += 1
 
 

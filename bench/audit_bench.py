@@ -1,0 +1,273 @@
+"""Audit benchmark: the whole operator audit of a ledger with N bundles, its throughput in MB/s of stored
+predictions beside ``hashlib.sha256`` over the same bytes in the same run, and the total time.
+
+Run: ``python bench/audit_bench.py`` (10,000 bundles, a few minutes on 2 cores; ``--bundles N``; ``--quick`` for
+200), ``--cases N`` cases per generation (default 1,000), ``--json-out FILE`` also writes the figures as JSON,
+``--profile N`` then profiles a second audit (cProfile) and prints the N costliest functions and the share of
+the time each audit phase takes, ``--dir DIR`` puts the store on a chosen disk (default: a temporary folder).
+
+What is measured, in one run:
+
+* the audit: ``operator_source`` + ``run_audit`` + writing ``audit_report.json``, exactly what ``python audit.py
+  <id>`` does without the terminal output: the ledger replay (every checkpoint signature, roots, consistency),
+  seals, reveals, and for every bundle its blobs hash-checked and its whole evaluation re-derived from its
+  stored predictions against the private labels. The audit must come out clean with every bundle re-derived.
+* throughput = the bytes of the stored predictions the audit covers (the predictions blob of every bundle
+  entry, summed over the entries) / the audit's wall time; the baseline is ``hashlib.sha256`` over the same
+  byte strings, in memory, timed in the same run. Ratio = audit MB/s / sha256 MB/s (issue 6 target: >= 0.3x).
+
+Build shortcut (said in the output): the store is built like the tests' fixture (``tests/audit_support``: keys,
+pool, ``public``, gen1, gen2 sealed through the CLI), then a few hundred distinct synthetic evaluations per
+generation are made with the harness's own ``build_evaluation``, their blobs stored, and N ``bundle`` entries
+appended with ``Ledger.append_batch`` (one signed checkpoint per batch), each naming its own model. Going through
+``record_bundle`` for each would re-read the whole ledger for the generations' budget check (O(N^2)), which is
+what the evaluate command must do and the benchmark must not time. The audit itself takes no shortcut.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import hashlib
+import io
+import json
+import os
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+from harness.bundle import bundle_entry
+from harness.metrics import evaluation_bytes
+from heldout.audit import AuditReport, operator_source, run_audit
+from heldout.generations import charge_bits, generation_cases, ledger_signer, open_ledger
+from heldout.passports import audit_report_path
+from heldout.store import Store
+from ledger import BlobStore
+from seals import parse_utc
+from tests.audit_support import NOW, TASK, build_store, synthetic_result
+
+GENERATIONS = ("public", "gen1", "gen2")
+AUDIT_AT = parse_utc("2026-09-02T00:00:00Z")
+BATCH = 100
+console = Console(highlight=False)
+
+
+def build(root: Path, bundles: int, distinct: int, cases: int) -> dict[str, Any]:
+    """The store and its ledger of ``bundles`` bundle entries over ``distinct`` distinct evaluations."""
+    start = time.perf_counter()
+    fixture = build_store(root, bundles_per_generation=0, n_public=cases, per_task=cases, budget_bits=1e15)
+    sealed = time.perf_counter()
+    st = Store.open(fixture.store)
+    now = parse_utc(NOW)
+    blobs = BlobStore(st.blobs)
+    templates: list[tuple[dict[str, Any], int]] = []
+    per_generation = max(1, distinct // len(GENERATIONS))
+    with open_ledger(st) as ledger:
+        for g, generation in enumerate(GENERATIONS):
+            labels = np.asarray(generation_cases(st, generation, TASK, ledger=ledger,
+                                                 data_root=fixture.data_root).labels, dtype=np.int64)
+            for k in range(per_generation):
+                result = synthetic_result(f"bench-{generation}-{k}", labels, generation=generation,
+                                          seed=1000 * g + k, skill=0.3 + 0.5 * (k % 7) / 6, now=now)
+                entry = bundle_entry(result, generation=generation, created_utc=now)
+                entry["leakage_bits"] = round(charge_bits(result.evaluation), 6)
+                blobs.put(evaluation_bytes(result.evaluation))
+                blobs.put(result.predictions_npz)
+                templates.append((entry, len(result.predictions_npz)))
+        made = time.perf_counter()
+        signer = ledger_signer(st, ledger)
+        predictions_sizes: list[int] = []
+        batch: list[dict[str, Any]] = []
+        for i in range(bundles):
+            template, size = templates[i % len(templates)]
+            batch.append({**template, "model_id": f"bench-model-{i:06d}"})
+            predictions_sizes.append(size)
+            if len(batch) == BATCH or i == bundles - 1:
+                ledger.append_batch(batch, signer=signer, now=now)
+                batch = []
+        size = ledger.size
+    appended = time.perf_counter()
+    return {"fixture": fixture, "store": st, "ledger_entries": size, "distinct": len(templates),
+            "predictions_sizes": predictions_sizes, "cases_per_generation": cases,
+            "seal_s": sealed - start, "evaluations_s": made - sealed, "append_s": appended - made,
+            "build_s": appended - start}
+
+
+def audit_once(st: Store, ledger_id: str, *, show: bool) -> tuple[AuditReport, float]:
+    """The operator audit as ``python audit.py`` runs it (report written), timed."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not show) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def tick(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        start = time.perf_counter()
+        source = operator_source(st, ledger_id)
+        try:
+            report = run_audit(source, now=AUDIT_AT, audit_command=f"python audit.py {ledger_id}", progress=tick)
+        finally:
+            source.ledger.close()
+        report.write(audit_report_path(st, ledger_id))
+        return report, time.perf_counter() - start
+
+
+def sha256_baseline(st: Store, ledger_id: str, rounds: int = 3) -> tuple[int, float]:
+    """``hashlib.sha256`` over every bundle's predictions bytes (read beforehand, untimed): best of ``rounds``."""
+    blobs = BlobStore(st.blobs)
+    cache: dict[str, bytes] = {}
+    with open_ledger(st, ledger_id) as ledger:
+        data = [cache.setdefault(e["predictions_sha256"], blobs.get(e["predictions_sha256"]))
+                for _, e in ledger.entries() if e.get("type") == "bundle"]
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for chunk in data:
+            hashlib.sha256(chunk).digest()
+        best = min(best, time.perf_counter() - start)
+    return sum(len(chunk) for chunk in data), best
+
+
+PHASES = {"ledger replay": ("_replay",), "entries": ("_decode_entries",), "generations": ("_load_generations",),
+          "seals and reveals": ("_check_seals", "_check_reveals"), "bundles": ("_check_bundles",),
+          "passports": ("_check_passports",), "blob sweep": ("_check_blob_files",)}
+def profile(st: Store, ledger_id: str, top: int) -> dict[str, Any]:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    _, elapsed = audit_once(st, ledger_id, show=False)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+
+    def cumulative(name: str, module: str = "") -> float:
+        return sum(v[3] for (file, _, func), v in raw.items() if func == name and module in file)
+
+    def called_from(name: str, caller: str) -> float:
+        """Cumulative time of ``name`` in calls made by ``caller`` (pstats keeps per-caller figures)."""
+        return sum(ct for (_, _, func), v in raw.items() if func == name
+                   for (_, _, by), (_, _, _, ct) in v[4].items() if by == caller)
+
+    total = cumulative("run_audit")
+    phases = {label: sum(cumulative(f, "heldout/audit/run.py") for f in funcs) for label, funcs in PHASES.items()}
+    inner = {
+        "re-derive the metrics (harness.metrics.rederive)": cumulative("rederive", "harness/metrics"),
+        "read the npz (StoredPredictions.from_npz_bytes)": called_from("from_npz_bytes", "_check_bundle"),
+        "canonical bytes of the re-derived evaluation": called_from("evaluation_bytes", "_check_bundle"),
+        "parse the evaluation JSON": called_from("parse_json_object", "_check_bundle"),
+        "recompute the leakage charge (_check_charge)": called_from("_check_charge", "_check_bundle"),
+        "read and hash blobs (_Context.blob)": called_from("blob", "_check_bundle"),
+        "labels, once per generation (_labels_for)": called_from("_labels_for", "_check_bundle"),
+    }
+    inner["everything else in _check_bundle"] = phases["bundles"] - sum(inner.values())
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
+    return {"profiled_s": elapsed, "run_audit_s": total, "phases_s": phases, "within_bundles_s": inner,
+            "top": out.getvalue()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bundles", type=int, default=10_000, help="bundle entries in the ledger")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 200 bundles")
+    parser.add_argument("--distinct", type=int, default=300, help="distinct synthetic evaluations")
+    parser.add_argument("--cases", type=int, default=1_000, help="cases per generation (public, gen1, gen2)")
+    parser.add_argument("--json-out", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="profile a second audit and print its N costliest functions")
+    parser.add_argument("--dir", type=Path, help="where to put the store (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    bundles = 200 if args.quick else args.bundles
+    distinct = min(args.distinct, bundles)
+
+    base = Path(tempfile.mkdtemp(prefix="audit-bench-", dir=args.dir))
+    try:
+        console.print(f"building a ledger of {bundles:,} bundles in {base}: store, pool and three generations "
+                      f"({args.cases:,} cases each) through the CLI, {distinct} distinct synthetic evaluations "
+                      f"(harness.metrics.build_evaluation), then the bundle entries appended directly with "
+                      f"Ledger.append_batch in batches of {BATCH} (not record_bundle: its budget check re-reads "
+                      "the ledger per bundle)")
+        built = build(base, bundles, distinct, args.cases)
+        fixture = built["fixture"]
+        st: Store = built["store"]
+        console.print(f"built in {built['build_s']:.1f} s (seals {built['seal_s']:.1f} s, evaluations "
+                      f"{built['evaluations_s']:.1f} s, appends {built['append_s']:.1f} s): "
+                      f"{built['ledger_entries']:,} entries")
+
+        report, audit_s = audit_once(st, fixture.ledger_id, show=True)
+        if report.exit_code != 0 or report.rederived != bundles or report.bundles != bundles:
+            console.print(f"[red]the audit is not clean[/]: {report.verdict}, {report.rederived} of "
+                          f"{report.bundles} re-derived, findings {[f.message for f in report.findings[:3]]}")
+            return 1
+        predictions_bytes = sum(built["predictions_sizes"])
+        hashed_bytes, sha_s = sha256_baseline(st, fixture.ledger_id)
+        assert hashed_bytes == predictions_bytes
+        audit_mb_s = predictions_bytes / audit_s / 1e6
+        sha_mb_s = predictions_bytes / sha_s / 1e6
+        ratio = audit_mb_s / sha_mb_s
+        results: dict[str, Any] = {
+            "bundles": bundles, "ledger_entries": built["ledger_entries"], "checkpoints": report.checkpoints,
+            "distinct_evaluations": built["distinct"], "cases_per_generation": args.cases,
+            "predictions_bytes": predictions_bytes,
+            "predictions_bytes_per_bundle": predictions_bytes / bundles,
+            "audit_s": audit_s, "audit_mb_s": audit_mb_s, "bundles_per_s": bundles / audit_s,
+            "sha256_s": sha_s, "sha256_mb_s": sha_mb_s, "ratio": ratio, "target_ratio": 0.3,
+            "build_s": built["build_s"], "total_s": built["build_s"] + audit_s,
+            "verdict": report.verdict, "rederived": report.rederived, "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "build_shortcut": "bundle entries appended with Ledger.append_batch (batches of "
+                              f"{BATCH}) over {built['distinct']} distinct synthetic evaluations",
+        }
+
+        table = Table(title=f"operator audit of {bundles:,} bundles (clean: {report.rederived:,} re-derived)")
+        for column in ("measure", "value"):
+            table.add_column(column, justify="left" if column == "measure" else "right")
+        table.add_row("ledger entries / checkpoints", f"{built['ledger_entries']:,} / {report.checkpoints:,}")
+        table.add_row("stored predictions covered", f"{predictions_bytes / 1e6:,.1f} MB "
+                                                     f"({predictions_bytes / bundles / 1e3:,.1f} kB per bundle)")
+        table.add_row("audit time", f"{audit_s:,.1f} s ({bundles / audit_s:,.0f} bundles/s)")
+        table.add_row("audit throughput", f"{audit_mb_s:,.2f} MB/s")
+        table.add_row("hashlib.sha256, same bytes", f"{sha_mb_s:,.0f} MB/s ({sha_s * 1e3:,.1f} ms)")
+        table.add_row("ratio (target >= 0.30x)", f"{ratio:.4f}x " + ("ok" if ratio >= 0.3 else "MISSED"))
+        table.add_row("build time (shortcut)", f"{built['build_s']:,.1f} s")
+        table.add_row("total time (build + audit)", f"{results['total_s']:,.1f} s")
+        console.print(table)
+
+        if args.profile:
+            console.print("profiling a second audit (cProfile; its times are inflated by the profiler)...")
+            profiled = profile(st, fixture.ledger_id, args.profile)
+            results["profile"] = {k: v for k, v in profiled.items() if k != "top"}
+            shares = Table(title=f"where the audit's time goes (profiled run, {profiled['profiled_s']:.1f} s)")
+            for column in ("part", "seconds", "share"):
+                shares.add_column(column, justify="left" if column == "part" else "right")
+            total = profiled["run_audit_s"] or 1.0
+            for label, seconds in profiled["phases_s"].items():
+                shares.add_row(f"phase: {label}", f"{seconds:.2f}", f"{100 * seconds / total:.1f}%")
+            for label, seconds in profiled["within_bundles_s"].items():
+                if seconds:
+                    shares.add_row(f"  bundles: {label}", f"{seconds:.2f}", f"{100 * seconds / total:.1f}%")
+            console.print(shares)
+            console.print(profiled["top"], markup=False)
+        if args.json_out:
+            args.json_out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+            console.print(f"figures written to {args.json_out}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
