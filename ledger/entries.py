@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -24,7 +23,7 @@ from keys import HeldoutError, MalformedInput, PublicKey, Signer, TrustedKey
 from keys.signer import check_key_id, check_key_name
 from ledger.errors import EntryRejected, LedgerIntegrityError
 from seals import canonical_bytes, format_utc, jcs_bytes, parse_json
-from seals.canonical import MAX_SAFE_INTEGER
+from seals.canonical import plain_canonical_bytes
 
 MAX_ENTRY_BYTES = 64 * 1024
 LEDGER_ID_HEX_CHARS = 20
@@ -126,43 +125,13 @@ def validate_entry(entry: Any, *, index: int | None = None) -> str:
     return kind
 
 
-_MAX_PLAIN_DEPTH = 32
-_PLAIN_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
-                                  check_circular=False)  # _plain bounds the depth, so no cycle gets here
-
-
-def _plain(value: Any, depth: int = 0) -> bool:
-    """Is ``value`` in the domain where RFC 8785 output equals ``json.dumps(sort_keys=True, separators=(",",
-    ":"), ensure_ascii=False)``? That is: exact ``str``/``int``/``bool``/``None``/``list``/``dict`` (no float,
-    whose JCS form and 6-decimal rule differ; no subclass, tuple or numpy value), integers inside the I-JSON
-    range, and ASCII object keys (JCS sorts keys by UTF-16 code units, Python by code points: the orders agree
-    on ASCII). Strings are escaped identically by both (the same table: \\b \\f \\n \\r \\t \\" \\\\ and
-    \\u00xx for other control characters, everything else as UTF-8)."""
-    kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return True
-    if kind is int:
-        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
-    if depth >= _MAX_PLAIN_DEPTH:
-        return False
-    if kind is dict:
-        return all(type(k) is str and k.isascii() and _plain(v, depth + 1) for k, v in value.items())
-    if kind is list:
-        return all(_plain(v, depth + 1) for v in value)
-    return False
-
-
 def entry_canonical_bytes(entry: Any) -> bytes:
     """``seals.canonical_bytes(entry)``, computed by the C JSON encoder when the entry is in the domain where
-    the two coincide (:func:`_plain`; tests/test_ledger_entries.py checks the equality with hypothesis), and
+    the two coincide (``seals.canonical.plain_canonical_bytes``; tests check the equality with hypothesis), and
     by ``seals.canonical_bytes`` otherwise. The shortcut keeps batched appends near raw SQLite speed: the
     pure-Python RFC 8785 serialiser costs about 45 us for a 1 KiB entry, the C encoder about 8."""
-    if _plain(entry):
-        try:
-            return _PLAIN_ENCODER.encode(entry).encode("utf-8")
-        except UnicodeEncodeError:
-            pass  # a lone surrogate: canonical_bytes refuses it with its own message
-    return canonical_bytes(entry)
+    fast = plain_canonical_bytes(entry)
+    return fast if fast is not None else canonical_bytes(entry)
 
 
 def encode_entry(entry: Mapping[str, Any], *, index: int | None = None) -> tuple[str, bytes]:
@@ -194,7 +163,7 @@ def decode_entry(data: bytes, *, index: int) -> dict[str, Any]:
         raise LedgerIntegrityError(exc.message, index=index) from None
     try:
         validate_entry(value, index=index)
-        canonical = entry_canonical_bytes(value) if _plain(value) else jcs_bytes(value)
+        canonical = jcs_bytes(value)
     except (EntryRejected, MalformedInput) as exc:
         raise LedgerIntegrityError(f"entry {index}: {exc.message}", index=index,
                                    **{k: v for k, v in exc.evidence.items() if k != "index"}) from None

@@ -148,3 +148,32 @@ def test_canonical_round_trip_is_a_fixed_point(value: object) -> None:
     once = canonical_bytes(value)
     assert jcs_bytes(parse_json(once)) == once
     assert canonical_bytes(parse_json(once)) == once
+
+
+# The C-encoder fast path must give exactly the rfc8785 package's bytes wherever it is taken.
+fast_path_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False, width=64)
+    | st.floats(min_value=-1e7, max_value=1e7, allow_nan=False).map(lambda x: round(x, 6))
+    | st.text(alphabet=st.characters(codec="utf-8")),
+    lambda children: st.lists(children, max_size=5)
+    | st.dictionaries(st.text(alphabet=st.characters(codec="utf-8"), max_size=6), children, max_size=5),
+    max_leaves=30,
+)
+
+
+@given(fast_path_values)
+def test_fast_path_equals_rfc8785(value: object) -> None:
+    import rfc8785
+
+    assert jcs_bytes(value) == rfc8785.dumps(value)
+
+
+@pytest.mark.parametrize("value", [{"a": 2.0, "b": "\\u0000jcs-number-0\\u0000", "c": "\x00jcs-number-0\x00"},
+                                   "\x00", 0.0001, 0.00001, 1e15 + 0.5, 1e16, 123456.789, -0.5, 0.1 + 0.2, 2.0, -0.0,
+                                   "\x00\x1f\x7f\u2028\U0001f600", {"\u00e9": 1, "e": 2, "\U0001f600": 3, "\ufb33": 4}])
+def test_fast_path_edges_equal_rfc8785(value: object) -> None:
+    import rfc8785
+
+    assert jcs_bytes(value) == rfc8785.dumps(value)
+    assert jcs_bytes([value, {"k": value}]) == rfc8785.dumps([value, {"k": value}])
