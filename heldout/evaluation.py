@@ -123,6 +123,7 @@ def record_bundle(ledger: Ledger, signer: Signer, blobs: BlobStore, entry: dict[
     state = generations.get(name)
     if state is None:
         raise UsageError(f"no generation {name!r} is sealed on this ledger", field="generation", found=name)
+    require_not_superseded(load_supersessions(ledger.entries()), str(evaluation.get("spec_version")), now)
     entry = dict(entry)
     if state.release_mode == "ladder" and state.ladder_step is not None:
         index_score = evaluation["composite"]["index"]

@@ -98,3 +98,24 @@ def test_evaluation_refused_once_superseded(fixture: AuditFixture, monkeypatch: 
                  "--data-root", str(fixture.data_root))
     assert result.exit_code == 4 and "superseded" in result.output
     assert snapshot(fixture.store) == before
+
+
+def test_audit_flags_a_bundle_logged_under_a_superseded_spec(fixture: AuditFixture,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from heldout.generations import ledger_signer, open_ledger
+    from heldout.store import Store
+    from seals import parse_utc
+
+    assert supersede(fixture, "2026-09-03T00:00:00Z").exit_code == 0
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        # What the evaluate command refuses to do, forged straight onto the ledger: a copy of an earlier
+        # bundle, dated after the supersession took effect.
+        bundle = next(e for _, e in ledger.entries() if e["type"] == "bundle" and e["generation"] == "gen2")
+        forged = {**bundle, "created_utc": "2026-09-04T00:00:00Z"}
+        index = ledger.append(forged, signer=ledger_signer(st, ledger), now=parse_utc("2026-09-04T00:00:00Z"))
+    monkeypatch.setenv("HELDOUT_NOW", "2026-09-05T00:00:00Z")
+    result = run(fixture, "audit", fixture.ledger_id, "--json")
+    assert result.exit_code == 1
+    findings = json.loads(result.output)["findings"]
+    assert any(f["index"] == index and "superseded" in f["message"] for f in findings), findings

@@ -43,6 +43,7 @@ from heldout.generations import (
     verify_reveal,
 )
 from heldout.generations.access import check_opening
+from heldout.specs import Supersession, load_supersessions
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError, b64decode_strict
 from ledger import blob_references, verify_checkpoint, verify_inclusion
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
@@ -81,6 +82,7 @@ class _Context:
     entries: dict[int, dict[str, Any]] = field(default_factory=dict)
     entry_bytes: dict[int, bytes] = field(default_factory=dict)
     generations: dict[str, GenerationState] = field(default_factory=dict)
+    supersessions: dict[str, Supersession] = field(default_factory=dict)
     manifests: dict[str, SealManifest] = field(default_factory=dict)
     reveals: dict[str, RevealDocument] = field(default_factory=dict)
     verified_blobs: set[str] = field(default_factory=set)
@@ -240,6 +242,18 @@ def _load_generations(ctx: _Context) -> None:
         ctx.generations = load_generations(sorted(ctx.entries.items()), ctx.now, blobs=ctx.blobs())
     except HeldoutError as exc:
         ctx.find("generations", exc)
+    try:
+        ctx.supersessions = load_supersessions(sorted(ctx.entries.items()))
+    except HeldoutError as exc:
+        ctx.find("spec", exc)
+
+
+def _require_spec_in_force(ctx: _Context, index: int, what: str, spec_version: Any, at: datetime) -> None:
+    """Nothing may be evaluated or certified under a spec version after its supersession took effect."""
+    superseded = ctx.supersessions.get(str(spec_version))
+    if superseded is not None and superseded.index < index and superseded.in_force(at):
+        raise VerificationError(f"{what} entry {index} was made under {superseded.words} (entry "
+                                f"{superseded.index})", index=index, field="spec_version", found=spec_version)
 
 
 def _check_seals(ctx: _Context) -> None:
@@ -366,6 +380,7 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
                                 f"{format_utc(state.expiry)}", found=format_utc(created))
     evaluation_data = ctx.blob(entry.get("evaluation_sha256"), index=index, what="evaluation_sha256")
     evaluation = parse_json_object(evaluation_data, what=f"evaluation of entry {index}")
+    _require_spec_in_force(ctx, index, "bundle", evaluation.get("spec_version"), created)
     for member in ("task", "seed", "code_fingerprint", "n_test", "split_origin", "device"):
         if member in entry:
             _expect(index, member, entry[member], evaluation.get(member))
@@ -446,6 +461,7 @@ def check_passport_document(ctx: _Context, index: int, entry: Mapping[str, Any],
     issuer_key = issuer.get("public_key_b64") if isinstance(issuer, dict) else None
     verify_document(doc, ctx.trusted_for(issuer_key), what=f"passport of entry {index}")
     passport = Passport.from_json(doc)
+    _require_spec_in_force(ctx, index, "passport", passport.spec_version, passport.issued)
     if passport.model_id != entry.get("model_id"):
         raise VerificationError(f"passport of entry {index} is for another model", index=index,
                                 field="subject.model_id", expected=entry.get("model_id"), found=passport.model_id)
