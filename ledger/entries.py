@@ -138,7 +138,7 @@ def encode_entry(entry: Mapping[str, Any], *, index: int | None = None) -> tuple
     """Validate and canonicalise an entry: ``(type, bytes)``; refuses more than 64 KiB."""
     kind = validate_entry(entry, index=index)
     try:
-        data = entry_canonical_bytes(dict(entry))
+        data = entry_canonical_bytes(entry if type(entry) is dict else dict(entry))
     except MalformedInput as exc:
         raise EntryRejected(f"entry is not canonical JSON: {exc.message}", **exc.evidence) from None
     except UnicodeError:  # a lone surrogate in a member name escapes seals.jcs_bytes as UnicodeEncodeError

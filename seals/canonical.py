@@ -131,11 +131,41 @@ def _fast_value(value: Any, numbers: list[float], depth: int = 0, *, floats: boo
     raise _OutsideFastDomain
 
 
+def _direct(value: Any, depth: int = 0, *, floats: bool = True) -> bool:
+    """Can the C encoder write ``value`` as is (every float already in the positional, non-integral form)?
+    A check without copying: the common case (ledger entries, most documents) needs no placeholder. Plain
+    loops, not ``all()`` over generators: this is on the ledger's append path."""
+    kind = type(value)
+    if kind is str:
+        return "\x00" not in value
+    if kind is int:
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    if kind is bool or value is None:
+        return True
+    if kind is float:
+        return floats and math.isfinite(value) and not value.is_integer() and "e" not in repr(value)
+    if depth >= _FAST_MAX_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii() or "\x00" in key:
+                return False
+            if type(item) is str:
+                if "\x00" in item:
+                    return False
+            elif not _direct(item, depth + 1, floats=floats):
+                return False
+        return True
+    if kind is list:
+        return all(_direct(item, depth + 1, floats=floats) for item in value)
+    return False
+
+
 def _fast_jcs(value: Any, *, floats: bool = True) -> bytes | None:
     """RFC 8785 bytes through the C encoder, or ``None`` when ``value`` is outside :func:`_fast_value`'s domain."""
     numbers: list[float] = []
     try:
-        ready = _fast_value(value, numbers, floats=floats)
+        ready = value if _direct(value, floats=floats) else _fast_value(value, numbers, floats=floats)
         text = _FAST_ENCODER.encode(ready)
     except (_OutsideFastDomain, UnicodeEncodeError, RecursionError):
         return None
