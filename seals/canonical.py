@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -77,6 +78,24 @@ def prepare(value: Any, *, path: str = "$") -> Any:
 
 _FAST_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False,
                                  check_circular=False)
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+# The C encoder behind json.JSONEncoder, made once: JSONEncoder.encode builds a new one per call, which is a
+# tenth of the cost of encoding a 1 KiB ledger entry. Same arguments as _FAST_ENCODER (sort_keys, compact
+# separators, UTF-8 literals, no NaN); falls back to it where the C accelerator is absent.
+_C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODER = (_C_MAKE_ENCODER(None, _refuse, json.encoder.encode_basestring, None, ":", ",", True, False, False)
+              if _C_MAKE_ENCODER is not None else None)
+
+
+def _encode(value: Any) -> str:
+    if _C_ENCODER is None or isinstance(value, str):
+        return _FAST_ENCODER.encode(value)
+    return "".join(_C_ENCODER(value, 0))
 _FAST_MAX_DEPTH = 64
 
 
@@ -166,7 +185,7 @@ def _fast_jcs(value: Any, *, floats: bool = True) -> bytes | None:
     numbers: list[float] = []
     try:
         ready = value if _direct(value, floats=floats) else _fast_value(value, numbers, floats=floats)
-        text = _FAST_ENCODER.encode(ready)
+        text = _encode(ready)
     except (_OutsideFastDomain, UnicodeEncodeError, RecursionError):
         return None
     for i, number in enumerate(numbers):
