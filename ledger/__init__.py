@@ -7,6 +7,7 @@ from ledger.checkpoint import Checkpoint, parse_checkpoint, sign_checkpoint, ver
 from ledger.client import CheckpointClient
 from ledger.entries import ENTRY_TYPES, MAX_ENTRY_BYTES, blob_references, ledger_id_of, origin_of
 from ledger.errors import (
+    AppendConflict,
     BlobMissing,
     CheckpointError,
     EntryRejected,
@@ -33,6 +34,7 @@ from ledger.verify import (
 __all__ = [
     "ENTRY_TYPES",
     "MAX_ENTRY_BYTES",
+    "AppendConflict",
     "BlobMissing",
     "BlobStore",
     "Checkpoint",

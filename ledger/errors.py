@@ -79,6 +79,10 @@ class LedgerUsageError(LedgerError, UsageError):
     exit_code = 2
 
 
+class AppendConflict(LedgerUsageError):
+    """An append that named the size it expected found another (another writer came first); nothing written."""
+
+
 class BlobMissing(LedgerError, IncompleteError):
     """A content-addressed blob is not there, so what references it cannot be checked (exit 5)."""
 

@@ -41,6 +41,7 @@ from ledger.entries import (
     origin_of,
 )
 from ledger.errors import (
+    AppendConflict,
     CheckpointError,
     EntryRejected,
     LedgerError,
@@ -343,9 +344,12 @@ class Ledger:
         """Append one entry with its own signed checkpoint; returns its index once durable."""
         return self.append_batch([entry], signer=signer, now=now)[0]
 
-    def append_batch(self, entries: Sequence[Mapping[str, Any]], *, signer: Signer, now: datetime) -> list[int]:
+    def append_batch(self, entries: Sequence[Mapping[str, Any]], *, signer: Signer, now: datetime,
+                     expected_size: int | None = None) -> list[int]:
         """Append entries in one transaction with one signed checkpoint; returns their indices once durable.
-        All or nothing: one refused entry refuses the batch."""
+        All or nothing: one refused entry refuses the batch. ``expected_size``: a compare-and-swap for callers
+        whose entries record their own index (a seal manifest does): refused with :class:`AppendConflict`,
+        nothing written, when the ledger has another size by the time the write lock is held."""
         self._check_signer(signer)
         if not entries:
             raise LedgerUsageError("nothing to append")
@@ -356,9 +360,10 @@ class Ledger:
                 raise EntryRejected("a ledger has one genesis entry, written when it is created", field="type",
                                     position=position)
             encoded.append((kind, data))
-        return self._append_encoded(encoded, signer=signer, now=now)
+        return self._append_encoded(encoded, signer=signer, now=now, expected_size=expected_size)
 
-    def _append_encoded(self, encoded: list[tuple[str, bytes]], *, signer: Signer, now: datetime) -> list[int]:
+    def _append_encoded(self, encoded: list[tuple[str, bytes]], *, signer: Signer, now: datetime,
+                        expected_size: int | None = None) -> list[int]:
         """The write path after validation: ``(type, canonical bytes)`` pairs, one transaction, one checkpoint.
 
         ``append_batch`` validates and canonicalises before calling this. The benchmark also calls it directly
@@ -368,6 +373,9 @@ class Ledger:
         created = format_utc(now)
         with self._write() as conn:
             size = self._nodes.tree_size()
+            if expected_size is not None and size != expected_size:
+                raise AppendConflict("the ledger grew before this append: another writer came first",
+                                     expected=expected_size, found=size)
             frontier = self._tree.frontier(size)
             rows = []
             nodes: list[tuple[int, int, bytes]] = []

@@ -26,7 +26,7 @@ from heldout.generations import (
 )
 from heldout.generations.seal import SealRequest, seal_generation
 from heldout.store import Store
-from keys import LapsedError, Signer, VerificationError
+from keys import LapsedError, Signer, UsageError, VerificationError
 from ledger import BlobStore, Ledger
 from seals import canonical_bytes, parse_json_object, parse_utc, sha256_hex
 from seals.manifest import SealManifest
@@ -419,26 +419,33 @@ def test_generation_cases_returns_the_sealed_cases_with_their_labels(env: Simple
         generation_cases(st, "public", "bloodmnist", data_root=env.data / "swapped")
 
 
-def test_a_seal_whose_entry_lands_elsewhere_is_retired_at_once(env: SimpleNamespace,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_seal_raced_by_another_writer_is_refused_and_undone(env: SimpleNamespace,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     st = Store.open(env.store)
     original = Ledger.append_batch
 
-    def interleaved(self: Ledger, entries: list, *, signer: Signer, now: datetime) -> list[int]:
-        # another writer gets in first
+    def interleaved(self: Ledger, entries: list, *, signer: Signer, now: datetime,
+                    expected_size: int | None = None) -> list[int]:
+        # another writer gets in between the seal's reading of the size and its append
         original(self, [{"type": "key", "v": 1, "key": self.genesis["key"], "role": "test",
                          "created_utc": NOW}], signer=signer, now=now)
         monkeypatch.setattr(Ledger, "append_batch", original)
-        return original(self, entries, signer=signer, now=now)
+        return original(self, entries, signer=signer, now=now, expected_size=expected_size)
 
     monkeypatch.setattr(Ledger, "append_batch", interleaved)
     with open_ledger(st) as ledger:
+        before = ledger.size
         request = SealRequest(generation="gen1", tasks=("bloodmnist",), per_task=5, budget_bits=1.0,
                               expiry=parse_utc(EXPIRES))
-        with pytest.raises(VerificationError, match="retired"):
+        with pytest.raises(UsageError, match="nothing was sealed"):
             seal_generation(st, ledger, ledger_signer(st, ledger), request, parse_utc(NOW))
-        state = load_generations(ledger, parse_utc(NOW))["gen1"]
-    assert state.state == "retired" and state.retire_reason == "superseded"
+        assert ledger.size == before + 1  # only the other writer's entry
+        assert "gen1" not in load_generations(ledger, parse_utc(NOW))
+    assert not (env.store / "seals" / "gen1.seal.json").exists()
+    assert not list((env.store / "private" / "generations").glob("*/gen1/*"))
+    # and the name is still free: sealing again works
+    assert cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "5", "--budget-bits", "1", "--expires",
+               EXPIRES, store=env.store).exit_code == 0
 
 
 def test_a_third_party_verifies_a_reveal_from_a_ledger_export(env: SimpleNamespace, tmp_path: Path) -> None:

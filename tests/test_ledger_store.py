@@ -274,3 +274,17 @@ def test_blob_store_refuses_tampered_missing_and_misnamed_blobs(tmp_path: Path) 
     assert missing.value.exit_code == 5
     with pytest.raises(UsageError):
         blobs.path("../../etc/passwd")
+
+
+def test_append_with_expected_size_is_a_compare_and_swap(tmp_path: Path) -> None:
+    from ledger import AppendConflict
+
+    with new_ledger(tmp_path) as ledger:
+        signer = ledger_signer()
+        size = ledger.size
+        assert ledger.append_batch([retire_entry(1)], signer=signer, now=T0, expected_size=size) == [size]
+        root = ledger.root()
+        with pytest.raises(AppendConflict) as info:
+            ledger.append_batch([retire_entry(2)], signer=signer, now=T0, expected_size=size)
+        assert info.value.exit_code == 2 and info.value.evidence == {"expected": size, "found": size + 1}
+        assert ledger.size == size + 1 and ledger.root() == root and ledger.latest_checkpoint().size == size + 1

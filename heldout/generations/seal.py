@@ -21,7 +21,6 @@ command fails, so no manifest ever points at the wrong entry unnoticed.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 from collections.abc import Mapping, Sequence
@@ -41,9 +40,9 @@ from heldout.generations.pools import pool_entries, pool_tasks
 from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
 from heldout.generations.state import GenerationState, load_generations, utc
 from heldout.store import Store
-from keys import HeldoutError, MalformedInput, Signer, UsageError, VerificationError
+from keys import MalformedInput, Signer, UsageError
 from keys.files import ensure_private_dir, write_atomic, write_private_file
-from ledger import BlobStore, Ledger
+from ledger import AppendConflict, BlobStore, Ledger
 from seals import format_utc, sha256_hex
 from seals.manifest import (
     MAX_SEED,
@@ -277,23 +276,15 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
                 undo.write(reveal_path(store, name), opening)
                 entries.append({"type": "reveal", "v": 1, "generation": name, "reveal_sha256": reveal_digest,
                                 "created_utc": format_utc(now), "n_cases": manifest.n_cases})
-            indices = ledger.append_batch(entries, signer=signer, now=now)
+            # The manifest records its entry index: refuse (and undo) rather than log it anywhere else.
+            indices = ledger.append_batch(entries, signer=signer, now=now, expected_size=manifest.entry_index)
+        except AppendConflict as exc:
+            undo.rollback()
+            raise UsageError(f"another writer appended to the ledger while {name} was being sealed; nothing was "
+                             "sealed: run the seal again", generation=name, **exc.evidence) from None
         except BaseException:
             undo.rollback()
             raise
-        if indices[0] != manifest.entry_index:
-            _void(ledger, signer, name, now, manifest.entry_index, indices[0])
     return SealResult(manifest=manifest, signed=signed, manifest_sha256=digest,
                       manifest_path=manifest_path(store, name), seal_index=indices[0],
                       reveal_index=indices[1] if len(indices) > 1 else None, written=tuple(undo.created))
-
-
-def _void(ledger: Ledger, signer: Signer, name: str, now: datetime, predicted: int, found: int) -> None:
-    note = f"seal entry landed at index {found}, its manifest records {predicted}"
-    with contextlib.suppress(HeldoutError):  # the failure below is the report either way
-        ledger.append({"type": "retire", "v": 1, "generation": name, "reason": "superseded",
-                       "created_utc": format_utc(now), "note": note}, signer=signer, now=now)
-    raise VerificationError(
-        f"another writer appended while {name} was being sealed: {note}; {name} has been retired "
-        "(superseded). Seal again under a new name.", generation=name, expected=predicted, found=found,
-        index=found)
