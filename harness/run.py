@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,7 +39,7 @@ from harness.metrics import (
     build_evaluation,
     subset_indices,
 )
-from harness.metrics.spec import DOMAIN
+from harness.metrics.spec import DOMAIN, PUBLIC_SPLIT_ORIGIN
 from harness.models.base import Model, ModelInfo, Probs
 from harness.tasks import TaskSpec
 from keys.errors import UsageError
@@ -47,7 +47,6 @@ from seals.timeutil import Clock, system_clock
 
 #: progress(description of the step now running, steps done, steps in all)
 ProgressCallback = Callable[[str, int, int], None]
-PUBLIC_SPLIT_ORIGIN: Final = "official released split"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.metrics import SPEC_VERSION, evaluation_bytes
+from harness.metrics import SPEC_VERSION, evaluation_bytes, split_origin_for
 from heldout.generations import (
     charge_bits,
     check_budget,
@@ -33,7 +33,6 @@ from ledger import BlobStore, Ledger
 
 #: progress(task, step description, steps done, steps in all)
 EvaluationProgress = Callable[[str, str, int, int], None]
-PUBLIC_SPLIT_ORIGIN = "official released split"
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
     if unknown:
         raise UsageError(f"{request.generation} has no task {unknown[0]!r}", field="tasks", found=unknown[0],
                          expected=sorted(state.tasks))
-    split_origin = PUBLIC_SPLIT_ORIGIN if state.membership == "public" else request.generation
+    split_origin = split_origin_for(request.generation, public=state.membership == "public")
     outcomes: list[BundleOutcome] = []
     for task in request.tasks:
         spec = task_spec(task)

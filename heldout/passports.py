@@ -8,7 +8,6 @@ RFC 9162 inclusion proof, so anyone holding the ledger (or an export) can check 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +27,7 @@ from keys import (
     b64encode,
     verifier_key_string,
 )
+from keys.files import write_atomic
 from ledger import BlobStore, Ledger, verify_checkpoint, verify_consistency, verify_inclusion
 from ledger.rfc6962 import leaf_hash
 from seals import (
@@ -216,10 +216,7 @@ def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, 
     index = ledger.append({"type": "passport", "v": 1, "model_id": model_id, "generation": state.name,
                            "passport_sha256": digest, "created_utc": format_utc(now)}, signer=signer, now=now)
     path = passport_path(store, model_id, state.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data + b"\n")
-    os.replace(tmp, path)
+    write_atomic(path, data + b"\n")
     return IssuedPassport(document=signed, path=path, index=index, sha256=digest)
 
 

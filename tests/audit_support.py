@@ -21,6 +21,7 @@ from harness.metrics import (
     EvaluationMeta,
     StoredPredictions,
     build_evaluation,
+    split_origin_for,
     subset_indices,
 )
 from harness.models.base import ModelInfo
@@ -75,7 +76,7 @@ def synthetic_result(model_id: str, labels: np.ndarray, *, generation: str, seed
         code_fingerprint="000000000000", device="cpu", domain="medicine", kind="image",
         limitations={"n_train_available": None, "notes": None, "train_capped": False}, modality="Microscopy",
         n_classes=N_CLASSES, n_test=n, runtime_s=1.0, seed=seed,
-        split_origin="official released split" if generation == "public" else generation, task=TASK,
+        split_origin=split_origin_for(generation, public=generation == "public"), task=TASK,
         task_name="Peripheral blood cells (8-class)", timestamp=format_utc(now), seconds_total=0.5,
         parameters=1000)
     evaluation = build_evaluation(meta, predictions, labels)

@@ -43,6 +43,7 @@ from .spec import (
     DIMENSIONS,
     LATENCY_REFERENCE_SECONDS,
     PERTURBATIONS,
+    PUBLIC_SPLIT_ORIGIN,
     ROBUSTNESS_SUBSET_MAX,
     SEVERITIES,
     SPEC_VERSION,
@@ -51,6 +52,7 @@ from .spec import (
     TEMPLATES,
     TRAINING_FRACTIONS,
     B,
+    split_origin_for,
 )
 from .stored import StoredPredictions
 
@@ -62,6 +64,7 @@ __all__ = [
     "LATENCY_REFERENCE_SECONDS",
     "LIMITATION_INPUT_FIELDS",
     "PERTURBATIONS",
+    "PUBLIC_SPLIT_ORIGIN",
     "ROBUSTNESS_SUBSET_MAX",
     "SEVERITIES",
     "SPEC_VERSION",
@@ -89,6 +92,7 @@ __all__ = [
     "n_cases_for",
     "rederive",
     "spec_sensitivity",
+    "split_origin_for",
     "subgroup",
     "subset_indices",
     "uncertainty",

@@ -69,6 +69,13 @@ SELECTIVE_COVERAGES: Final[tuple[tuple[str, float], ...]] = (("50", 0.5), ("80",
 EARLY_ROUND_DECIMALS: Final = 4
 
 DOMAIN: Final = "medicine"
+#: ``split_origin`` of evaluations on the public generation (the official released test split).
+PUBLIC_SPLIT_ORIGIN: Final = "official released split"
+
+
+def split_origin_for(generation: str, *, public: bool) -> str:
+    """The spec's ``split_origin``: the official split's name for the public generation, else the generation's."""
+    return PUBLIC_SPLIT_ORIGIN if public else generation
 
 SUBGROUP_BASIS_NO_METADATA: Final = "worst diagnostic class (no demographic metadata in source)"
 SUBGROUP_BASIS_METADATA: Final = "worst demographic group balanced accuracy per attribute (real metadata)"

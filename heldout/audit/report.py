@@ -4,12 +4,12 @@ summary and exit code."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from keys import HeldoutError
+from keys.files import write_atomic
 from seals import canonical_bytes
 
 REPORT_FORMAT = "heldout-audit-report"
@@ -137,11 +137,5 @@ class AuditReport:
     def write(self, path: Path) -> bytes:
         """Write the report as canonical JSON, atomically (never a partial report). Returns the bytes."""
         data = canonical_bytes(self.to_json()) + b"\n"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, data)
         return data

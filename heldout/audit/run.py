@@ -29,7 +29,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from harness.metrics import StoredPredictions, check_rederived, evaluation_bytes, labels_bytes, rederive
+from harness.metrics import (
+    StoredPredictions,
+    check_rederived,
+    evaluation_bytes,
+    labels_bytes,
+    rederive,
+    split_origin_for,
+)
 from heldout.audit.report import AuditReport, Finding, Unrederived
 from heldout.audit.sources import AuditSource
 from heldout.generations import (
@@ -53,7 +60,6 @@ from seals import Passport, format_utc, parse_json_object, parse_utc, sha256_hex
 from seals.manifest import SealManifest
 
 AuditProgress = Callable[[str, int, int], None]
-PUBLIC_SPLIT_ORIGIN = "official released split"
 
 
 def _noop(phase: str, done: int, total: int) -> None:
@@ -384,7 +390,7 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
     for member in ("task", "seed", "code_fingerprint", "n_test", "split_origin", "device"):
         if member in entry:
             _expect(index, member, entry[member], evaluation.get(member))
-    _expect(index, "split_origin", PUBLIC_SPLIT_ORIGIN if state.membership == "public" else name,
+    _expect(index, "split_origin", split_origin_for(name, public=state.membership == "public"),
             evaluation.get("split_origin"))
     if "leakage_bits" in entry:
         _check_charge(index, entry, evaluation, state)

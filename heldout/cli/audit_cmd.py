@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -24,8 +23,7 @@ from heldout.cli.common import (
 )
 from heldout.passports import audit_report_path
 from keys import UsageError
-
-LEDGER_ID = re.compile(r"^[0-9a-f]{20}$")
+from ledger.entries import is_ledger_id
 
 
 def audit_command(
@@ -41,7 +39,7 @@ def audit_command(
     if from_dir is not None:
         if store is not None:
             raise UsageError("give either --store (operator) or --from (third party), not both")
-        if not LEDGER_ID.match(ledger_id):
+        if not is_ledger_id(ledger_id):
             raise UsageError("a third-party audit pins the full 20-hex ledger id", found=ledger_id)
         source = ExportSource.open(from_dir, ledger_id)
         target = out or Path("audit_report.json")

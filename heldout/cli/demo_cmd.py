@@ -21,6 +21,7 @@ from rich.panel import Panel
 from rich.rule import Rule
 
 from heldout.cli.common import console, handle_errors, reference_time
+from heldout.store import Store
 from keys import UsageError, VerificationError
 from seals import format_utc
 
@@ -44,9 +45,8 @@ def _prepare_store(path: Path) -> Path:
 
 
 class Demo:
-    def __init__(self, store: Path, fast: bool) -> None:
+    def __init__(self, store: Path) -> None:
         self.store = store
-        self.fast = fast
         self.step_no = 0
         self.started = time.perf_counter()
 
@@ -82,12 +82,8 @@ class Demo:
         return time.perf_counter() - self.started
 
 
-def _ledger_id(store: Path) -> str:
-    return (store / "ledgers" / "DEFAULT").read_text().strip()
-
-
 def run_demo(store: Path, *, fast: bool) -> None:
-    d = Demo(store, fast)
+    d = Demo(store)
     data = store / "demo-data" / "official"
     pools = store / "demo-data" / "incoming"
     tasks = TASKS[:1] if fast else TASKS
@@ -104,7 +100,7 @@ def run_demo(store: Path, *, fast: bool) -> None:
     d.say("create the store, the operator's signing key and the ledger",
           "The ledger id is the hash of the genesis entry: anyone can recompute it from entry 0.")
     d.run(["init", "--name", "demo-lab"])
-    ledger_id = _ledger_id(store)
+    ledger_id = Store.open(store).default_ledger_id()
 
     d.say("write task data in the official MedMNIST layout",
           "No network here: synthetic files with the official keys, dtypes, shapes and class counts, and a\n"
