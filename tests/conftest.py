@@ -1,4 +1,4 @@
-"""Shared fixtures: deterministic keys from fixed seeds, the shared reference files, an isolated store."""
+"""Shared fixtures: deterministic keys from fixed seeds, the reference files in tests/data, an isolated store."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from keys import Signer, TrustedKey
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("HELDOUT_SHARED", REPO_ROOT.parent / "shared"))
+TEST_DATA = REPO_ROOT / "tests" / "data"
+# Test data lives in the repository (tests/data, with provenance) so a bare clone passes.
 REFERENCE_PASSPORT = Path(
-    os.environ.get("HELDOUT_REFERENCE", SHARED / "reference")
+    os.environ.get("HELDOUT_REFERENCE", TEST_DATA / "reference")
 ) / "biomedclip_zeroshot.passport.json"
 REFERENCE_KEY_B64 = "0PBCC6mjzcppR5QdPcK7vP/AamB6MP8l1T4ypMYbsMw="
 

@@ -17,7 +17,7 @@ from ledger import Ledger
 from tests.conftest import REPO_ROOT, seeded_signer
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-VECTORS = Path(os.environ.get("HELDOUT_VECTORS", REPO_ROOT.parent / "shared" / "vectors" / "rfc6962"))
+VECTORS = Path(os.environ.get("HELDOUT_VECTORS", REPO_ROOT / "tests" / "data" / "rfc6962"))
 
 
 def hexhash(label: str) -> str:
