@@ -287,11 +287,11 @@ def build_examples() -> dict[str, str]:
     return examples
 
 
-_BLOCK = re.compile(r"<!-- BEGIN example ([a-z0-9-]+) -->\n(.*?)\n<!-- END example \1 -->", re.S)
+_BLOCK = re.compile(r"<!-- BEGIN example ([a-z0-9-]+) -->\n(.*?)<!-- END example \1 -->", re.S)
 
 
 def document_examples(text: str) -> dict[str, str]:
-    return {m.group(1): m.group(2) for m in _BLOCK.finditer(text)}
+    return {m.group(1): m.group(2).removesuffix("\n") for m in _BLOCK.finditer(text)}
 
 
 def rewrite(text: str, examples: dict[str, str]) -> str:
