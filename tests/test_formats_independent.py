@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ledger import open_export
+from heldout.generations import ledger_signer, load_generations, open_ledger
+from heldout.generations.access import opening_bytes
+from heldout.store import Store
+from keys import Signer
+from ledger import BlobStore, Ledger, export_ledger, open_export
+from seals import canonical_bytes, parse_utc, sha256_hex, sign_document
 from tests.conftest import REPO_ROOT
-from tests.formats_support import FormatsFixture, build_formats_export
+from tests.formats_support import ISSUE_AT, FormatsFixture, build_formats_export
 from tests.independent.replay import ReplayFailure, replay_export
 
 PROJECT_PACKAGES = ("keys", "seals", "ledger", "harness", "heldout", "audit")
@@ -150,3 +157,78 @@ def test_replay_source_imports_only_stdlib_pynacl_and_rfc8785() -> None:
                 top = name.split(".")[0]
                 assert top == "__future__" or top in sys.stdlib_module_names or top in ALLOWED_THIRD_PARTY, (
                     f"{path.name} imports {name}")
+
+
+# A dishonest operator holds the keys: each export below is signed and hash-consistent, yet breaks one rule of
+# FORMATS.md section 15. The independent replay must still refuse it, naming the rule and the file.
+
+def _crafted_export(built: FormatsFixture, tmp_path: Path, craft: Callable[[Store, Ledger, Signer], None]) -> Path:
+    store_copy = tmp_path / "store"
+    shutil.copytree(built.store, store_copy)
+    st = Store.open(store_copy)
+    with open_ledger(st) as ledger:
+        craft(st, ledger, ledger_signer(st, ledger))
+        export = tmp_path / "export"
+        export_ledger(ledger, export, blobs=BlobStore(st.blobs), seals=st.seals, keyring=st.keys)
+    return export
+
+
+def _entries_of(ledger: Ledger, kind: str) -> list[tuple[int, dict[str, Any]]]:
+    return [(i, e) for i, e in ledger.entries() if e["type"] == kind]
+
+
+def _reveal_with_a_wrong_label(st: Store, ledger: Ledger, signer: Signer) -> None:
+    state = load_generations(ledger, parse_utc(ISSUE_AT))["gen2"]
+    opening = json.loads(opening_bytes(st, ledger.ledger_id, state))
+    opening["cases"][0]["label"] += 1  # the commitment no longer opens
+    data = canonical_bytes(opening)
+    digest = BlobStore(st.blobs).put(data)
+    (st.seals / "gen2.reveal.json").write_bytes(data)
+    ledger.append({"type": "reveal", "v": 1, "generation": "gen2", "reveal_sha256": digest,
+                   "created_utc": ISSUE_AT}, signer=signer, now=parse_utc(ISSUE_AT))
+
+
+def _passport_with_a_wrong_inclusion_proof(st: Store, ledger: Ledger, signer: Signer) -> None:
+    _, entry = _entries_of(ledger, "passport")[-1]
+    doc = json.loads(BlobStore(st.blobs).get(entry["passport_sha256"]))
+    path = doc["computed"]["heldout"]["bundles"][0]["inclusion_proof"]
+    path[0], path[-1] = path[-1], path[0]
+    resigned = sign_document(doc, signer)
+    digest = BlobStore(st.blobs).put(canonical_bytes(resigned))
+    ledger.append({**entry, "passport_sha256": digest}, signer=signer, now=parse_utc(ISSUE_AT))
+
+
+def _manifest_that_names_another_entry(st: Store, ledger: Ledger, signer: Signer) -> None:
+    _, entry = _entries_of(ledger, "seal")[-1]
+    manifest = json.loads((st.seals / f"{entry['generation']}.seal.json").read_bytes())
+    manifest.update(generation="gen9", predecessor=None, entry_index=ledger.size + 1)  # off by one
+    data = canonical_bytes(sign_document({k: v for k, v in manifest.items() if k != "signature"}, signer))
+    (st.seals / "gen9.seal.json").write_bytes(data)
+    BlobStore(st.blobs).put(data)
+    ledger.append({**entry, "generation": "gen9", "manifest_sha256": sha256_hex(data)}, signer=signer,
+                  now=parse_utc(ISSUE_AT))
+
+
+def _bundle_with_a_wrong_labels_hash(st: Store, ledger: Ledger, signer: Signer) -> None:
+    _, entry = next((i, e) for i, e in _entries_of(ledger, "bundle") if e["generation"] == "gen1")
+    ledger.append({**entry, "labels_hash": "0" * 64}, signer=signer, now=parse_utc(ISSUE_AT))
+
+
+CRAFTED = {
+    "reveal-commitment-does-not-open": (_reveal_with_a_wrong_label, "reveal", "blob"),
+    "passport-inclusion-proof": (_passport_with_a_wrong_inclusion_proof, "passport", "blob"),
+    "manifest-entry-index": (_manifest_that_names_another_entry, "seal", "seals/gen9.seal.json"),
+    "bundle-labels-hash": (_bundle_with_a_wrong_labels_hash, "bundle", "entries.jsonl"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CRAFTED))
+def test_an_operator_crafted_export_breaking_one_rule_is_refused(built: FormatsFixture, tmp_path: Path,
+                                                                 case: str) -> None:
+    craft, rule, file = CRAFTED[case]
+    export = _crafted_export(built, tmp_path, craft)
+    with pytest.raises(ReplayFailure) as failure:
+        replay_export(export, built.ledger_id)
+    assert failure.value.rule == rule, str(failure.value)
+    assert failure.value.file == file or (file == "blob" and failure.value.file.startswith("blobs/sha256/")), \
+        str(failure.value)
