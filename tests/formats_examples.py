@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 import tempfile
@@ -21,10 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from heldout.audit import ExportSource, run_audit
 from heldout.generations.commitments import MemberProof, commitment, commitment_payload, inclusion_path, set_hash
 from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
 from keys import Signer, TrustedKey, b64encode, note_key_hash, verifier_key_string
-from ledger import Ledger
+from ledger import BlobStore, Ledger, export_ledger
 from ledger.entries import make_genesis, origin_of
 from ledger.rfc6962 import leaf_hash
 from seals import canonical_bytes, sign_document
@@ -205,7 +207,8 @@ def build_example_ledger(folder: Path) -> dict[str, Any]:
     bundle = {"type": "bundle", "v": 1, "generation": "gen1", "model_id": "majority", "task": "bloodmnist",
               "evaluation_sha256": hashlib.sha256(evaluation_data).hexdigest(),
               "predictions_sha256": hashlib.sha256(predictions).hexdigest(),
-              "labels_hash": hashlib.sha256(canonical_bytes([0, 3, 5])).hexdigest(),
+              # the labels in evaluation order (ascending case id): bloodmnist-00d3… 0, -9534… 5, -9967… 3
+              "labels_hash": hashlib.sha256(canonical_bytes([0, 5, 3])).hexdigest(),
               "leakage_bits": 2.5, "n_test": 3, "n_cases": 3, "seed": 1, "spec_version": "MedEval-1 v0.1",
               "split_origin": "gen1", "created_utc": "2026-01-02T00:00:00Z"}
     ledger.append(bundle, signer=signer, now=T1)
@@ -232,7 +235,27 @@ def build_example_ledger(folder: Path) -> dict[str, Any]:
     ledger.append({"type": "key", "v": 1, "role": "passport-issuer", "created_utc": "2026-02-01T00:00:00Z",
                    "key": {"key_id": other.key_id, "name": other.name, "public_key_b64": other.public_key.b64}},
                   signer=signer, now=T2)
-    return {"ledger": ledger, "heldout": heldout}
+    return {"ledger": ledger, "heldout": heldout, "manifest": manifest_data, "reveal": reveal_data,
+            "evaluation": evaluation_data}
+
+
+def _listing(folder: Path) -> list[str]:
+    return [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*")) if p.is_file()]
+
+
+def export_example(folder: Path, built: dict[str, Any]) -> Path:
+    """``folder/export``: the example ledger exported from a store holding the seal manifest, reveal and
+    evaluation blobs (the predictions and passport blobs are missing, so listed in ``missing_blobs``)."""
+    blobs = BlobStore(folder / "blobs")
+    for data in (built["manifest"], built["reveal"], built["evaluation"]):
+        blobs.put(data)
+    seals = folder / "seals"
+    seals.mkdir()
+    (seals / "gen1.seal.json").write_bytes(built["manifest"])
+    (seals / "gen1.reveal.json").write_bytes(built["reveal"])
+    export = folder / "export"
+    export_ledger(built["ledger"], export, blobs=blobs, seals=seals)
+    return export
 
 
 def example_ledger() -> dict[str, str]:
@@ -251,6 +274,17 @@ def example_ledger() -> dict[str, str]:
             inclusion = ledger.inclusion_proof(2, 3)
             consistency = ledger.consistency_proof(4, 6)
             heldout = built["heldout"]
+            export = export_example(Path(tmp), built)
+            manifest_text = (export / "export.json").read_text(encoding="utf-8")
+            listing = _listing(export)
+            before = Path.cwd()
+            os.chdir(tmp)  # the report names files relative to the export's path: keep it "export"
+            try:
+                report = run_audit(ExportSource.open(Path("export"), ledger.ledger_id), now=T2,
+                                   audit_command=f"python audit.py {ledger.ledger_id} --from export")
+            finally:
+                os.chdir(before)
+            report_text = _text(canonical_bytes(report.to_json()))
         finally:
             ledger.close()
     return {
@@ -263,6 +297,9 @@ def example_ledger() -> dict[str, str]:
             "consistency from size 4 to size 6 (RFC 9162 2.1.4, hex):",
             *[f"  {h.hex()}" for h in consistency.path]]),
         "passport-heldout": _json_block(heldout),
+        "export": _block(["files:", *[f"  {name}" for name in listing], "", "export.json:",
+                          manifest_text.rstrip("\n")]),
+        "audit-report": _json_block(json.loads(report_text)),
     }
 
 
