@@ -98,7 +98,7 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[
                                                              "--json", "--store", str(store)))
     examples = document_examples((REPO_ROOT / "docs" / "FORMATS.md").read_text(encoding="utf-8"))
     assert examples == build_examples()
-    for name in ("member-proof", "reveal", "seal-manifest"):
+    for name in ("member-proof", "reveal", "seal-manifest", "audit-report"):
         add(name, f"FORMATS.md example {name}", json.loads(examples[name].split("```json\n")[1].split("```")[0]))
     return docs
 
