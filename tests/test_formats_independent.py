@@ -210,25 +210,33 @@ def _manifest_that_names_another_entry(st: Store, ledger: Ledger, signer: Signer
 
 
 def _bundle_with_a_wrong_labels_hash(st: Store, ledger: Ledger, signer: Signer) -> None:
-    _, entry = next((i, e) for i, e in _entries_of(ledger, "bundle") if e["generation"] == "gen1")
+    _, entry = next((i, e) for i, e in _entries_of(ledger, "bundle") if e["generation"] == "public")
     ledger.append({**entry, "labels_hash": "0" * 64}, signer=signer, now=parse_utc(ISSUE_AT))
 
 
+def _bundle_after_retirement(st: Store, ledger: Ledger, signer: Signer) -> None:
+    _, entry = next((i, e) for i, e in _entries_of(ledger, "bundle") if e["generation"] == "gen1")
+    ledger.append(dict(entry), signer=signer, now=parse_utc(ISSUE_AT))  # gen1 was retired before
+
+
 CRAFTED = {
-    "reveal-commitment-does-not-open": (_reveal_with_a_wrong_label, "reveal", "blob"),
-    "passport-inclusion-proof": (_passport_with_a_wrong_inclusion_proof, "passport", "blob"),
-    "manifest-entry-index": (_manifest_that_names_another_entry, "seal", "seals/gen9.seal.json"),
-    "bundle-labels-hash": (_bundle_with_a_wrong_labels_hash, "bundle", "entries.jsonl"),
+    "bundle-after-retirement": (_bundle_after_retirement, "bundle", "entries.jsonl", "after its retirement"),
+    "reveal-commitment-does-not-open": (_reveal_with_a_wrong_label, "reveal", "blob", "commitment does not open"),
+    "passport-inclusion-proof": (_passport_with_a_wrong_inclusion_proof, "passport", "blob",
+                                 "inclusion proof does not lead to the root"),
+    "manifest-entry-index": (_manifest_that_names_another_entry, "seal", "seals/gen9.seal.json",
+                             "entry_index disagrees"),
+    "bundle-labels-hash": (_bundle_with_a_wrong_labels_hash, "bundle", "entries.jsonl", "labels_hash"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CRAFTED))
 def test_an_operator_crafted_export_breaking_one_rule_is_refused(built: FormatsFixture, tmp_path: Path,
                                                                  case: str) -> None:
-    craft, rule, file = CRAFTED[case]
+    craft, rule, file, words = CRAFTED[case]
     export = _crafted_export(built, tmp_path, craft)
     with pytest.raises(ReplayFailure) as failure:
         replay_export(export, built.ledger_id)
-    assert failure.value.rule == rule, str(failure.value)
+    assert failure.value.rule == rule and words in failure.value.message, str(failure.value)
     assert failure.value.file == file or (file == "blob" and failure.value.file.startswith("blobs/sha256/")), \
         str(failure.value)

@@ -745,20 +745,37 @@ class _Replay:
                     raise ReplayFailure(blob_file, "reveal-images", f"{case_id}: image does not hash to its content")
 
     # R10 -----------------------------------------------------------------------------------------------
+    def superseded(self, spec_version: Any, before: int, at: str) -> bool:
+        """Is ``spec_version`` superseded, by a spec entry before index ``before``, at the time ``at``?"""
+        return any(e["type"] == "spec" and e["spec_version"] == spec_version and e["effective_utc"] <= at
+                   for e in self.entries[:before])
+
     def bundles(self) -> None:
         for index, entry in enumerate(self.entries):
             if entry["type"] != "bundle":
                 continue
-            seal = self.seal_entries.get(entry["generation"])
+            name = entry["generation"]
+            seal = self.seal_entries.get(name)
             if seal is None or seal[0] > index:
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} is on a generation no earlier entry seals")
+            if any(e["type"] == "retire" and e["generation"] == name for e in self.entries[:index]):
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index} is on {name} after its retirement")
+            # UTC times in the one textual form compare as strings
+            if not seal[1]["created_utc"] <= entry["created_utc"] < seal[1]["expiry_utc"]:
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made while {name} was not current")
             data = self.blob(entry["evaluation_sha256"], index, "evaluation_sha256")
             if data is not None:
                 file = f"blobs/sha256/{entry['evaluation_sha256'][:2]}/{entry['evaluation_sha256']}"
                 evaluation = canonical_document(file, data, newline=False)
-                for member in ("task", "n_test", "seed", "spec_version", "split_origin"):
+                for member in ("task", "n_test", "seed", "spec_version", "split_origin", "code_fingerprint",
+                               "device"):
                     if member in entry and evaluation.get(member) != entry[member]:
                         raise ReplayFailure(file, "bundle", f"evaluation {member} disagrees with entry {index}")
+                public = seal[1].get("membership") == "public"
+                if evaluation.get("split_origin") != ("official released split" if public else name):
+                    raise ReplayFailure(file, "bundle", f"evaluation split_origin is not {name}'s")
+                if self.superseded(evaluation.get("spec_version"), index, entry["created_utc"]):
+                    raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made under a superseded spec")
             predictions = self.blob(entry["predictions_sha256"], index, "predictions_sha256")
             if predictions is not None:
                 self.check_predictions(entry, predictions)
@@ -806,6 +823,8 @@ class _Replay:
 
     def check_passport(self, file: str, doc: Any, entry: dict[str, Any], index: int) -> None:
         self.signed_document(file, doc)
+        if self.superseded(doc.get("spec_version"), index, str(doc.get("issued_utc"))):
+            raise ReplayFailure(file, "passport", "issued under a spec version already superseded")
         for member in ("passport_version", "spec_version", "subject", "computed", "declared", "observed",
                        "issued_utc", "expiry_utc", "expiry_basis", "canonicalisation"):
             if member not in doc:
