@@ -10,8 +10,12 @@ one run names everything it can):
    (evidence ``entries: "a..b"``), or else the checkpoint's own file;
 2. **entries**: every entry decoded on its own, so a damaged one is named by index even when the root
    mismatch alone could only name a checkpoint;
-3. **seals**: each seal manifest's signature (ledger key) and its binding to its ``seal`` entry;
-4. **reveals**: each reveal blob recomputes its generation's set hash (and images, when revealed);
+3. **seals**: each seal manifest's signature (ledger key) and its binding to its ``seal`` entry, and (sealed
+   generations) to its ``intent`` and ``pool`` entries and the checkpoint its draw's seed comes from; then
+   **draws**: a generation whose intent was logged more than once (a retried draw), or an intent no seal
+   draws from, is a finding naming the intents' entries;
+4. **reveals**: each reveal blob recomputes its generation's set hash (and images, when revealed), and the
+   draw: the revealed cases are exactly those the seed selects from the revealed, committed pool;
 5. **bundles**: generation sealed before and current at the bundle's time, blobs present and hash-checked,
    the evaluation consistent with its entry, its leakage charge recomputed, the labels' hash, and the whole
    evaluation object re-derived from the stored predictions (``harness.metrics``): its canonical bytes must be
@@ -43,6 +47,7 @@ from heldout.generations import (
     GenerationState,
     RevealDocument,
     charge_bits,
+    check_draw_binding,
     check_manifest_binding,
     ladder_charge_bits,
     load_generations,
@@ -136,6 +141,7 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
     _decode_entries(ctx)
     _load_generations(ctx)
     _check_seals(ctx)
+    _check_intents(ctx)
     _check_reveals(ctx)
     _check_bundles(ctx, tick)
     _check_passports(ctx)
@@ -275,11 +281,36 @@ def _check_seals(ctx: _Context) -> None:
                                       if isinstance(doc.get("issuer"), dict) else None)
             manifest = SealManifest.verify(doc, trusted)
             check_manifest_binding(manifest, sha256_hex(data), state, ctx.source.ledger_id)
+            if not ctx.keys:
+                raise VerificationError("no ledger key is known to check the draw's checkpoint",
+                                        index=state.seal_index)
+            check_draw_binding(manifest, state, ctx.entries.get, ctx.source.root, ctx.keys[0], ctx.source.origin)
         except HeldoutError as exc:
             ctx.find("seal", exc, index=state.seal_index, file=file)
             continue
         ctx.manifests[name] = manifest
         ctx.count("seals")
+
+
+def _check_intents(ctx: _Context) -> None:
+    """Every seal intent is logged, so a retried draw shows: a generation whose intent was logged more than once,
+    and an intent that no seal manifest draws from (abandoned, or a draw thrown away), are findings."""
+    intents: dict[str, list[int]] = {}
+    for index, entry in sorted(ctx.entries.items()):
+        if entry.get("type") == "intent":
+            intents.setdefault(str(entry.get("generation")), []).append(index)
+    used = {manifest.draw.get("intent_index") for manifest in ctx.manifests.values() if manifest.draw}
+    for name, indices in intents.items():
+        if len(indices) > 1:
+            listed = ", ".join(str(i) for i in indices)
+            ctx.find("draw", VerificationError(
+                f"the seal intent of {name} was logged {len(indices)} times (entries {listed}): its draw was "
+                "retried", generation=name, intents=indices), index=indices[-1])
+            continue
+        if indices[0] not in used:
+            ctx.find("draw", VerificationError(
+                f"the seal intent of {name} at entry {indices[0]} was never sealed: a draw was abandoned",
+                generation=name, intents=indices), index=indices[0])
 
 
 def _check_reveals(ctx: _Context) -> None:

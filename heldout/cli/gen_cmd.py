@@ -192,7 +192,8 @@ def seal(
         = None,
     budget_bits: Annotated[float | None, typer.Option(
         "--budget-bits", help="Explicit leakage budget in bits (default: from n, k, delta, eps).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Draw seed (default: random; recorded).")] = None,
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="Refused for genN: the draw's seed comes from the log after the seal intent.")] = None,
     expected_models: Annotated[int, typer.Option("--expected-models", help="k in the default budget.")] =
         DEFAULT_K,
     delta: Annotated[float, typer.Option("--delta", help="Failure probability in the default budget.")] =
@@ -206,7 +207,8 @@ def seal(
     ledger: LedgerOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Seal a generation: draw cases disjoint from every earlier one, commit, sign the manifest, append."""
+    """Seal a generation: commit each task's pool and the seal intent to the log, draw cases disjoint from every
+    earlier one with a seed derived from the checkpoint after the intent, commit, sign the manifest, append."""
     st = open_store(store)
     now = command_now()
     request = SealRequest(
