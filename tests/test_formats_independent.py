@@ -169,7 +169,7 @@ def _crafted_export(built: FormatsFixture, tmp_path: Path, craft: Callable[[Stor
     with open_ledger(st) as ledger:
         craft(st, ledger, ledger_signer(st, ledger))
         export = tmp_path / "export"
-        export_ledger(ledger, export, blobs=BlobStore(st.blobs), seals=st.seals, keyring=st.keys)
+        export_ledger(ledger, export, blobs=BlobStore(st.blobs), seals=st.seals)
     return export
 
 

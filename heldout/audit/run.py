@@ -20,10 +20,14 @@ one run names everything it can):
    the evaluation consistent with its entry, its leakage charge recomputed, the labels' hash, and the whole
    evaluation object re-derived from the stored predictions (``harness.metrics``): its canonical bytes must be
    the stored blob's, byte for byte;
-6. **passports**: signature under a ledger key, each cited bundle's inclusion proof against a checkpoint that
-   the ledger itself signed, the evaluations equal to the bundles' recorded ones, its audit at its head;
+6. **passports**: ``heldout.passports.check_passport_on_ledger``, the same verifier ``passport verify`` uses
+   with a ledger (issuer key declared by the ledger, logged, anchored, bundles included, audit at its head,
+   expiry within its generation's);
 7. **blobs**: every blob an entry references and the source holds, hash-checked (those the checks above did
-   not already read, such as the seal manifests' copies).
+   not already read, such as the seal manifests' copies);
+8. **export** (third party): export.json canonical, its ``entries``, ``keys``, ``seals``, ``blobs`` and
+   ``missing_blobs`` members true of the files, every ``keys/`` file a key a ledger entry declares, no blob
+   file that no entry references.
 """
 
 from __future__ import annotations
@@ -55,13 +59,14 @@ from heldout.generations import (
     verify_reveal,
 )
 from heldout.generations.access import check_opening
+from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import Supersession, load_supersessions
-from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError, b64decode_strict
-from ledger import blob_references, verify_checkpoint, verify_inclusion
+from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError
+from ledger import blob_references, verify_checkpoint
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.rfc6962 import leaf_hash
 from ledger.tree import HashTree, MemoryNodes
-from seals import Passport, format_utc, parse_json_object, parse_utc, sha256_hex, verify_document
+from seals import format_utc, parse_json_object, parse_utc, sha256_hex
 from seals.manifest import SealManifest
 
 AuditProgress = Callable[[str, int, int], None]
@@ -146,6 +151,7 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
     _check_bundles(ctx, tick)
     _check_passports(ctx)
     _check_blob_files(ctx)
+    _check_export(ctx)
     report.generations = {name: _generation_summary(state) for name, state in ctx.generations.items()}
     return report
 
@@ -472,7 +478,7 @@ def _check_passports(ctx: _Context) -> None:
         digest = entry.get("passport_sha256")
         try:
             data = ctx.blob(digest, index=index, what="passport_sha256")
-            check_passport_document(ctx, index, entry, parse_json_object(data, what=f"passport of entry {index}"))
+            check_passport_document(ctx, index, parse_json_object(data, what=f"passport of entry {index}"))
         except HeldoutError as exc:
             ctx.find("passport", exc, index=index,
                      file=exc.evidence.get("file") or (ctx.source.blob_file(digest) if isinstance(digest, str)
@@ -493,66 +499,24 @@ def _check_blob_files(ctx: _Context) -> None:
                 ctx.find("blob", exc, index=index)
 
 
-def check_passport_document(ctx: _Context, index: int, entry: Mapping[str, Any], doc: dict[str, Any]) -> None:
-    issuer = doc.get("issuer")
-    issuer_key = issuer.get("public_key_b64") if isinstance(issuer, dict) else None
-    verify_document(doc, ctx.trusted_for(issuer_key), what=f"passport of entry {index}")
-    passport = Passport.from_json(doc)
-    _require_spec_in_force(ctx, index, "passport", passport.spec_version, passport.issued)
-    if passport.model_id != entry.get("model_id"):
-        raise VerificationError(f"passport of entry {index} is for another model", index=index,
-                                field="subject.model_id", expected=entry.get("model_id"), found=passport.model_id)
-    heldout = passport.heldout
-    if not isinstance(heldout, dict):
-        raise VerificationError(f"passport of entry {index} has no computed.heldout", index=index)
-    if heldout.get("generation") != entry.get("generation"):
-        raise VerificationError(f"passport of entry {index} names another generation", index=index,
-                                field="computed.heldout.generation", expected=entry.get("generation"),
-                                found=heldout.get("generation"))
-    size, root = check_passport_checkpoint(ctx, heldout, index)
-    cited = heldout.get("bundles")
-    if not isinstance(cited, list) or len(cited) != len(passport.evaluations):
-        raise VerificationError(f"passport of entry {index}: its bundles do not match its evaluations",
-                                index=index, field="computed.heldout.bundles")
-    for position, (ref, evaluation) in enumerate(zip(cited, passport.evaluations, strict=True)):
-        bundle_index = ref.get("index") if isinstance(ref, dict) else None
-        if not isinstance(bundle_index, int) or bundle_index >= size:
-            raise VerificationError(f"passport of entry {index} cites a bundle outside its checkpoint",
-                                    index=index, field=f"computed.heldout.bundles[{position}]")
-        cited_entry = ctx.entries.get(bundle_index, {})
-        if cited_entry.get("type") != "bundle" or cited_entry.get("model_id") != passport.model_id:
-            raise VerificationError(f"passport of entry {index} cites entry {bundle_index}, not a bundle of "
-                                    f"{passport.model_id}", index=index, field=f"computed.heldout.bundles[{position}]")
-        proof = [b64decode_strict(h, what="inclusion proof") for h in ref.get("inclusion_proof", [])]
-        verify_inclusion(bundle_index, size, leaf_hash(ctx.entry_bytes[bundle_index]), proof, root)
-        if sha256_hex(evaluation_bytes(evaluation)) != cited_entry.get("evaluation_sha256"):
-            raise VerificationError(f"passport of entry {index}: evaluation {position} is not the one bundle "
-                                    f"entry {bundle_index} recorded", index=index,
-                                    field=f"computed.evaluations[{position}]")
-    audit = doc["computed"].get("audit")
-    if not isinstance(audit, dict) or audit.get("ledger_entries") is None:
-        raise VerificationError(f"passport of entry {index} has no computed.audit", index=index)
-    entries_then = audit["ledger_entries"]
-    if not isinstance(entries_then, int) or not 0 < entries_then <= index or \
-            ctx.source.root(entries_then).hex() != audit.get("ledger_head") or audit.get("ledger_intact") is not True:
-        raise VerificationError(f"passport of entry {index}: its audit is not of this ledger's head at the time",
-                                index=index, field="computed.audit", found=audit.get("ledger_head"))
+def _check_export(ctx: _Context) -> None:
+    """A third party's export: every manifest member against the files, each key file against the ledger's
+    declared keys, no unreferenced blob file (``ledger.LedgerExport.manifest_problems``)."""
+    if not ctx.report.ledger_intact:
+        return  # the entries do not replay: the manifest cannot be judged against them
+    try:
+        for problem in ctx.source.export_problems():
+            ctx.find("export", problem, file=problem.evidence.get("file"))
+    except HeldoutError as exc:
+        ctx.find("export", exc)
 
 
-def check_passport_checkpoint(ctx: _Context, heldout: Mapping[str, Any], index: int) -> tuple[int, bytes]:
-    """The checkpoint a passport cites must verify under the ledger key and sign this ledger's own root."""
-    checkpoint = heldout.get("checkpoint")
-    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("note"), str):
-        raise VerificationError(f"passport of entry {index} has no checkpoint note", index=index,
-                                field="computed.heldout.checkpoint")
-    if not ctx.keys:
-        raise VerificationError("no ledger key is known to check the passport's checkpoint", index=index)
-    key = ctx.keys[0]
-    verified = verify_checkpoint(checkpoint["note"], name=key.name, key=key.public_key, origin=ctx.source.origin)
-    if verified.size > index or ctx.source.root(verified.size) != verified.root:
-        raise VerificationError(f"passport of entry {index} cites a checkpoint this ledger does not have",
-                                index=index, field="computed.heldout.checkpoint", found=verified.size)
-    return verified.size, verified.root
+def check_passport_document(ctx: _Context, index: int, doc: dict[str, Any]) -> None:
+    """The passport logged at ``index`` against this ledger, by the one passport-vs-log verifier
+    (``heldout.passports.check_passport_on_ledger``) that ``passport verify`` uses too."""
+    facts = LedgerFacts(ledger_id=ctx.source.ledger_id, origin=ctx.source.origin, entries=ctx.entries,
+                        entry_bytes=ctx.entry_bytes.__getitem__, root=ctx.source.root)
+    check_passport_on_ledger(doc, facts, at=ctx.now)
 
 
 def _generation_summary(state: GenerationState) -> dict[str, Any]:

@@ -53,6 +53,8 @@ class AuditSource(Protocol):
 
     def extra_keys(self) -> list[TrustedKey]: ...
 
+    def export_problems(self) -> Iterator[HeldoutError]: ...
+
 
 class OperatorSource:
     """The operator's own store: everything, including the private openings (labels of sealed sets)."""
@@ -127,6 +129,9 @@ class OperatorSource:
     def extra_keys(self) -> list[TrustedKey]:
         return []
 
+    def export_problems(self) -> Iterator[HeldoutError]:
+        return iter(())  # the operator's own store has no export manifest
+
 
 class ExportSource:
     """A third party's copy: the public export alone. Labels exist only for revealed (and public) sets."""
@@ -144,7 +149,9 @@ class ExportSource:
         return cls(open_export(folder), expected_id)
 
     def replay(self, progress: ProgressFn | None) -> ReplayReport:
-        return self.export.verify(expected_id=self.expected_id, progress=progress, check_blobs=False)
+        # the manifest's other members are reported one by one (export_problems), not as the replay's failure
+        return self.export.verify(expected_id=self.expected_id, progress=progress, check_blobs=False,
+                                  check_manifest=False)
 
     def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
         return self.export.entries_bytes()
@@ -195,6 +202,9 @@ class ExportSource:
 
     def extra_keys(self) -> list[TrustedKey]:
         return []
+
+    def export_problems(self) -> Iterator[HeldoutError]:
+        return self.export.manifest_problems()
 
 
 def operator_source(store: Store, ledger_id: str | None) -> OperatorSource:

@@ -329,7 +329,7 @@ def export(
     seal manifests. Nothing from the store's private/ folder."""
     st: Store = open_store(store)
     with _open(store, ledger) as opened:
-        manifest = export_ledger(opened, dest, blobs=BlobStore(st.blobs), seals=st.seals, keyring=st.keys)
+        manifest = export_ledger(opened, dest, blobs=BlobStore(st.blobs), seals=st.seals)
     if as_json:
         print_json({"path": str(dest), **manifest})
         return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -18,7 +18,7 @@ from heldout.cli.common import (
 )
 from heldout.generations import ledger_signer, open_ledger
 from heldout.generations.ledgers import generations_lock
-from heldout.passports import LedgerView, issue_passport, verify_passport_on_ledger
+from heldout.passports import LedgerFacts, check_passport_on_ledger, issue_passport
 from keys import (
     HeldoutError,
     MalformedInput,
@@ -60,64 +60,69 @@ def trusted_key_for(doc: dict, key: str | None, store: Path | None) -> PublicKey
         ) from None
 
 
-def _ledger_view(doc: dict, store: Path | None, from_dir: Path | None) -> tuple[LedgerView, TrustedKey, Any] | None:
-    """The ledger the passport is anchored to: the export given with --from, else the store's ledger of that id
-    when the store has it; None when neither applies (the passport is then checked on its own)."""
-    heldout = (doc.get("computed") or {}).get("heldout") if isinstance(doc.get("computed"), dict) else None
+UNCHECKED = "not checked against its ledger"
+
+
+def _anchored_ledger_id(doc: dict) -> str | None:
+    computed = doc.get("computed")
+    heldout = computed.get("heldout") if isinstance(computed, dict) else None
     ledger_id = heldout.get("ledger_id") if isinstance(heldout, dict) else None
+    return ledger_id if isinstance(ledger_id, str) else None
+
+
+def _ledger_facts(doc: dict, store: Path | None, from_dir: Path | None) -> LedgerFacts | None:
+    """The ledger the passport is anchored to: the export given with --from (replayed and its manifest checked
+    first), else that ledger in the store (--store, $HELDOUT_STORE, or the default store) when the store holds
+    it; None when neither applies (the passport is then checked on its own, and said to be)."""
+    ledger_id = _anchored_ledger_id(doc)
     if from_dir is not None:
-        if not isinstance(ledger_id, str):
+        if ledger_id is None:
             raise VerificationError("the passport is not anchored to a ledger (computed.heldout is empty)",
                                     field="computed.heldout")
         export = open_export(from_dir)
         export.verify(expected_id=ledger_id, check_blobs=False)
-        return LedgerView(export), export.ledger_key, None
-    if store is None or not isinstance(ledger_id, str):
+        return LedgerFacts.of(export)
+    if ledger_id is None:
         return None
     st = open_store(store)
     try:
         path = Ledger.locate(st.ledgers, ledger_id)
     except HeldoutError:
         return None
-    ledger = Ledger.open(path)
-    return LedgerView(ledger), ledger.key, ledger
+    with Ledger.open(path) as ledger:
+        ledger.verify(expected_id=ledger_id)
+        return LedgerFacts.of(ledger)
 
 
 @app.command("verify")
 @handle_errors
 def verify(
     file: Annotated[Path, typer.Argument(help="The passport JSON file.")],
-    key: Annotated[str | None, typer.Option(help="Trusted key: base64 raw 32-byte key, or a key file.")] = None,
+    key: Annotated[str | None, typer.Option(help="Trusted key: base64 raw 32-byte key, or a key file. With a "
+                                            "ledger it must also be a key the ledger declares.")] = None,
     store: StoreOption = None,
     from_dir: Annotated[Path | None, typer.Option("--from", help="Check against a public ledger export.")] = None,
     at: Annotated[str | None, typer.Option(help="Reference time (ISO 8601); default: now.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Verify a passport: canonical form, Ed25519 signature under a trusted key, issuer key, expiry; with a
-    ledger (--store holding it, or --from an export): its checkpoint, inclusion proofs, and whether its
-    generation was retired since (lapsed, exit 4)."""
+    """Verify a passport: canonical form, Ed25519 signature, expiry; with its ledger (--from an export, else the
+    store's copy of that ledger: --store, $HELDOUT_STORE or the default store): the issuer key declared by the
+    ledger, the passport logged, its checkpoint, inclusion proofs, expiry within its generation's, and whether
+    its generation was retired since (lapsed, exit 4). Without its ledger the verdict says it was not checked."""
     moment = reference_time(at)
     doc = read_document_file(file, what="passport")
-    trusted = trusted_key_for(doc, key, store)
-    anchored = _ledger_view(doc, store, from_dir)
-    if anchored is None:
-        verdict = verify_passport(doc, trusted, at=moment)
-        ledger_checked = False
+    facts = _ledger_facts(doc, store, from_dir)
+    if facts is not None:
+        verdict = check_passport_on_ledger(doc, facts, at=moment,
+                                           pinned=parse_key_argument(key) if key is not None else None)
     else:
-        view, ledger_key, closable = anchored
-        try:
-            verdict = verify_passport_on_ledger(doc, trusted, view, ledger_key, at=moment)
-        finally:
-            if closable is not None:
-                closable.close()
-        ledger_checked = True
+        verdict = verify_passport(doc, trusted_key_for(doc, key, store), at=moment)
+    checked = facts is not None
     if as_json:
-        print_json({**verdict.to_json(), "ledger_checked": ledger_checked})
+        print_json({**verdict.to_json(), "ledger_checked": checked,
+                    **({} if checked else {"qualification": UNCHECKED})})
     else:
-        heldout = verdict.passport.heldout
-        unchecked = isinstance(heldout, dict) and not ledger_checked
-        console.print(verdict.line + ("; not checked against its ledger (give --store or --from)" if unchecked
-                                      else ""))
+        console.print(verdict.line + ("" if checked else f"; {UNCHECKED} (give --store or --from)"))
     code = EXIT_FOR_STATE[verdict.state]
     if code:
         raise typer.Exit(code)
