@@ -30,8 +30,10 @@ from keys import (
 )
 from keys.files import write_atomic
 from ledger import BlobStore, Ledger, LedgerExport, verify_checkpoint, verify_inclusion
-from ledger.entries import decode_entry, genesis_key
+from ledger.checkpoint import Checkpoint, parse_checkpoint
+from ledger.entries import decode_entry, genesis_key, origin_of
 from ledger.rfc6962 import leaf_hash
+from ledger.tlogproof import TlogProof, parse_tlog_proof, verify_tlog_proof
 from ledger.tree import HashTree, MemoryNodes
 from seals import (
     Passport,
@@ -40,6 +42,7 @@ from seals import (
     canonical_bytes,
     format_utc,
     parse_json_object,
+    parse_utc,
     sha256_hex,
     sign_document,
     verify_passport,
@@ -112,6 +115,13 @@ def _choose_generation(generations: Mapping[str, GenerationState], model_id: str
     return max(candidates, key=lambda s: s.seal_index)  # the most recently sealed current generation
 
 
+def _tlog_proof(ledger: Ledger, index: int, checkpoint: Checkpoint) -> str:
+    """The C2SP tlog-proof of entry ``index`` in ``checkpoint``, the entry's bytes as its extra data."""
+    proof = ledger.inclusion_proof(index, checkpoint.size)
+    return TlogProof(index=index, path=tuple(proof.path), checkpoint=checkpoint.note,
+                     extra=ledger.entry_bytes(index)).text()
+
+
 @dataclass(frozen=True)
 class IssuedPassport:
     document: dict[str, Any]
@@ -152,6 +162,8 @@ def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, 
                       "inclusion_proof": [b64encode(h) for h in proof.path]})
         for member in ("evaluation_sha256", "predictions_sha256"):
             sources.append({"path": str(blobs.path(entry[member]).relative_to(store.root)), "sha256": entry[member]})
+    proofs = {"seal": _tlog_proof(ledger, state.seal_index, checkpoint),
+              "bundles": [_tlog_proof(ledger, ref["index"], checkpoint) for ref in cited]}
     manifest_file = manifest_path(store, state.name)
     sources = [
         {"path": str(audit_report_path(store, ledger.ledger_id).relative_to(store.root)),
@@ -202,6 +214,7 @@ def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, 
                 "note_verifier_key": verifier_key_string(key.name, key.public_key),
                 "checkpoint": {"size": checkpoint.size, "root_b64": checkpoint.root_b64, "note": checkpoint.note},
                 "bundles": cited,
+                "proofs": proofs,
             },
             "sources": sources,
         },
@@ -314,6 +327,12 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
                                     expected=expected, found=found)
     size, root = _anchor(heldout, facts, index)
     _check_cited_bundles(passport, heldout, facts, size, root, index)
+    genesis = facts.declared_keys()[0]
+    proven = check_passport_proofs(passport, log_name=genesis.name, log_key=genesis.public_key)
+    if proven.size > index or facts.root(proven.size) != proven.root:
+        raise VerificationError("the passport's offline proofs rest on a checkpoint this ledger does not have "
+                                f"before entry {index} (another history?)", index=index,
+                                field="computed.heldout.proofs", found=proven.size)
     _check_audit_claim(doc, facts, index)
     generations = load_generations(sorted(facts.entries.items()), at)
     state = generations.get(str(heldout.get("generation")))
@@ -340,6 +359,57 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
     if superseded is not None and superseded.in_force(at):
         return replace(verdict, state=PassportState.LAPSED, reason=superseded.words)
     return verdict
+
+
+def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicKey) -> Checkpoint:
+    """Offline (no ledger, no export): the passport's ``computed.heldout.proofs`` (C2SP tlog-proofs, each entry's
+    bytes as extra data) must all rest on one checkpoint signed by the log key for the passport's ledger, include
+    each cited bundle at its index (a bundle of the model on the generation logging the passport's evaluation) and
+    the generation's seal (its set hash, manifest, and an expiry no earlier than the passport's). Returns the
+    checkpoint (the caller judges its witnessing against a policy)."""
+    heldout = passport.heldout
+    proofs = heldout.get("proofs") if isinstance(heldout, dict) else None
+    if not isinstance(heldout, dict) or not isinstance(proofs, dict) or not isinstance(proofs.get("seal"), str) or \
+            not isinstance(proofs.get("bundles"), list):
+        raise VerificationError("the passport carries no offline proofs (computed.heldout.proofs)",
+                                field="computed.heldout.proofs")
+    origin = origin_of(str(heldout.get("ledger_id")))
+    texts = [proofs["seal"], *proofs["bundles"]]
+    checkpoints = set()
+    records: list[tuple[int, dict[str, Any]]] = []
+    for position, text in enumerate(texts):
+        where = "computed.heldout.proofs.seal" if position == 0 else f"computed.heldout.proofs.bundles[{position - 1}]"
+        if not isinstance(text, str):
+            raise VerificationError("a passport proof is not text", field=where)
+        proof = parse_tlog_proof(text)
+        checkpoints.add(proof.checkpoint)
+        verify_tlog_proof(proof, name=log_name, key=log_key, origin=origin)
+        records.append((proof.index, decode_entry(proof.extra or b"", index=proof.index)))
+    if len(checkpoints) != 1:
+        raise VerificationError("the passport's proofs rest on different checkpoints", field="computed.heldout.proofs")
+    (seal_index, seal), bundles = records[0], records[1:]
+    if seal.get("type") != "seal" or seal.get("generation") != heldout.get("generation") or \
+            seal.get("set_hash") != heldout.get("set_hash") or \
+            seal.get("manifest_sha256") != heldout.get("manifest_sha256") or seal_index != heldout.get("seal_index"):
+        raise VerificationError("the passport's seal proof is not of its generation's seal", index=seal_index,
+                                field="computed.heldout.proofs.seal")
+    if passport.expiry > parse_utc(str(seal.get("expiry_utc")), what="seal expiry_utc"):
+        raise VerificationError(f"the passport's expiry {format_utc(passport.expiry)} is after its generation's "
+                                f"({seal.get('expiry_utc')}, logged at entry {seal_index})", index=seal_index,
+                                field="expiry_utc", expected=f"<= {seal.get('expiry_utc')}",
+                                found=format_utc(passport.expiry))
+    cited = heldout.get("bundles")
+    if not isinstance(cited, list) or len(bundles) != len(cited) or len(cited) != len(passport.evaluations):
+        raise VerificationError("the passport's bundle proofs do not match its cited bundles",
+                                field="computed.heldout.proofs.bundles")
+    for position, ((index, bundle), ref, evaluation) in enumerate(zip(bundles, cited, passport.evaluations,
+                                                                      strict=True)):
+        if not isinstance(ref, dict) or ref.get("index") != index or bundle.get("type") != "bundle" or \
+                bundle.get("model_id") != passport.model_id or bundle.get("generation") != heldout.get("generation") \
+                or bundle.get("evaluation_sha256") != sha256_hex(canonical_bytes(evaluation)):
+            raise VerificationError(f"bundle proof {position} does not prove the passport's evaluation {position}",
+                                    index=index, field=f"computed.heldout.proofs.bundles[{position}]")
+    return parse_checkpoint(next(iter(checkpoints)))
 
 
 def _anchor(heldout: Mapping[str, Any], facts: LedgerFacts, index: int) -> tuple[int, bytes]:

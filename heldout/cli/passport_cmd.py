@@ -18,7 +18,7 @@ from heldout.cli.common import (
 )
 from heldout.generations import ledger_signer, open_ledger
 from heldout.generations.ledgers import generations_lock
-from heldout.passports import LedgerFacts, check_passport_on_ledger, issue_passport
+from heldout.passports import LedgerFacts, check_passport_on_ledger, check_passport_proofs, issue_passport
 from keys import (
     HeldoutError,
     MalformedInput,
@@ -29,8 +29,8 @@ from keys import (
     VerificationError,
     parse_key_argument,
 )
-from ledger import Ledger, open_export
-from seals import PassportState, parse_json_object, verify_passport
+from ledger import Checkpoint, Ledger, open_export
+from seals import Passport, PassportState, parse_json_object, verify_passport
 
 app = typer.Typer(help="Signed evidence records for one model.", no_args_is_help=True)
 
@@ -94,6 +94,16 @@ def _ledger_facts(doc: dict, store: Path | None, from_dir: Path | None) -> Ledge
         return LedgerFacts.of(ledger)
 
 
+def _offline_proofs(passport: Passport, trusted: PublicKey | TrustedKey) -> Checkpoint | None:
+    """Without a ledger, a passport anchored to one still proves its seal and bundles were logged (its C2SP
+    tlog-proofs against the log key, which is the issuer's: the operator signs both)."""
+    if not isinstance(passport.heldout, dict):
+        return None
+    if isinstance(trusted, TrustedKey):
+        return check_passport_proofs(passport, log_name=trusted.name, log_key=trusted.public_key)
+    return check_passport_proofs(passport, log_name=passport.issuer.name, log_key=trusted)
+
+
 @app.command("verify")
 @handle_errors
 def verify(
@@ -115,14 +125,22 @@ def verify(
     if facts is not None:
         verdict = check_passport_on_ledger(doc, facts, at=moment,
                                            pinned=parse_key_argument(key) if key is not None else None)
+        proven = None
     else:
-        verdict = verify_passport(doc, trusted_key_for(doc, key, store), at=moment)
+        trusted = trusted_key_for(doc, key, store)
+        verdict = verify_passport(doc, trusted, at=moment)
+        proven = _offline_proofs(verdict.passport, trusted)
     checked = facts is not None
+    offline = None if proven is None else (f"its seal and {len(verdict.passport.evaluations)} bundles proven "
+                                           f"included offline at checkpoint size {proven.size}")
     if as_json:
         print_json({**verdict.to_json(), "ledger_checked": checked,
-                    **({} if checked else {"qualification": UNCHECKED})})
+                    **({} if checked else {"qualification": UNCHECKED}),
+                    **({} if proven is None else {"offline_proofs": {"checkpoint_size": proven.size,
+                                                                     "verdict": offline}})})
     else:
-        console.print(verdict.line + ("" if checked else f"; {UNCHECKED} (give --store or --from)"))
+        console.print(verdict.line + (f"; {offline}" if offline else "")
+                      + ("" if checked else f"; {UNCHECKED} (give --store or --from)"))
     code = EXIT_FOR_STATE[verdict.state]
     if code:
         raise typer.Exit(code)
