@@ -220,7 +220,13 @@ def _bundle_after_retirement(st: Store, ledger: Ledger, signer: Signer) -> None:
     ledger.append(dict(entry), signer=signer, now=parse_utc(ISSUE_AT))  # gen1 was retired before
 
 
+def _retried_intent(st: Store, ledger: Ledger, signer: Signer) -> None:
+    _, intent = next((i, e) for i, e in _entries_of(ledger, "intent") if e["generation"] == "gen2")
+    ledger.append({**intent, "created_utc": ISSUE_AT}, signer=signer, now=parse_utc(ISSUE_AT))
+
+
 CRAFTED = {
+    "retried-intent": (_retried_intent, "draw", "entries.jsonl", "not exactly once"),
     "bundle-after-retirement": (_bundle_after_retirement, "bundle", "entries.jsonl", "after its retirement"),
     "reveal-commitment-does-not-open": (_reveal_with_a_wrong_label, "reveal", "blob", "commitment does not open"),
     "passport-inclusion-proof": (_passport_with_a_wrong_inclusion_proof, "passport", "blob",

@@ -143,6 +143,9 @@ def test_attack_a_draw_not_matching_the_seed_is_refused_at_reveal(env: SimpleNam
     monkeypatch.setattr(seal_module, "draw_cases", cherry_pick)
     seal(env, "gen1")
     monkeypatch.undo()
+    # the operator's own audit sees it while gen1 is still sealed (from the private opening's committed pool)
+    sealed = [f for f in audit_findings(env) if f["check"] == "draw"]
+    assert len(sealed) == 1 and "does not match the seed" in sealed[0]["message"]
     assert cli("retire", "gen1", "--reason", "expired", "--reveal", store=env.store).exit_code == 0
     result = cli("verify-reveal", "gen1", "--key", env.key, store=env.store)
     assert result.exit_code == 1
@@ -166,3 +169,15 @@ def test_attack_a_manifest_whose_draw_disagrees_with_its_intent_is_refused(env: 
     findings = [f for f in audit_findings(env) if f["check"] == "seal"]
     assert findings and "disagrees with its intent entry" in findings[0]["message"]
     assert findings[0]["evidence"]["field"] == "expiry_utc"
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.binary(min_size=32, max_size=32), size=st.integers(1, 2000), data=st.data())
+def test_the_independent_replay_draws_the_same_positions(seed: bytes, size: int, data: st.DataObject) -> None:
+    """tests/independent/replay.py implements heldout-draw-v1 from FORMATS.md alone: both must agree."""
+    from tests.independent.replay import draw_positions as documented_draw
+    from tests.independent.replay import draw_seed
+
+    count = data.draw(st.integers(1, min(size, 300)))
+    assert documented_draw(seed, "breastmnist", size, count) == draw_positions(seed, "breastmnist", size, count)
+    assert draw_seed("checkpoint-root", seed) == derive_seed("checkpoint-root", seed)

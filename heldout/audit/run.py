@@ -59,6 +59,7 @@ from heldout.generations import (
     verify_reveal,
 )
 from heldout.generations.access import check_opening
+from heldout.generations.reveal import verify_draw
 from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import Supersession, load_supersessions
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError
@@ -339,7 +340,23 @@ def _check_reveals(ctx: _Context) -> None:
             continue
         ctx.reveals[name] = reveal
         ctx.count("reveals")
+    _check_private_draws(ctx)
     _check_published_reveals(ctx)
+
+
+def _check_private_draws(ctx: _Context) -> None:
+    """The operator's own audit checks the draw of still-sealed generations too, from their private openings
+    (which hold the committed pools); a third party checks it at reveal."""
+    for name, state in ctx.generations.items():
+        manifest = ctx.manifests.get(name)
+        if state.reveal_index is not None or manifest is None or manifest.membership == "public":
+            continue
+        try:
+            verify_draw(ctx.source.private_opening(state), manifest)
+        except IncompleteError:
+            continue  # a third party's export: the draw is checked when the generation is revealed
+        except HeldoutError as exc:
+            ctx.find("draw", exc, index=state.seal_index)
 
 
 def _check_published_reveals(ctx: _Context) -> None:
