@@ -26,6 +26,7 @@ from heldout.cli.common import (
     print_json,
     reference_time,
 )
+from heldout.generations.ledgers import open_ledger
 from heldout.store import Store
 from keys import MalformedInput, b64encode, verifier_key_string
 from ledger import (
@@ -51,7 +52,7 @@ AtOption = Annotated[str | None, typer.Option("--at", help="Reference time (ISO 
 @contextmanager
 def _open(store: Path | None, ledger: str) -> Iterator[Ledger]:
     st = open_store(store)
-    with Ledger.open(Ledger.locate(st.ledgers, ledger)) as opened:
+    with open_ledger(st, ledger) as opened:
         yield opened
 
 
