@@ -133,7 +133,7 @@ def test_attack_history_rebuilt_under_the_same_id(tmp_path: Path) -> None:
 
 def test_attack_split_view_the_witnesses_cosign_at_most_one(tmp_path: Path) -> None:
     """Two different checkpoints of one size, shown to two groups of verifiers (and witnesses)."""
-    store, ledger_id, honest = operator_store(tmp_path)
+    _, _, honest = operator_store(tmp_path)
     with honest:
         fork = rebuild_under_same_id(honest, tmp_path / "other-view")
         honest.append_batch([key_entry(1), key_entry(2)], signer=OPERATOR, now=T0)
