@@ -10,8 +10,8 @@ note (it may carry several signatures). The witness, in this order:
   last cosigned for the origin (0 before the first), or when the sizes are equal and the roots differ;
 * 422 when the consistency proof from (its size, its root) to the checkpoint does not verify (a proof must be
   empty from size 0);
-* otherwise it stores the new size and root durably (fsynced, atomically replaced) and only then answers 200
-  with its ``cosignature/v1`` line.
+* otherwise it stores the new size and root durably (SQLite, WAL, synchronous=FULL; concurrent requests share
+  one commit) and only then answers 200 with its ``cosignature/v1`` line.
 
 Checking the old size and storing the new state happen under one lock per origin, so two concurrent requests
 cannot roll the state back (the race the spec describes). The witness therefore never cosigns two roots for
@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ MAX_REQUEST_BYTES = 64 * 1024
 SIZE_CONTENT_TYPE = "text/x.tlog.size"
 MAX_EVIDENCE_PER_LOG = 1000
 _OLD = re.compile(r"^old (0|[1-9][0-9]{0,18})$")
-STATE_FORMAT = "heldout-witness-state"
+STATE_FILE = "state.sqlite"
 
 
 class WitnessRefusal(LedgerError):
@@ -172,10 +173,90 @@ class LogState:
     timestamp: int = 0
 
 
+class _StateStore:
+    """The witness's state in ``state.sqlite`` (WAL, ``synchronous=FULL``), written by one flusher thread that
+    commits everything pending in one transaction (group commit: one fsync for all concurrent requests), and a
+    trigger that refuses, in the database too, a smaller size or another root for the same size."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = self._connect()
+        self._pending: list[tuple[str, LogState, str, threading.Event]] = []
+        self._cond = threading.Condition()
+        self.failed: BaseException | None = None
+        self._closing = False
+        self._thread = threading.Thread(target=self._flusher, name="witness-state", daemon=True)
+        self._thread.start()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=60)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("CREATE TABLE IF NOT EXISTS logs (origin TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+                     "root BLOB NOT NULL, timestamp INTEGER NOT NULL, note TEXT NOT NULL) STRICT")
+        conn.execute("CREATE TRIGGER IF NOT EXISTS logs_only_grow BEFORE UPDATE ON logs WHEN NEW.size < OLD.size "
+                     "OR (NEW.size = OLD.size AND NEW.root != OLD.root) OR NEW.timestamp < OLD.timestamp "
+                     "BEGIN SELECT RAISE(ABORT, 'a witness never cosigns a smaller size or another root'); END")
+        conn.execute("CREATE TRIGGER IF NOT EXISTS logs_no_delete BEFORE DELETE ON logs "
+                     "BEGIN SELECT RAISE(ABORT, 'witness state is never deleted'); END")
+        return conn
+
+    def load(self) -> dict[str, LogState]:
+        rows = self._conn.execute("SELECT origin, size, root, timestamp FROM logs").fetchall()
+        return {str(o): LogState(int(size), bytes(root), int(ts)) for o, size, root, ts in rows}
+
+    def close(self) -> None:
+        """Flush what is pending, stop the flusher and close the database."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        self._thread.join(timeout=30)
+        self._conn.close()
+
+    def submit(self, origin: str, state: LogState, note: str) -> threading.Event:
+        done = threading.Event()
+        with self._cond:
+            self._pending.append((origin, state, note, done))
+            self._cond.notify()
+        return done
+
+    def _flusher(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closing:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                batch, self._pending = self._pending, []
+            try:
+                if self.failed is None:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    self._conn.executemany(
+                        "INSERT INTO logs (origin, size, root, timestamp, note) VALUES (?, ?, ?, ?, ?) "
+                        "ON CONFLICT (origin) DO UPDATE SET size = excluded.size, root = excluded.root, "
+                        "timestamp = excluded.timestamp, note = excluded.note",
+                        [(o, st.size, st.root, st.timestamp, note) for o, st, note, _ in batch])
+                    self._conn.execute("COMMIT")
+            except BaseException as exc:  # a witness that cannot persist must stop cosigning
+                self.failed = exc
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+            for *_, done in batch:
+                done.set()
+
+
 class Witness:
-    """A witness over a folder: ``logs.json`` (the logs it follows), ``state/`` (latest size and root per
-    origin, one file each), ``evidence/`` (refused signed requests); its key is handed in by the caller
-    (``keys.Signer``, loaded from the folder's ``private/``)."""
+    """A witness over a folder: ``logs.json`` (the logs it follows), ``state.sqlite`` (latest size, root and
+    timestamp per origin), ``evidence/`` (refused signed requests); its key is handed in by the caller
+    (``keys.Signer``, loaded from the folder's ``private/``).
+
+    Concurrency: the check of a request against the log's latest state and the update of that state happen
+    under one lock per origin; the state is then persisted by the group-committing flusher, and the
+    cosignature is made and returned only once that commit is durable. A later request may be checked against
+    a state whose commit is still in flight; its own answer waits for a commit that includes it, so no answer
+    ever rests on a state that is not on disk. If a commit fails, the witness refuses everything from then on.
+    """
 
     def __init__(self, folder: Path, signer: Signer, *, clock: Callable[[], datetime]) -> None:
         self.folder = Path(folder)
@@ -184,29 +265,20 @@ class Witness:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self.logs = load_logs(self.folder)
-
-    # state ------------------------------------------------------------------------------------------------
-    def _state_path(self, origin: str) -> Path:
-        return self.folder / "state" / f"{hashlib.sha256(origin.encode()).hexdigest()[:32]}.json"
+        self._store = _StateStore(self.folder / STATE_FILE)
+        self._states = self._store.load()
 
     def state(self, origin: str) -> LogState | None:
-        path = self._state_path(origin)
-        if not path.is_file():
-            return None
-        try:
-            body = parse_json_object(path.read_bytes(), what=str(path))
-            if body.get("format") != STATE_FORMAT or body.get("origin") != origin:
-                raise MalformedInput("not this log's witness state", file=str(path))
-            return LogState(int(body["size"]), b64decode_strict(body["root"], what="root"),
-                            int(body.get("timestamp", 0)))
-        except (HeldoutError, KeyError, TypeError, ValueError) as exc:
-            # A witness that cannot read its state must not cosign anything: refusing is safe, guessing is not.
-            raise LedgerError(f"the witness state for {origin} is unreadable: {exc}", file=str(path)) from None
+        return self._states.get(origin)
 
-    def _save(self, origin: str, state: LogState, note: str) -> None:
-        body = {"format": STATE_FORMAT, "origin": origin, "size": state.size, "root": b64encode(state.root),
-                "timestamp": state.timestamp, "note": note}
-        write_atomic(self._state_path(origin), (json.dumps(body, sort_keys=True) + "\n").encode())
+    def close(self) -> None:
+        self._store.close()
+
+    def __enter__(self) -> Witness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _lock(self, origin: str) -> threading.Lock:
         with self._locks_guard:
@@ -223,6 +295,8 @@ class Witness:
     def add_checkpoint(self, body: bytes) -> Cosignature:
         """Check an add-checkpoint request and, when it passes, store the new state and cosign; raises a
         :class:`WitnessRefusal` carrying the HTTP status otherwise."""
+        if self._store.failed is not None:
+            raise LedgerError(f"the witness cannot persist its state ({self._store.failed}); it cosigns nothing")
         request = parse_request(body)
         checkpoint = request.checkpoint
         log = self.logs.get(checkpoint.origin)
@@ -234,7 +308,7 @@ class Witness:
             raise UnknownSignature(f"the checkpoint is not signed by the log's key: {exc.message}",
                                    origin=log.origin) from None
         with self._lock(log.origin):
-            state = self.state(log.origin)
+            state = self._states.get(log.origin)
             size = state.size if state else 0
             if request.old_size != size:
                 raise SizeConflict(f"old size {request.old_size} is not the witness's size {size}", size=size,
@@ -258,8 +332,13 @@ class Witness:
                                    new=checkpoint.size) from None
             # A witness's timestamps for one log never go backwards, whatever its clock does.
             timestamp = max(timestamp_of(self.clock()), state.timestamp if state else 0)
-            self._save(log.origin, LogState(checkpoint.size, checkpoint.root, timestamp), checkpoint.note)
-            return cosign(checkpoint, self.signer, timestamp)
+            new = LogState(checkpoint.size, checkpoint.root, timestamp)
+            self._states[log.origin] = new
+            durable = self._store.submit(log.origin, new, checkpoint.note)
+        durable.wait()
+        if self._store.failed is not None:
+            raise LedgerError(f"the witness could not persist its state ({self._store.failed}); not cosigned")
+        return cosign(checkpoint, self.signer, timestamp)
 
 
 LOGS_FILE = "logs.json"

@@ -165,7 +165,8 @@ def test_attack_split_view_the_witnesses_cosign_at_most_one(tmp_path: Path) -> N
         with pytest.raises(QuorumError, match="needs 2 of 3"):
             policy.evaluate(with_cosignatures(right, views["right"]), origin=honest.origin)
         for i, folder in enumerate(folders):  # and each witness's state is the view it cosigned
-            state = Witness(folder, witness_signer(i), clock=lambda: T0).state(honest.origin)
+            with Witness(folder, witness_signer(i), clock=lambda: T0) as witness:
+                state = witness.state(honest.origin)
             assert state is not None and state.root == (right.root if i == 2 else left.root)
         fork.close()
 
@@ -230,7 +231,8 @@ def test_a_checkpoint_note_with_cosignatures_still_verifies_as_the_logs(tmp_path
     with ledger:
         checkpoint: Checkpoint = ledger.latest_checkpoint()
         folder = witness_folder(tmp_path, 0, origin=ledger.origin, vkey=ledger.verifier_key)
-        cosigned = Witness(folder, witness_signer(0), clock=lambda: T0).add_checkpoint(body_for(ledger, 0))
+        with Witness(folder, witness_signer(0), clock=lambda: T0) as witness:
+            cosigned = witness.add_checkpoint(body_for(ledger, 0))
         note = with_cosignatures(checkpoint, [cosigned.line]).note
         verify_checkpoint(note, name=OPERATOR.name, key=OPERATOR.public_key, origin=ledger.origin)
         assert verifier_key_string(OPERATOR.name, OPERATOR.public_key) == ledger.verifier_key

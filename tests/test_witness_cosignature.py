@@ -139,7 +139,7 @@ def test_a_bad_cosignature_by_a_known_witness_is_refused_not_ignored() -> None:
 def make_witness(tmp_path: Path, ledger: Ledger, *, when: datetime = T0) -> Witness:
     folder = tmp_path / "witness"
     trust_log(folder, WitnessedLog(ledger.origin, ledger.key.name, ledger.key.public_key))
-    return Witness(folder, witness_signer(), clock=lambda: when)
+    return Witness(folder, witness_signer(), clock=lambda: when)  # closed by the caller (a context manager)
 
 
 def body_for(ledger: Ledger, old: int, size: int | None = None) -> bytes:
@@ -151,8 +151,7 @@ def body_for(ledger: Ledger, old: int, size: int | None = None) -> bytes:
 
 def test_witness_checks_in_spec_order_and_keeps_its_state(tmp_path: Path) -> None:
     signer = ledger_signer()
-    with new_ledger(tmp_path / "log", entries=3) as ledger:
-        witness = make_witness(tmp_path, ledger)
+    with new_ledger(tmp_path / "log", entries=3) as ledger, make_witness(tmp_path, ledger) as witness:
         first = witness.add_checkpoint(body_for(ledger, 0))
         first.verify(ledger.latest_checkpoint(), Cosigner.of(witness_signer()))
         assert first.timestamp == int(T0.timestamp())

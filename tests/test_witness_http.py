@@ -126,7 +126,8 @@ def test_a_witness_fed_a_fork_refuses_and_keeps_its_state(tmp_path: Path) -> Non
             forged_note = body_for(honest, 5).replace(b"ledger-operator", b"ledger-operatoR")
             assert post(server.url, forged_note)[0] == 403
             other.close()
-        state = Witness(folder, witness_signer(0), clock=lambda: T0).state(honest.origin)
+        with Witness(folder, witness_signer(0), clock=lambda: T0) as witness:
+            state = witness.state(honest.origin)
         assert state is not None and (state.size, state.root) == (5, honest.root())
         assert len(list((folder / "evidence").rglob("*.req"))) == 2  # the fork and the bad proof, kept
 

@@ -103,6 +103,7 @@ def serve(store: WitnessStore,
         stop.wait(timeout=max_seconds)
         server.shutdown()
         server.server_close()
+        witness.close()
 
 
 @app.command("add")

@@ -208,6 +208,7 @@ class Witnessing:
         known = ledger.witness_sizes()
         pending = {e.url: known.get(e.cosigner.vkey, 0) for e in self.endpoints}
         outcomes: dict[str, WitnessOutcome] = {}
+        received: list[tuple[Cosigner, Cosignature]] = []
         for _round in (0, 1):  # the second round only for witnesses that answered 409 with another size
             todo = [e for e in self.endpoints if e.url in pending]
             bodies = {}
@@ -223,35 +224,38 @@ class Witnessing:
             for e in todo:
                 if e.url not in futures:
                     continue
-                answer = futures[e.url].result()
-                outcome, retry = self._settle(ledger, e, checkpoint, answer)
+                outcome, retry, cosignature = self._settle(e, checkpoint, futures[e.url].result())
                 if retry is not None and _round == 0:
                     pending[e.url] = retry
+                if cosignature is not None:
+                    received.append((e.cosigner, cosignature))
                 outcomes[e.url] = outcome
             if not pending:
                 break
+        if received:  # verified above; the ledger verifies again and stores them in one transaction
+            ledger.add_cosignatures(checkpoint.size, received, now=self.clock())
         self.last_outcomes = [outcomes[e.url] for e in self.endpoints if e.url in outcomes]
         return self.last_outcomes
 
-    def _settle(self, ledger: Ledger, endpoint: WitnessEndpoint, checkpoint: Checkpoint,
-                answer: _Answer | Exception) -> tuple[WitnessOutcome, int | None]:
+    def _settle(self, endpoint: WitnessEndpoint, checkpoint: Checkpoint, answer: _Answer | Exception
+                ) -> tuple[WitnessOutcome, int | None, Cosignature | None]:
+        """One witness's answer: the outcome, the size to retry from after a 409, and its verified cosignature."""
         name, url = endpoint.cosigner.name, endpoint.url
 
         def failed(detail: str) -> WitnessOutcome:
             return WitnessOutcome(name, url, False, checkpoint.size, detail)
 
         if isinstance(answer, Exception):
-            return failed(f"unreachable: {answer}"), None
+            return failed(f"unreachable: {answer}"), None, None
         if answer.status == 409 and answer.content_type.split(";")[0].strip() == SIZE_CONTENT_TYPE:
             try:
                 size = parse_size_response(answer.body)
             except HeldoutError as exc:
-                return failed(f"409 with a bad body: {exc.message}"), None
-            return failed(f"409: the witness is at size {size}"), size
+                return failed(f"409 with a bad body: {exc.message}"), None, None
+            return failed(f"409: the witness is at size {size}"), size, None
         if answer.status != 200:
             text = answer.body[:200].decode("utf-8", errors="replace").strip()
-            return failed(f"{answer.status}: {text}"), None
-        stored: Cosignature | None = None
+            return failed(f"{answer.status}: {text}"), None, None
         try:
             for line in answer.body.decode("utf-8").splitlines(keepends=True):
                 try:
@@ -260,13 +264,12 @@ class Witnessing:
                     continue  # lines by keys we do not know are ignored
                 if (cosignature.name, cosignature.key_id) != (endpoint.cosigner.name, endpoint.cosigner.key_id):
                     continue
-                ledger.add_cosignature(checkpoint.size, endpoint.cosigner, cosignature, now=self.clock())
-                stored = cosignature
+                cosignature.verify(checkpoint, endpoint.cosigner)
+                return (WitnessOutcome(name, url, True, checkpoint.size, "cosigned", cosignature.timestamp), None,
+                        cosignature)
         except (HeldoutError, UnicodeDecodeError) as exc:
-            return failed(f"bad cosignature: {exc}"), None
-        if stored is None:
-            return failed("200 without a cosignature by this witness's key"), None
-        return WitnessOutcome(name, url, True, checkpoint.size, "cosigned", stored.timestamp), None
+            return failed(f"bad cosignature: {exc}"), None, None
+        return failed("200 without a cosignature by this witness's key"), None, None
 
 
 def attach(store: Store, ledger: Ledger, *, clock: Callable[[], datetime]) -> Witnessing | None:
