@@ -41,6 +41,7 @@ from ledger.witness import (
 )
 from tests.conftest import seeded_signer
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
+from tests.witness_support import body_for
 
 SPEC_ORIGIN = "example.com/behind-the-sofa"
 SPEC_ROOT = "CsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I="
@@ -140,13 +141,6 @@ def make_witness(tmp_path: Path, ledger: Ledger, *, when: datetime = T0) -> Witn
     folder = tmp_path / "witness"
     trust_log(folder, WitnessedLog(ledger.origin, ledger.key.name, ledger.key.public_key))
     return Witness(folder, witness_signer(), clock=lambda: when)  # closed by the caller (a context manager)
-
-
-def body_for(ledger: Ledger, old: int, size: int | None = None) -> bytes:
-    checkpoint = ledger.latest_checkpoint() if size is None else ledger.checkpoint_at(size)
-    assert checkpoint is not None
-    proof = () if old in (0, checkpoint.size) else ledger.consistency_proof(old, checkpoint.size).path
-    return request_body(old, proof, checkpoint.note)
 
 
 def test_witness_checks_in_spec_order_and_keeps_its_state(tmp_path: Path) -> None:
