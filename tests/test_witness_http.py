@@ -176,3 +176,19 @@ def test_witness_commands_refuse_bad_input(tmp_path: Path) -> None:
                    "--store", str(tmp_path / "w")).exit_code == 0
         assert cli("witness", "serve", "--store", str(tmp_path / "nokey"), "--listen", "127.0.0.1:0",
                    "--max-seconds", "0.1").exit_code == 2
+
+
+def test_a_failing_witness_never_fails_or_undoes_the_append(tmp_path: Path) -> None:
+    """Whatever goes wrong after the commit (a witness answering garbage, a bug in the hook), the append stands,
+    the error is kept, and the checkpoint is simply not witnessed."""
+    signer = ledger_signer()
+    with new_ledger(tmp_path / "log", entries=1) as ledger:
+        def broken(_ledger: Ledger, _checkpoint: object) -> None:
+            raise RuntimeError("witness exploded")
+
+        ledger.after_checkpoint = broken
+        index = ledger.append(bundle_entry(5), signer=signer, now=T0)
+        assert index == 2 and ledger.size == 3 and ledger.latest_checkpoint().size == 3
+        assert isinstance(ledger.witnessing_error, RuntimeError)
+        assert ledger.cosignature_lines(3) == []
+        ledger.verify()
