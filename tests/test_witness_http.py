@@ -6,6 +6,9 @@ status, ledger verify --policy, export, audit --from --policy) as a user runs th
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from datetime import timedelta
@@ -16,9 +19,9 @@ import pytest
 from heldout.witness.server import WitnessServer, running
 from keys import verifier_key_string
 from ledger import Ledger
-from ledger.cosignature import Cosignature, verified_cosignatures
+from ledger.cosignature import Cosignature, Cosigner, verified_cosignatures
 from ledger.witness import Witness
-from tests.conftest import seeded_signer
+from tests.conftest import REPO_ROOT, seeded_signer
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
 from tests.witness_support import (
     Clock,
@@ -192,3 +195,31 @@ def test_a_failing_witness_never_fails_or_undoes_the_append(tmp_path: Path) -> N
         assert isinstance(ledger.witnessing_error, RuntimeError)
         assert ledger.cosignature_lines(3) == []
         ledger.verify()
+
+
+def test_witness_serve_as_a_command_in_its_own_process(tmp_path: Path) -> None:
+    """init, trust-log and serve as a user runs them: a subprocess on an ephemeral port, stopped by SIGTERM."""
+    folder = tmp_path / "wdir"
+    made = cli("witness", "init", "--store", str(folder), "--name", "w.example/cli", "--json")
+    assert made.exit_code == 0, made.output
+    vkey = json.loads(made.stdout)["vkey"]
+    assert cli("witness", "init", "--store", str(folder), "--name", "again").exit_code == 2  # never overwritten
+    with new_ledger(tmp_path / "log", entries=2) as ledger:
+        assert cli("witness", "trust-log", ledger.origin, ledger.verifier_key, "--store", str(folder)).exit_code == 0
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HELDOUT_NOW": "2026-03-01T13:00:00Z"}
+        process = subprocess.Popen([sys.executable, "-m", "heldout", "witness", "serve", "--store", str(folder),
+                                    "--listen", "127.0.0.1:0", "--max-seconds", "60"], stdout=subprocess.PIPE,
+                                   text=True, env=env)
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            assert line.startswith("listening on http://127.0.0.1:"), line
+            url = line.split()[2]
+            status, _, body = post(url, body_for(ledger, 0))
+            assert status == 200
+            cosignature = Cosignature.parse_line(body.decode())
+            cosignature.verify(ledger.latest_checkpoint(), Cosigner.from_vkey(vkey))
+            assert cosignature.timestamp == int(T0.timestamp()) + 3600  # the witness's clock ($HELDOUT_NOW)
+        finally:
+            process.terminate()
+            assert process.wait(timeout=20) == 0
