@@ -32,7 +32,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from keys import HeldoutError, MalformedInput, PublicKey, Signer, b64decode_strict, b64encode, parse_verifier_key
+from keys import (
+    HeldoutError,
+    MalformedInput,
+    PublicKey,
+    Signer,
+    b64decode_strict,
+    b64encode,
+    parse_verifier_key,
+    verifier_key_string,
+)
 from keys.files import write_atomic
 from ledger.checkpoint import Checkpoint, parse_checkpoint, verify_checkpoint
 from ledger.cosignature import Cosignature, cosign, timestamp_of
@@ -154,14 +163,12 @@ class WitnessedLog:
 
     @property
     def vkey(self) -> str:
-        from keys import verifier_key_string
-
         return verifier_key_string(self.name, self.key)
 
     @classmethod
     def from_vkey(cls, origin: str, vkey: str) -> WitnessedLog:
-        if not origin or any(c.isspace() and c != " " for c in origin) or "\n" in origin:
-            raise MalformedInput("a log origin is one non-empty line", found=origin[:80])
+        if not origin or any(ord(c) < 0x20 or ord(c) == 0x7F for c in origin):
+            raise MalformedInput("a log origin is one non-empty line without control characters", found=origin[:80])
         name, _, key = parse_verifier_key(vkey)
         return cls(origin, name, key)
 

@@ -247,3 +247,22 @@ def test_policy_keywords_all_any_none_and_nested_groups() -> None:
     with pytest.raises(QuorumError, match="group both"):
         policy.evaluate(with_cosignatures(checkpoint, lines[1:]))
     assert parse_policy("quorum none\n").evaluate(checkpoint).quorum == "none"
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(min_value=1, max_value=5), data=st.data())
+def test_a_k_of_n_group_is_met_exactly_when_k_members_cosigned(n: int, data: st.DataObject) -> None:
+    k = data.draw(st.integers(min_value=1, max_value=n))
+    signers = [witness_signer(20 + i, name=f"h{i}.example") for i in range(n)]
+    cosigned = data.draw(st.sets(st.integers(min_value=0, max_value=n - 1)))
+    text = "".join(f"witness H{i} {Cosigner.of(s).vkey}\n" for i, s in enumerate(signers))
+    policy = parse_policy(text + f"group g {k} {' '.join(f'H{i}' for i in range(n))}\nquorum g\n")
+    checkpoint = sign_checkpoint("o", 2, bytes(32), ledger_signer())
+    note = with_cosignatures(checkpoint, [cosign(checkpoint, signers[i], 5 + i).line for i in sorted(cosigned)])
+    if len(cosigned) >= k:
+        witnessed = policy.evaluate(note)
+        assert set(witnessed.cosignatures) == {f"H{i}" for i in cosigned}
+        assert witnessed.time == datetime.fromtimestamp(5 + max(cosigned), tz=UTC)
+    else:
+        with pytest.raises(QuorumError, match=f"needs {k} of {n}"):
+            policy.evaluate(note)
