@@ -93,6 +93,8 @@ def test_attack_history_rebuilt_under_the_same_id(tmp_path: Path) -> None:
             assert cli("witness", "add", server.url, "--key", cosigner(i).vkey, store=store).exit_code == 0
         for i in range(1, 4):
             assert append_key_entry(store, ledger_id, tmp_path, i).exit_code == 0
+        # an append waits for the quorum only (2 of 3); sync brings the slowest witness up to date too
+        assert cli("witness", "sync", ledger_id, store=store).exit_code == 0
         first = tmp_path / "export1"
         assert cli("ledger", "export", ledger_id, str(first), store=store).exit_code == 0
         state = tmp_path / "follower.json"

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from datetime import timedelta
@@ -223,3 +225,23 @@ def test_witness_serve_as_a_command_in_its_own_process(tmp_path: Path) -> None:
         finally:
             process.terminate()
             assert process.wait(timeout=20) == 0
+
+
+def test_a_hanging_witness_does_not_hold_the_append_once_the_quorum_is_met(
+        setup: tuple[Path, str, Ledger, list[Path], Clock], tmp_path: Path) -> None:
+    """Witness 2 accepts the connection and never answers; with 2 of 3 the append returns on the other two's
+    cosignatures, long before the 5 s request timeout."""
+    store, ledger_id, ledger, folders, clock = setup
+    with ExitStack() as stack, socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody ever reads or answers
+        servers = [stack.enter_context(running(f, clock=clock)) for f in folders[:2]]
+        urls = [s.url for s in servers] + [f"http://127.0.0.1:{silent.getsockname()[1]}"]
+        for i, url in enumerate(urls):
+            assert cli("witness", "add", url, "--key", cosigner(i).vkey, store=store).exit_code == 0
+        assert cli("witness", "policy", str(policy_file(tmp_path, "2", ledger)), store=store).exit_code == 0
+        began = time.monotonic()
+        assert append_key_entry(store, ledger_id, tmp_path, 1).exit_code == 0
+        assert time.monotonic() - began < 4.0
+        status = cli("witness", "status", ledger_id, "--json", store=store)
+        assert status.exit_code == 0 and json.loads(status.stdout)["witnessed"]["cosigned_by"] == ["W0", "W1"]

@@ -172,7 +172,7 @@ def sync(ledger: LedgerOpt = None, store: StoreOption = None, as_json: JsonFlag 
         witnessing = opened.after_checkpoint
         if not isinstance(witnessing, Witnessing):
             raise UsageError("no witnesses configured; run: heldout witness add URL --key VKEY")
-        outcomes = [o.to_json() for o in witnessing.witness(opened)]
+        outcomes = [o.to_json() for o in witnessing.witness(opened, wait_all=True)]
         witnessing.close()
         _report_quorum(st, opened, outcomes, as_json)
 

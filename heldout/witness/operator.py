@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,7 +31,7 @@ from heldout.store import Store
 from keys import HeldoutError, MalformedInput, UsageError
 from keys.files import write_atomic
 from ledger import Checkpoint, Ledger
-from ledger.cosignature import Cosignature, Cosigner
+from ledger.cosignature import Cosignature, Cosigner, with_cosignatures
 from ledger.policy import Policy, QuorumError, Witnessed, parse_policy
 from ledger.witness import SIZE_CONTENT_TYPE, parse_size_response, request_body
 from seals import parse_json_object
@@ -133,7 +133,8 @@ class _Answer:
 
 
 class _Connection:
-    """One keep-alive HTTP connection to a witness, reopened once when the peer closed it."""
+    """One keep-alive HTTP connection to a witness, reopened once when the peer closed it; used by that
+    witness's one sender thread only."""
 
     def __init__(self, url: str, timeout: float) -> None:
         parts = urlsplit(url)
@@ -141,7 +142,6 @@ class _Connection:
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         self._make = lambda: cls(parts.hostname or "", parts.port, timeout=timeout)
         self._conn: http.client.HTTPConnection | None = None
-        self.lock = threading.Lock()
 
     def post(self, body: bytes) -> _Answer:
         for attempt in (0, 1):
@@ -171,18 +171,28 @@ class _Connection:
 
 class Witnessing:
     """Sends checkpoints to a set of witnesses and stores their cosignatures in the ledger. Usable as the
-    ledger's ``after_checkpoint`` hook. ``now`` stamps when cosignatures were received."""
+    ledger's ``after_checkpoint`` hook. ``clock`` stamps when cosignatures were received.
+
+    With a ``policy`` whose quorum needs witnesses, :meth:`witness` returns as soon as the cosignatures it has
+    satisfy the quorum (the answers of slower witnesses are then dropped: their state moved on anyway, and the
+    next request learns their size from a 409). Each witness has its own sender thread and keep-alive
+    connection, and gets at most one request in flight: a witness that hangs delays nobody else."""
 
     def __init__(self, endpoints: Sequence[WitnessEndpoint], *, clock: Callable[[], datetime],
-                 timeout: float = REQUEST_TIMEOUT_S) -> None:
+                 policy: Policy | None = None, timeout: float = REQUEST_TIMEOUT_S) -> None:
         self.endpoints = list(endpoints)
         self.clock = clock
+        self.policy = policy if policy is not None and policy.requires_witnesses else None
+        self.timeout = timeout
         self._connections = {e.url: _Connection(e.url, timeout) for e in self.endpoints}
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.endpoints)), thread_name_prefix="witness")
+        self._senders = {e.url: ThreadPoolExecutor(max_workers=1, thread_name_prefix="witness")
+                         for e in self.endpoints}
+        self._in_flight: dict[str, Future[_Answer | Exception]] = {}
         self.last_outcomes: list[WitnessOutcome] = []
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        for sender in self._senders.values():
+            sender.shutdown(wait=True)
         for connection in self._connections.values():
             connection.close()
 
@@ -194,43 +204,73 @@ class Witnessing:
         return request_body(old, proof, checkpoint.note)
 
     def _send(self, endpoint: WitnessEndpoint, body: bytes) -> _Answer | Exception:
-        connection = self._connections[endpoint.url]
         try:
-            with connection.lock:
-                return connection.post(body)
+            return self._connections[endpoint.url].post(body)
         except (http.client.HTTPException, OSError) as exc:
             return exc
 
-    def witness(self, ledger: Ledger, checkpoint: Checkpoint | None = None) -> list[WitnessOutcome]:
-        """Send ``checkpoint`` (default: the latest) to every witness; store what comes back. Never raises for
-        a witness's failure: each outcome says what happened."""
+    def _quorum_met(self, checkpoint: Checkpoint, received: list[tuple[Cosigner, Cosignature]],
+                    stored: list[str], wait_all: bool = False) -> bool:
+        if self.policy is None or wait_all:
+            return False
+        try:
+            self.policy.evaluate(with_cosignatures(checkpoint, [*stored, *(c.line for _, c in received)]))
+        except HeldoutError:
+            return False
+        return True
+
+    def witness(self, ledger: Ledger, checkpoint: Checkpoint | None = None, *,
+                wait_all: bool = False) -> list[WitnessOutcome]:
+        """Send ``checkpoint`` (default: the latest) to the witnesses; store what comes back. Never raises for
+        a witness's failure: each outcome says what happened. ``wait_all``: wait for every witness's answer
+        (up to the timeout) even once the quorum is met."""
         checkpoint = checkpoint or ledger.latest_checkpoint()
         known = ledger.witness_sizes()
+        stored = ledger.cosignature_lines(checkpoint.size)
         pending = {e.url: known.get(e.cosigner.vkey, 0) for e in self.endpoints}
         outcomes: dict[str, WitnessOutcome] = {}
         received: list[tuple[Cosigner, Cosignature]] = []
+        by_url = {e.url: e for e in self.endpoints}
+        deadline = time.monotonic() + 2 * self.timeout
         for _round in (0, 1):  # the second round only for witnesses that answered 409 with another size
-            todo = [e for e in self.endpoints if e.url in pending]
-            bodies = {}
-            for e in todo:
-                old = pending[e.url]
-                if old > checkpoint.size:
-                    outcomes[e.url] = WitnessOutcome(e.cosigner.name, e.url, False, old,
-                                                     f"the witness has size {old}, larger than this checkpoint")
-                    continue
-                bodies[e.url] = self._body(ledger, old, checkpoint)
+            futures: dict[Future[_Answer | Exception], WitnessEndpoint] = {}
+            for url, old in pending.items():
+                e = by_url[url]
+                busy = self._in_flight.get(url)
+                if busy is not None and not busy.done() and wait_all:
+                    wait([busy], timeout=self.timeout)  # an earlier, unawaited request: let it finish first
+                if busy is not None and not busy.done():
+                    outcomes[url] = WitnessOutcome(e.cosigner.name, url, False, checkpoint.size,
+                                                   "busy: its previous request is still unanswered")
+                elif old > checkpoint.size:
+                    outcomes[url] = WitnessOutcome(e.cosigner.name, url, False, old,
+                                                   f"the witness has size {old}, larger than this checkpoint")
+                else:
+                    future = self._senders[url].submit(self._send, e, self._body(ledger, old, checkpoint))
+                    self._in_flight[url] = future
+                    futures[future] = e
             pending = {}
-            futures = {e.url: self._pool.submit(self._send, e, bodies[e.url]) for e in todo if e.url in bodies}
-            for e in todo:
-                if e.url not in futures:
-                    continue
-                outcome, retry, cosignature = self._settle(e, checkpoint, futures[e.url].result())
-                if retry is not None and _round == 0:
-                    pending[e.url] = retry
-                if cosignature is not None:
-                    received.append((e.cosigner, cosignature))
-                outcomes[e.url] = outcome
-            if not pending:
+            waiting = set(futures)
+            while waiting and not self._quorum_met(checkpoint, received, stored, wait_all):
+                done, waiting = wait(waiting, timeout=max(0.0, deadline - time.monotonic()),
+                                     return_when=FIRST_COMPLETED)
+                if not done:
+                    break
+                for future in done:
+                    e = futures[future]
+                    outcome, retry, cosignature = self._settle(e, checkpoint, future.result())
+                    if retry is not None and _round == 0:
+                        pending[e.url] = retry
+                    if cosignature is not None:
+                        received.append((e.cosigner, cosignature))
+                    outcomes[e.url] = outcome
+            for future in waiting:  # not needed for the quorum: answered later or never, dropped either way
+                e = futures[future]
+                outcomes[e.url] = WitnessOutcome(e.cosigner.name, e.url, False, checkpoint.size,
+                                                 "not awaited: the quorum was met without it"
+                                                 if self._quorum_met(checkpoint, received, stored)
+                                                 else "no answer in time")
+            if not pending or self._quorum_met(checkpoint, received, stored, wait_all):
                 break
         if received:  # verified above; the ledger verifies again and stores them in one transaction
             ledger.add_cosignatures(checkpoint.size, received, now=self.clock())
@@ -273,11 +313,12 @@ class Witnessing:
 
 
 def attach(store: Store, ledger: Ledger, *, clock: Callable[[], datetime]) -> Witnessing | None:
-    """Make ``ledger`` send every new checkpoint to the store's witnesses (none configured: nothing)."""
+    """Make ``ledger`` send every new checkpoint to the store's witnesses (none configured: nothing); an append
+    waits until the store's policy quorum has cosigned (or every witness answered, or the timeout)."""
     endpoints = load_endpoints(store)
     if not endpoints:
         return None
-    witnessing = Witnessing(endpoints, clock=clock)
+    witnessing = Witnessing(endpoints, clock=clock, policy=store_policy(store))
     ledger.after_checkpoint = witnessing
     return witnessing
 
