@@ -17,12 +17,13 @@ import pytest
 
 from heldout.store import Store
 from heldout.witness.server import running
-from keys import verifier_key_string
+from keys import ExpiredError, verifier_key_string
 from ledger import Checkpoint, Ledger, verify_checkpoint
 from ledger.cosignature import verified_cosignatures, with_cosignatures
 from ledger.entries import encode_entry
 from ledger.policy import QuorumError, parse_policy
 from ledger.witness import Witness
+from tests.audit_support import add_bundle, build_store
 from tests.conftest import seeded_signer
 from tests.test_ledger_support import T0
 from tests.witness_support import (
@@ -204,9 +205,6 @@ def test_attack_evaluation_after_the_witnessed_expiry(tmp_path: Path, monkeypatc
     """gen1 expires 2027-03-01; a witness cosigns the ledger on 2027-03-05. The operator then sets its clock to
     2026-10-01 to log one more gen1 evaluation: refused. A modified program that ignores the witnessed time
     logs it anyway: the audit reports the late bundle."""
-    from keys import ExpiredError
-    from tests.audit_support import add_bundle, build_store
-
     fixture = build_store(tmp_path, bundles_per_generation=1, n_public=30, per_task=20)
     st = Store.open(fixture.store)
     with Ledger.open(Ledger.locate(st.ledgers, fixture.ledger_id)) as ledger:

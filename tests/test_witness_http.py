@@ -23,6 +23,7 @@ from keys import verifier_key_string
 from ledger import Ledger
 from ledger.cosignature import Cosignature, Cosigner, verified_cosignatures
 from ledger.witness import Witness
+from tests.audit_support import build_store
 from tests.conftest import REPO_ROOT, seeded_signer
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
 from tests.witness_support import (
@@ -245,3 +246,25 @@ def test_a_hanging_witness_does_not_hold_the_append_once_the_quorum_is_met(
         assert time.monotonic() - began < 4.0
         status = cli("witness", "status", ledger_id, "--json", store=store)
         assert status.exit_code == 0 and json.loads(status.stdout)["witnessed"]["cosigned_by"] == ["W0", "W1"]
+
+
+def test_verify_reveal_with_a_policy_needs_a_witnessed_export(tmp_path: Path) -> None:
+    fixture = build_store(tmp_path, bundles_per_generation=0, n_public=30, per_task=20)
+    with Ledger.open(Ledger.locate(fixture.store / "ledgers", fixture.ledger_id)) as ledger:
+        origin, vkey = ledger.origin, ledger.verifier_key
+        folder = witness_folder(tmp_path, 0, origin=origin, vkey=vkey)
+        with running(folder, clock=Clock(T0)) as server:
+            assert cli("witness", "add", server.url, "--key", cosigner(0).vkey, store=fixture.store).exit_code == 0
+            assert cli("witness", "sync", store=fixture.store).exit_code == 0
+        export = tmp_path / "export"
+        assert cli("ledger", "export", fixture.ledger_id, str(export), store=fixture.store).exit_code == 0
+        one = tmp_path / "one.policy"
+        one.write_text(f"log {vkey}\nwitness W0 {cosigner(0).vkey}\nquorum W0\n")
+        two = tmp_path / "two.policy"
+        two.write_text(f"log {vkey}\nwitness W0 {cosigner(0).vkey}\nwitness W1 {cosigner(1).vkey}\n"
+                       "group both all W0 W1\nquorum both\n")
+        key = ["--key", fixture.key_b64]
+        assert cli("verify-reveal", "public", "--from", str(export), *key, "--policy", str(one)).exit_code == 0
+        refused = cli("verify-reveal", "public", "--from", str(export), *key, "--policy", str(two))
+        assert refused.exit_code == 1 and "quorum 'both'" in refused.output
+        assert cli("verify-reveal", "public", "--policy", str(one), store=fixture.store).exit_code == 2
