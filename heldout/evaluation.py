@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.metrics import SPEC_VERSION, evaluation_bytes, split_origin_for
 from heldout.generations import (
+    GenerationState,
     charge_bits,
     check_budget,
     generation_cases,
@@ -28,8 +29,9 @@ from heldout.generations import (
 )
 from heldout.specs import load_supersessions, require_not_superseded
 from heldout.store import Store
-from keys import Signer, UsageError
+from keys import ExpiredError, Signer, UsageError
 from ledger import BlobStore, Ledger
+from seals import format_utc
 
 #: progress(task, step description, steps done, steps in all)
 EvaluationProgress = Callable[[str, str, int, int], None]
@@ -85,6 +87,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
         raise UsageError(f"no generation {request.generation!r} is sealed on this ledger", field="generation",
                          found=request.generation, expected=sorted(generations))
     state.require_current(now)
+    require_unexpired_by_witnesses(ledger, state)
     require_not_superseded(load_supersessions(ledger.entries()), SPEC_VERSION, now)
     unknown = [t for t in request.tasks if t not in state.tasks]
     if unknown:
@@ -112,6 +115,17 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
     return outcomes
 
 
+def require_unexpired_by_witnesses(ledger: Ledger, state: GenerationState) -> None:
+    """Expiry judged by the witnessed time, not the operator's clock: once witnesses have cosigned a checkpoint
+    at or after the generation's expiry, nothing more is evaluated on it, whatever ``now`` says (exit 3)."""
+    witnessed = ledger.witnessed_time()
+    if witnessed is not None and witnessed >= state.expiry:
+        raise ExpiredError(f"generation {state.name} expired at {format_utc(state.expiry)}: witnesses attest the "
+                           f"ledger reached {format_utc(witnessed)} (the local clock cannot undo that)",
+                           generation=state.name, expected=f"before {format_utc(state.expiry)}",
+                           found=f"witnessed {format_utc(witnessed)}")
+
+
 def record_bundle(ledger: Ledger, signer: Signer, blobs: BlobStore, entry: dict[str, Any],
                   evaluation: dict[str, Any], predictions_npz: bytes, *, now: datetime) -> BundleOutcome:
     """Charge a finished evaluation to its generation's budget and log it: refused (exit 4) before anything
@@ -122,6 +136,7 @@ def record_bundle(ledger: Ledger, signer: Signer, blobs: BlobStore, entry: dict[
     state = generations.get(name)
     if state is None:
         raise UsageError(f"no generation {name!r} is sealed on this ledger", field="generation", found=name)
+    require_unexpired_by_witnesses(ledger, state)
     require_not_superseded(load_supersessions(ledger.entries()), str(evaluation.get("spec_version")), now)
     entry = dict(entry)
     if state.release_mode == "ladder" and state.ladder_step is not None:

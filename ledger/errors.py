@@ -87,3 +87,8 @@ class BlobMissing(LedgerError, IncompleteError):
     """A content-addressed blob is not there, so what references it cannot be checked (exit 5)."""
 
     exit_code = 5
+
+
+class TimeRegression(LedgerUsageError):
+    """An append whose time is earlier than the ledger's last entry: the ledger's time only moves forward
+    (exit 2; nothing is written)."""

@@ -8,7 +8,8 @@ Layout (format ``heldout-ledger-export``, version 1)::
                                   ledger id, which is the hash of entry 0
       entries.jsonl               entry i is line i: its exact canonical bytes, then "\\n" (canonical JSON
                                   never contains a raw newline)
-      checkpoints/<size>.note     every signed checkpoint, byte for byte (C2SP signed note)
+      checkpoints/<size>.note     every signed checkpoint, byte for byte (C2SP signed note), followed by the
+                                  witnesses' cosignature/v1 lines the ledger holds for it
       blobs/sha256/<hh>/<hex>     every blob that an entry references (members named *_sha256) and the
                                   store holds; each file's name is its content's SHA-256
       keys/<key_id>.pub.json      public keys the ledger declares (genesis and ``key`` entries), nothing
@@ -101,7 +102,7 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
     conn = ledger.db.conn
     conn.execute("BEGIN")  # one snapshot: entries and checkpoints of the same state
     try:
-        checkpoints = ledger.checkpoints()
+        checkpoints = ledger.cosigned_checkpoints()
         size = checkpoints[-1].size
         digest = hashlib.sha256()
         referenced: dict[str, None] = {}

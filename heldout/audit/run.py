@@ -27,7 +27,14 @@ one run names everything it can):
    not already read, such as the seal manifests' copies);
 8. **export** (third party): export.json canonical, its ``entries``, ``keys``, ``seals``, ``blobs`` and
    ``missing_blobs`` members true of the files, every ``keys/`` file a key a ledger entry declares, no blob
-   file that no entry references.
+   file that no entry references;
+9. **time**: entries' ``created_utc`` never decrease along the ledger (an entry dated before its predecessor was
+   backdated, e.g. in an export the operator forged);
+10. **witnesses** (with a policy: ``--policy``, or in operator mode the store's): the latest checkpoint is cosigned
+   by the policy's quorum (else a finding naming the missing quorum), and no bundle was logged after a
+   witnessed time past its generation's expiry: a cosignature at time T on a checkpoint of size s says the log
+   had no more than s entries at T, so a bundle at index >= s with T at or past its expiry is a late one,
+   whatever date it claims.
 """
 
 from __future__ import annotations
@@ -64,7 +71,9 @@ from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import Supersession, load_supersessions
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError
 from ledger import blob_references, verify_checkpoint
+from ledger.cosignature import time_of
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
+from ledger.policy import Policy
 from ledger.rfc6962 import leaf_hash
 from ledger.tree import HashTree, MemoryNodes
 from seals import format_utc, parse_json_object, parse_utc, sha256_hex
@@ -137,8 +146,9 @@ class _Context:
 
 
 def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
-              progress: AuditProgress | None = None) -> AuditReport:
-    """Audit ``source`` at the reference time ``now``; never raises for what it finds (it reports it)."""
+              progress: AuditProgress | None = None, policy: Policy | None = None) -> AuditReport:
+    """Audit ``source`` at the reference time ``now``; never raises for what it finds (it reports it).
+    ``policy``: the witness policy the checkpoints must satisfy (default: the source's own, if any)."""
     report = AuditReport(ledger_id=source.ledger_id, mode=source.mode, audit_command=audit_command,
                          checked_utc=format_utc(now))
     ctx = _Context(source=source, report=report, now=now)
@@ -153,8 +163,67 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
     _check_passports(ctx)
     _check_blob_files(ctx)
     _check_export(ctx)
+    _check_times(ctx)
+    _check_witnessing(ctx, policy if policy is not None else source.witness_policy())
     report.generations = {name: _generation_summary(state) for name, state in ctx.generations.items()}
     return report
+
+
+def _check_times(ctx: _Context) -> None:
+    """Entry times never run backwards along the ledger (the append refuses it; a forged export may not)."""
+    previous: tuple[int, str] | None = None
+    for index, entry in sorted(ctx.entries.items()):
+        stamp = entry.get("created_utc")
+        if not isinstance(stamp, str):
+            continue
+        if previous is not None and stamp < previous[1]:
+            ctx.find("time", VerificationError(
+                f"entry {index} is dated {stamp}, before entry {previous[0]} ({previous[1]}): the ledger's time ran "
+                "backwards (backdated entry)", index=index, field="created_utc", expected=f">= {previous[1]}",
+                found=stamp), index=index, file=ctx.source.entries_file)
+        if previous is None or stamp >= previous[1]:
+            previous = (index, stamp)
+
+
+def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
+    if policy is None or not ctx.report.ledger_intact:
+        return
+    try:
+        checkpoints = sorted(ctx.source.checkpoints(), key=lambda c: c.size)
+        latest = checkpoints[-1]
+    except (HeldoutError, IndexError) as exc:
+        ctx.find("witnesses", exc if isinstance(exc, HeldoutError) else VerificationError("no checkpoint"))
+        return
+    origin = ctx.source.origin
+    try:
+        policy.evaluate(latest, origin=origin)
+        ctx.count("witnessed checkpoints")
+    except HeldoutError as exc:
+        ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(latest.size))
+    # (size, latest verified cosignature time) for every checkpoint, then each bundle against its generation
+    witnessed: list[tuple[int, datetime]] = []
+    for checkpoint in checkpoints:
+        try:
+            cosigned = policy.cosignatures(checkpoint)
+        except HeldoutError as exc:
+            ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(checkpoint.size))
+            continue
+        if cosigned:
+            witnessed.append((checkpoint.size, time_of(max(c.timestamp for c in cosigned.values()))))
+    for index, entry in sorted(ctx.entries.items()):
+        if entry.get("type") != "bundle":
+            continue
+        state = ctx.generations.get(str(entry.get("generation")))
+        if state is None:
+            continue
+        before = [(size, at) for size, at in witnessed if size <= index and at >= state.expiry]
+        if before:
+            size, at = before[0]
+            ctx.find("witnessed-time", VerificationError(
+                f"bundle entry {index} was logged after the witnesses attested {format_utc(at)} (checkpoint "
+                f"{size} does not contain it), past the expiry of {state.name} ({format_utc(state.expiry)})",
+                index=index, field="generation", expected=f"logged before {format_utc(state.expiry)}",
+                found=f"witnessed at {format_utc(at)} with size {size}"), index=index)
 
 
 def _replay(ctx: _Context, tick: AuditProgress) -> None:

@@ -15,6 +15,7 @@ from heldout.store import Store
 from keys import HeldoutError, IncompleteError, TrustedKey, UsageError, VerificationError
 from ledger import BlobStore, Checkpoint, Ledger, LedgerExport, ReplayReport, open_export
 from ledger.export import CHECKPOINTS, ENTRIES, SEALS
+from ledger.policy import Policy
 from ledger.replay import ProgressFn
 
 
@@ -54,6 +55,9 @@ class AuditSource(Protocol):
     def extra_keys(self) -> list[TrustedKey]: ...
 
     def export_problems(self) -> Iterator[HeldoutError]: ...
+    def witness_policy(self) -> Policy | None:
+        """The witness policy this source answers to by default (the operator's store's; none for exports)."""
+        ...
 
 
 class OperatorSource:
@@ -75,7 +79,7 @@ class OperatorSource:
         return self.ledger.entries_bytes()
 
     def checkpoints(self) -> list[Checkpoint]:
-        return self.ledger.checkpoints()
+        return self.ledger.cosigned_checkpoints()
 
     @property
     def entries_file(self) -> str:
@@ -131,6 +135,10 @@ class OperatorSource:
 
     def export_problems(self) -> Iterator[HeldoutError]:
         return iter(())  # the operator's own store has no export manifest
+    def witness_policy(self) -> Policy | None:
+        from heldout.witness.operator import load_endpoints, store_policy
+
+        return store_policy(self.store) if load_endpoints(self.store) else None
 
 
 class ExportSource:
@@ -205,6 +213,8 @@ class ExportSource:
 
     def export_problems(self) -> Iterator[HeldoutError]:
         return self.export.manifest_problems()
+    def witness_policy(self) -> Policy | None:
+        return None  # a third party names the witnesses it trusts (--policy); the export cannot
 
 
 def operator_source(store: Store, ledger_id: str | None) -> OperatorSource:

@@ -53,7 +53,8 @@ from keys import (
     UsageError,
     parse_key_argument,
 )
-from ledger import Ledger
+from ledger import Ledger, open_export
+from ledger.policy import load_policy
 from seals import format_utc, parse_json_object, parse_utc
 
 DEFAULT_KEY_NAME = "heldout-operator"
@@ -274,12 +275,22 @@ def verify_reveal_cmd(
     store: StoreOption = None,
     ledger: LedgerOption = None,
     at: AtOption = None,
+    policy_file: Annotated[Path | None, typer.Option(
+        "--policy", help="Witness policy (C2SP tlog-policy): --from must be a ledger export whose replay holds and "
+        "whose latest checkpoint the policy's quorum cosigned.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Recompute the set hash from a reveal and compare it with the signed manifest (exit 1 naming the first
     case that does not match)."""
     st = open_store(store)
     now = command_now(at)
+    if policy_file is not None:
+        policy = load_policy(policy_file)
+        if from_dir is None or not (from_dir / "export.json").is_file():
+            raise UsageError("--policy checks a ledger export: give --from EXPORT_DIR", field="--from")
+        exported = open_export(from_dir)
+        report = exported.verify(expected_id=ledger or exported.ledger_id)  # the entries the reveal is judged by
+        policy.evaluate(exported.latest_checkpoint(), origin=report.origin)
     if from_dir is not None:
         candidates = [from_dir / "seals" / f"{generation}.seal.json", from_dir / f"{generation}.seal.json"]
         found = next((p for p in candidates if p.is_file()), None)

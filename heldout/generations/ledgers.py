@@ -11,6 +11,7 @@ from pathlib import Path
 from heldout.store import Store
 from keys import Signer
 from ledger import Ledger
+from seals import system_clock
 
 
 def resolve_ledger_id(store: Store, ledger_id: str | None) -> str:
@@ -20,7 +21,17 @@ def resolve_ledger_id(store: Store, ledger_id: str | None) -> str:
 
 
 def open_ledger(store: Store, ledger_id: str | None = None) -> Ledger:
-    return Ledger.open(Ledger.locate(store.ledgers, resolve_ledger_id(store, ledger_id)))
+    """Open a ledger of the store; every checkpoint it signs from now on goes to the store's witnesses
+    (``heldout.witness.operator``)."""
+    from heldout.witness.operator import attach
+
+    ledger = Ledger.open(Ledger.locate(store.ledgers, resolve_ledger_id(store, ledger_id)))
+    try:
+        attach(store, ledger, clock=system_clock)
+    except BaseException:
+        ledger.close()
+        raise
+    return ledger
 
 
 def ledger_signer(store: Store, ledger: Ledger) -> Signer:

@@ -1013,6 +1013,16 @@ class _Replay:
             if m[member] != value:
                 raise ReplayFailure(MANIFEST, "export", f"{member} does not describe the export")
 
+    # R13 ------------------------------------------------------------------------------------------------
+    def entry_times(self) -> None:
+        latest = ""
+        for index, entry in enumerate(self.entries):
+            stamp = entry["created_utc"]
+            if stamp < latest:
+                raise ReplayFailure(ENTRIES, "time", f"entry {index} is dated {stamp}, before an earlier entry's "
+                                    f"{latest}: the ledger's time ran backwards")
+            latest = stamp
+
 
 def replay_export(folder: Path, ledger_id: str) -> Summary:
     """Replay the export in ``folder`` as the ledger ``ledger_id`` (the id the auditor pins); raise
@@ -1028,6 +1038,7 @@ def replay_export(folder: Path, ledger_id: str) -> Summary:
     r.bundles()           # R10
     passports = r.passports()  # R11
     r.manifest_claims()   # R12
+    r.entry_times()       # R13
     types: dict[str, int] = {}
     for entry in r.entries:
         types[entry["type"]] = types.get(entry["type"], 0) + 1
