@@ -162,8 +162,9 @@ def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, 
                       "inclusion_proof": [b64encode(h) for h in proof.path]})
         for member in ("evaluation_sha256", "predictions_sha256"):
             sources.append({"path": str(blobs.path(entry[member]).relative_to(store.root)), "sha256": entry[member]})
-    proofs = {"seal": _tlog_proof(ledger, state.seal_index, checkpoint),
-              "bundles": [_tlog_proof(ledger, ref["index"], checkpoint) for ref in cited]}
+    witnessed = ledger.cosigned_checkpoint(checkpoint.size)  # the proofs carry the witnesses' cosignatures
+    proofs = {"seal": _tlog_proof(ledger, state.seal_index, witnessed),
+              "bundles": [_tlog_proof(ledger, ref["index"], witnessed) for ref in cited]}
     manifest_file = manifest_path(store, state.name)
     sources = [
         {"path": str(audit_report_path(store, ledger.ledger_id).relative_to(store.root)),
@@ -366,7 +367,7 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
     bytes as extra data) must all rest on one checkpoint signed by the log key for the passport's ledger, include
     each cited bundle at its index (a bundle of the model on the generation logging the passport's evaluation) and
     the generation's seal (its set hash, manifest, and an expiry no earlier than the passport's). Returns the
-    checkpoint (the caller judges its witnessing against a policy)."""
+    checkpoint, cosignature lines included (the caller judges its witnessing against a policy)."""
     heldout = passport.heldout
     proofs = heldout.get("proofs") if isinstance(heldout, dict) else None
     if not isinstance(heldout, dict) or not isinstance(proofs, dict) or not isinstance(proofs.get("seal"), str) or \

@@ -30,6 +30,8 @@ from keys import (
     parse_key_argument,
 )
 from ledger import Checkpoint, Ledger, open_export
+from ledger.entries import origin_of
+from ledger.policy import Policy, Witnessed, load_policy
 from seals import Passport, PassportState, parse_json_object, verify_passport
 
 app = typer.Typer(help="Signed evidence records for one model.", no_args_is_help=True)
@@ -104,6 +106,25 @@ def _offline_proofs(passport: Passport, trusted: PublicKey | TrustedKey) -> Chec
     return check_passport_proofs(passport, log_name=passport.issuer.name, log_key=trusted)
 
 
+def _witnessed(passport: Passport, policy: Policy) -> Witnessed:
+    """The passport's proofs checked under a log key the policy lists, and their checkpoint's cosignatures
+    against the policy's quorum (raises naming the missing quorum: a passport anchored on a checkpoint the
+    witnesses never cosigned, such as one of a history rebuilt under the same ledger id, fails here)."""
+    if not isinstance(passport.heldout, dict):
+        raise VerificationError("the passport is not anchored to a ledger: no proofs to witness",
+                                field="computed.heldout")
+    problems: list[str] = []
+    for log in policy.logs:
+        try:
+            checkpoint = check_passport_proofs(passport, log_name=log.name, log_key=log.key)
+        except VerificationError as exc:
+            problems.append(f"{log.name}: {exc.message}")
+            continue
+        return policy.evaluate(checkpoint, origin=origin_of(str(passport.heldout.get("ledger_id"))))
+    raise UntrustedKey("the passport's proofs are not signed by a log the policy lists", field="--policy",
+                       found=problems)
+
+
 @app.command("verify")
 @handle_errors
 def verify(
@@ -113,13 +134,18 @@ def verify(
     store: StoreOption = None,
     from_dir: Annotated[Path | None, typer.Option("--from", help="Check against a public ledger export.")] = None,
     at: Annotated[str | None, typer.Option(help="Reference time (ISO 8601); default: now.")] = None,
+    policy_file: Annotated[Path | None, typer.Option(
+        "--policy", help="Witness policy (C2SP tlog-policy): the passport's proofs must rest on a checkpoint of a "
+        "log the policy lists, cosigned by its quorum (no network, no export needed).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Verify a passport: canonical form, Ed25519 signature, expiry; with its ledger (--from an export, else the
+    """Verify a passport: canonical form, Ed25519 signature, expiry, its offline proofs (with --policy: on a
+    checkpoint the policy's witnesses cosigned); with its ledger (--from an export, else the
     store's copy of that ledger: --store, $HELDOUT_STORE or the default store): the issuer key declared by the
     ledger, the passport logged, its checkpoint, inclusion proofs, expiry within its generation's, and whether
     its generation was retired since (lapsed, exit 4). Without its ledger the verdict says it was not checked."""
     moment = reference_time(at)
+    policy = load_policy(policy_file) if policy_file is not None else None
     doc = read_document_file(file, what="passport")
     facts = _ledger_facts(doc, store, from_dir)
     if facts is not None:
@@ -130,11 +156,17 @@ def verify(
         trusted = trusted_key_for(doc, key, store)
         verdict = verify_passport(doc, trusted, at=moment)
         proven = _offline_proofs(verdict.passport, trusted)
+    witnessed = _witnessed(verdict.passport, policy) if policy is not None else None
     checked = facts is not None
     offline = None if proven is None else (f"its seal and {len(verdict.passport.evaluations)} bundles proven "
                                            f"included offline at checkpoint size {proven.size}")
+    if witnessed is not None:
+        offline = (offline + "; " if offline else "") + (
+            f"its checkpoint {witnessed.checkpoint.size} is cosigned by quorum {witnessed.quorum} "
+            f"({', '.join(sorted(witnessed.cosignatures))})")
     if as_json:
         print_json({**verdict.to_json(), "ledger_checked": checked,
+                    **({} if witnessed is None else {"witnessed": witnessed.to_json()}),
                     **({} if checked else {"qualification": UNCHECKED}),
                     **({} if proven is None else {"offline_proofs": {"checkpoint_size": proven.size,
                                                                      "verdict": offline}})})

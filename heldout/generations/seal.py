@@ -45,6 +45,7 @@ from heldout.store import Store
 from keys import MalformedInput, Signer, UsageError, VerificationError
 from keys.files import ensure_private_dir, write_atomic, write_private_file
 from ledger import AppendConflict, BlobStore, Ledger
+from ledger.cosignature import with_cosignatures
 from seals import format_utc, sha256_hex
 from seals.manifest import (
     ReleasePolicy,
@@ -193,16 +194,31 @@ def _commit_and_intend(ledger: Ledger, signer: Signer, request: SealRequest, nam
 
 def _draw(ledger: Ledger, name: str, intent_index: int, pools: Mapping[str, PoolRef],
           candidates: Mapping[str, Sequence[CaseOpening]], per_task: int) -> tuple[DrawRecord, list[CaseOpening]]:
-    """Derive the seed from the first checkpoint containing the intent, and draw."""
-    checkpoint = ledger.checkpoint_at(intent_index + 1)
-    if checkpoint is None:
+    """Derive the seed from the first checkpoint containing the intent (its witnesses' cosignatures when the
+    ledger is witnessed, else its root), and draw."""
+    size = intent_index + 1
+    signed = ledger.checkpoint_at(size)
+    if signed is None:
         raise VerificationError("the ledger signed no checkpoint containing the seal intent", index=intent_index)
-    source = "checkpoint-root"
-    material = seed_material(source, root=checkpoint.root)
+    # read once (a slow witness may still add one afterwards); recorded without their line ends
+    lines = tuple(line.rstrip("\n") for line in ledger.cosignature_lines(size))
+    checkpoint = with_cosignatures(signed, [line + "\n" for line in lines])
+    if lines:
+        source = "witness-cosignatures"
+        material = seed_material(source, cosignatures=lines)
+    elif ledger.after_checkpoint is not None:
+        # Witnesses are configured but none cosigned: refuse rather than fall back to the weaker seed the
+        # operator could steer (the intent stays logged; a later seal shows as a retried draw).
+        raise VerificationError(f"no witness cosigned checkpoint {size}, which contains the seal intent of {name}: "
+                                "the draw needs their cosignatures (heldout witness sync, then seal again)",
+                                index=intent_index, size=size, cause=str(ledger.witnessing_error or ""))
+    else:
+        source = "checkpoint-root"
+        material = seed_material(source, root=checkpoint.root)
     seed = derive_seed(source, material)
     drawn = draw_cases(seed, candidates, dict.fromkeys(candidates, per_task))
     record = DrawRecord(seed_source=source, intent_index=intent_index, pools=dict(pools),
-                        checkpoint_size=checkpoint.size, checkpoint_note=checkpoint.note, cosignatures=(),
+                        checkpoint_size=checkpoint.size, checkpoint_note=checkpoint.note, cosignatures=lines,
                         seed=seed.hex())
     return record, drawn
 

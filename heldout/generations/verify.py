@@ -115,6 +115,11 @@ def check_draw_binding(manifest: SealManifest, state: GenerationState, entry_at:
     if checkpoint.size != draw.checkpoint_size or checkpoint.root != root_at(checkpoint.size):
         raise VerificationError(f"the seed checkpoint of {state.name} is not this ledger's at size "
                                 f"{draw.checkpoint_size}", index=state.seal_index, field="draw.checkpoint")
+    signatures = set(draw.checkpoint_note.split("\n\n", 1)[-1].splitlines())
+    stray = [line for line in draw.cosignatures if line not in signatures]
+    if stray:
+        raise VerificationError(f"the draw of {state.name} names a cosignature its checkpoint note does not carry",
+                                index=state.seal_index, field="draw.cosignatures", found=stray[0][:80])
     recompute_seed(draw, checkpoint.root)
 
 
