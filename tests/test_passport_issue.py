@@ -27,12 +27,17 @@ AFTER_GEN1_EXPIRY = "2027-03-15T00:00:00Z"
 runner = CliRunner()
 
 
-@pytest.fixture
-def fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AuditFixture:
+def passport_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AuditFixture:
+    """The audit fixture's store, with the clock at the issue time and no $HELDOUT_STORE."""
     built = build_store(tmp_path)
     monkeypatch.setenv("HELDOUT_NOW", ISSUE_AT)
     monkeypatch.delenv("HELDOUT_STORE", raising=False)
     return built
+
+
+@pytest.fixture
+def fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AuditFixture:
+    return passport_store(tmp_path, monkeypatch)
 
 
 def run(*args: str) -> Result:

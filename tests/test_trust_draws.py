@@ -23,19 +23,27 @@ from heldout.generations.draw import derive_seed, draw_positions, seed_material
 from heldout.store import Store
 from seals import parse_utc
 from tests.conftest import seeded_signer
-from tests.generations_support import EXPIRES, NOW, cli, init_store, write_npz
+from tests.generations_support import EXPIRES, NOW, cli, store_with_pools
 
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setenv("HELDOUT_NOW", NOW)
-    store = tmp_path / "store"
-    ledger_id = init_store(store)
-    data = tmp_path / "data"
-    write_npz(data / "bloodmnist.npz", shape=(28, 28, 3), classes=8, seed=1)
-    result = cli("pool", "add", "bloodmnist", str(data / "bloodmnist.npz"), "--split", "train", store=store)
-    assert result.exit_code == 0, result.output
+    store, ledger_id, _ = store_with_pools(tmp_path, ("bloodmnist",))
     return SimpleNamespace(store=store, ledger_id=ledger_id, key=seeded_signer(1).public_key.b64)
+
+
+def log_an_intent(env: SimpleNamespace, name: str) -> int:
+    """The dishonest operator's own program: commit the pool and log a seal intent for ``name``, then look at
+    the draw privately; returns the intent's index."""
+    st = Store.open(env.store)
+    with open_ledger(st) as ledger:
+        request = SealRequest(generation=name, tasks=("bloodmnist",), per_task=20, budget_bits=10.0,
+                              expiry=parse_utc(EXPIRES))
+        candidates = seal_module._candidates(st, ledger, request, ("bloodmnist",), {})
+        index, _ = seal_module._commit_and_intend(ledger, ledger_signer(st, ledger), request, name, candidates,
+                                                  seal_module.ReleasePolicy(), parse_utc(NOW))
+    return index
 
 
 def seal(env: SimpleNamespace, name: str, per_task: int = 20) -> dict[str, Any]:
@@ -106,13 +114,8 @@ def test_a_sealed_draw_is_the_one_the_logged_checkpoint_selects_and_verifies_at_
 
 def test_attack_a_retried_draw_is_reported_naming_both_intents(env: SimpleNamespace) -> None:
     """The dishonest operator commits and draws gen1, dislikes the draw, and seals gen1 again for another."""
+    first = log_an_intent(env, "gen1")
     st = Store.open(env.store)
-    with open_ledger(st) as ledger:
-        request = SealRequest(generation="gen1", tasks=("bloodmnist",), per_task=20, budget_bits=10.0,
-                              expiry=parse_utc(EXPIRES))
-        candidates = seal_module._candidates(st, ledger, request, ("bloodmnist",), {})
-        first, _ = seal_module._commit_and_intend(ledger, ledger_signer(st, ledger), request, "gen1", candidates,
-                                                  seal_module.ReleasePolicy(), parse_utc(NOW))
     seal(env, "gen1")  # the retry: a second intent, the draw it gives is sealed
     findings = [f for f in audit_findings(env) if f["check"] == "draw"]
     assert len(findings) == 1
@@ -122,13 +125,7 @@ def test_attack_a_retried_draw_is_reported_naming_both_intents(env: SimpleNamesp
 
 
 def test_attack_an_abandoned_draw_under_another_name_is_reported(env: SimpleNamespace) -> None:
-    st = Store.open(env.store)
-    with open_ledger(st) as ledger:
-        request = SealRequest(generation="gen1", tasks=("bloodmnist",), per_task=20, budget_bits=10.0,
-                              expiry=parse_utc(EXPIRES))
-        candidates = seal_module._candidates(st, ledger, request, ("bloodmnist",), {})
-        abandoned, _ = seal_module._commit_and_intend(ledger, ledger_signer(st, ledger), request, "gen1",
-                                                      candidates, seal_module.ReleasePolicy(), parse_utc(NOW))
+    abandoned = log_an_intent(env, "gen1")
     seal(env, "gen2")
     findings = [f for f in audit_findings(env) if f["check"] == "draw"]
     assert [f["index"] for f in findings] == [abandoned] and "never sealed" in findings[0]["message"]

@@ -17,17 +17,14 @@ import pytest
 
 from keys import TrustedKey
 from seals import canonical_bytes, sign_document
-from tests.audit_support import AuditFixture, build_store
+from tests.audit_support import AuditFixture
 from tests.conftest import seeded_signer
-from tests.test_passport_issue import ISSUE_AT, export, forge, issued, log_passport, run, verify
+from tests.test_passport_issue import export, forge, issued, log_passport, passport_store, run, verify
 
 
 @pytest.fixture
 def fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AuditFixture:
-    built = build_store(tmp_path)
-    monkeypatch.setenv("HELDOUT_NOW", ISSUE_AT)
-    monkeypatch.delenv("HELDOUT_STORE", raising=False)
-    return built
+    return passport_store(tmp_path, monkeypatch)
 
 
 def third_party_audit(fixture: AuditFixture, folder: Path, tmp_path: Path) -> dict[str, Any]:

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from keys import MalformedInput, VerificationError
+from keys import MalformedInput, Signer, VerificationError
+from ledger import Ledger
 from ledger.tlogproof import TLOG_PROOF_HEADER, TlogProof, parse_tlog_proof, verify_tlog_proof
-from tests.audit_support import AuditFixture, build_store
+from tests.audit_support import AuditFixture
 from tests.conftest import REPO_ROOT, seeded_signer
 from tests.test_ledger_support import new_ledger
-from tests.test_passport_issue import ISSUE_AT, forge, issued, verify
+from tests.test_passport_issue import forge, issued, passport_store, verify
 
 EXAMPLE = REPO_ROOT / "tests" / "data" / "c2sp" / "tlog-proof-example.txt"
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -30,15 +31,20 @@ def test_the_specifications_example_parses() -> None:
     assert proof.text() == EXAMPLE.read_text(encoding="utf-8")  # byte for byte back
 
 
+def small_ledger(folder: Path, entries: int) -> tuple[Ledger, Signer]:
+    signer = seeded_signer(1, name="log-op")
+    ledger = new_ledger(folder, signer)
+    for i in range(entries):
+        ledger.append({"type": "retire", "v": 1, "generation": f"gen{i + 1}", "reason": "test",
+                       "created_utc": "2026-03-01T12:00:00Z"}, signer=signer, now=T0)
+    return ledger, signer
+
+
 def test_proof_bytes_follow_the_specification_line_by_line(tmp_path: Path) -> None:
     """Assembled here from the spec's rules, not from our formatter: header line; "extra " + base64 (only
     with extra data); "index " + decimal; one base64 hash per line, sibling first; an empty line; the checkpoint
     verbatim."""
-    signer = seeded_signer(1, name="log-op")
-    ledger = new_ledger(tmp_path, signer)
-    for i in range(6):
-        ledger.append({"type": "retire", "v": 1, "generation": f"gen{i + 1}", "reason": "test",
-                       "created_utc": "2026-03-01T12:00:00Z"}, signer=signer, now=T0)
+    ledger, signer = small_ledger(tmp_path, 6)
     checkpoint = ledger.latest_checkpoint()
     for index in range(ledger.size):
         inclusion = ledger.inclusion_proof(index, checkpoint.size)
@@ -72,11 +78,7 @@ def test_malformed_proofs_are_refused(broken: Any) -> None:
 
 
 def test_a_proof_fails_for_another_record_index_or_key(tmp_path: Path) -> None:
-    signer = seeded_signer(1, name="log-op")
-    ledger = new_ledger(tmp_path, signer)
-    for i in range(4):
-        ledger.append({"type": "retire", "v": 1, "generation": f"gen{i + 1}", "reason": "test",
-                       "created_utc": "2026-03-01T12:00:00Z"}, signer=signer, now=T0)
+    ledger, signer = small_ledger(tmp_path, 4)
     checkpoint = ledger.latest_checkpoint()
     inclusion = ledger.inclusion_proof(2, checkpoint.size)
     good = TlogProof(index=2, path=tuple(inclusion.path), checkpoint=checkpoint.note, extra=ledger.entry_bytes(2))
@@ -92,9 +94,7 @@ def test_a_proof_fails_for_another_record_index_or_key(tmp_path: Path) -> None:
 
 @pytest.fixture
 def fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AuditFixture:
-    built = build_store(tmp_path)
-    monkeypatch.setenv("HELDOUT_NOW", ISSUE_AT)
-    monkeypatch.delenv("HELDOUT_STORE", raising=False)
+    built = passport_store(tmp_path, monkeypatch)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no default store: nothing but the passport file
     monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     return built
