@@ -24,11 +24,11 @@ from heldout.witness.server import running
 from ledger import Checkpoint, Ledger
 from ledger.tlogproof import TlogProof
 from seals import canonical_bytes, sign_document
-from tests.audit_support import AuditFixture, build_store
+from tests.audit_support import AuditFixture
 from tests.conftest import seeded_signer
-from tests.generations_support import EXPIRES, NOW, init_store, write_npz
+from tests.generations_support import EXPIRES, NOW, store_with_pools
 from tests.generations_support import cli as gen_cli
-from tests.test_passport_issue import ISSUE_AT, issued, run, verify
+from tests.test_passport_issue import ISSUE_AT, issued, passport_store, run, verify
 from tests.witness_support import Clock, body_for, cosigner, post, witness_folder
 
 OPERATOR = seeded_signer(1, name="test-operator", key_id="test-key-1")
@@ -60,11 +60,7 @@ def witnesses(root: Path, store: Path, ledger_id: str) -> Iterator[list[Any]]:
 def test_a_witnessed_seal_draws_from_the_witnesses_cosignatures(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HELDOUT_NOW", NOW)
-    store = tmp_path / "store"
-    ledger_id = init_store(store)
-    write_npz(tmp_path / "data" / "bloodmnist.npz", shape=(28, 28, 3), classes=8, seed=1)
-    assert gen_cli("pool", "add", "bloodmnist", str(tmp_path / "data" / "bloodmnist.npz"), "--split", "train",
-                   store=store).exit_code == 0
+    store, ledger_id, _ = store_with_pools(tmp_path, ("bloodmnist",))
     with witnesses(tmp_path, store, ledger_id):
         result = gen_cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--budget-bits", "10",
                          "--expires", EXPIRES, store=store)
@@ -82,9 +78,7 @@ def test_a_witnessed_seal_draws_from_the_witnesses_cosignatures(tmp_path: Path,
 
 @pytest.fixture
 def fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AuditFixture:
-    built = build_store(tmp_path)
-    monkeypatch.setenv("HELDOUT_NOW", ISSUE_AT)
-    monkeypatch.delenv("HELDOUT_STORE", raising=False)
+    built = passport_store(tmp_path, monkeypatch)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no default store: the passport file and the policy
     monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     return built
