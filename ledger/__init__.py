@@ -1,7 +1,8 @@
-"""The transparency log: SQLite storage, RFC 6962 tree (pymerkle for roots), RFC 9162 proofs, C2SP checkpoints,
-export and replay, and a checkpoint client that cannot be rolled back. Only this package touches the ledger
+"""The transparency log: SQLite or PostgreSQL storage, RFC 6962 tree (pymerkle for roots), RFC 9162 proofs, C2SP
+checkpoints, export and replay, and a checkpoint client that cannot be rolled back. Only this package touches the ledger
 database."""
 
+from ledger.backend import LedgerBackend, MigrationReport, backend_at, migrate
 from ledger.blobs import BlobStore
 from ledger.checkpoint import Checkpoint, parse_checkpoint, sign_checkpoint, verify_checkpoint
 from ledger.client import CheckpointClient
@@ -22,6 +23,7 @@ from ledger.errors import (
 )
 from ledger.export import LedgerExport, export_ledger, open_export
 from ledger.ledger import Ledger
+from ledger.log import BlobReader, LogReader, LogWriter
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.replay import ReplayReport
 from ledger.verify import (
@@ -36,6 +38,7 @@ __all__ = [
     "MAX_ENTRY_BYTES",
     "AppendConflict",
     "BlobMissing",
+    "BlobReader",
     "BlobStore",
     "Checkpoint",
     "CheckpointClient",
@@ -45,18 +48,24 @@ __all__ = [
     "ForkError",
     "InclusionProof",
     "Ledger",
+    "LedgerBackend",
     "LedgerError",
     "LedgerExport",
     "LedgerIntegrityError",
     "LedgerKeyError",
     "LedgerUsageError",
+    "LogReader",
+    "LogWriter",
+    "MigrationReport",
     "NoteFormatError",
     "ProofError",
     "ReplayReport",
     "RollbackError",
+    "backend_at",
     "blob_references",
     "export_ledger",
     "ledger_id_of",
+    "migrate",
     "open_export",
     "origin_of",
     "parse_checkpoint",

@@ -99,9 +99,7 @@ def export_ledger(ledger: Ledger, dest: Path, *, blobs: BlobStore | None = None,
 
 
 def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | None) -> dict[str, Any]:
-    conn = ledger.db.conn
-    conn.execute("BEGIN")  # one snapshot: entries and checkpoints of the same state
-    try:
+    with ledger.snapshot():  # entries and checkpoints of the same state
         checkpoints = ledger.cosigned_checkpoints()
         size = checkpoints[-1].size
         digest = hashlib.sha256()
@@ -119,8 +117,6 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
             _write_file(out / CHECKPOINTS / f"{checkpoint.size}.note", checkpoint.note_bytes)
         root = ledger.root(size)
         keys = _ledger_keys(ledger)
-    finally:
-        conn.execute("COMMIT")
 
     copied: list[str] = []
     missing: list[str] = []
@@ -228,6 +224,9 @@ class LedgerExport:
 
     def entry(self, index: int) -> dict[str, Any]:
         return parse_json_object(self.entry_bytes(index), what=f"entry {index}")
+
+    def leaf_hash(self, index: int) -> bytes:
+        return leaf_hash(self.entry_bytes(index))
 
     def entries(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
         for index, data in enumerate(self._load()[start:end], start=start):

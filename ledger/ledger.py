@@ -1,13 +1,15 @@
-"""The ledger: an append-only log of typed entries in one SQLite file, a Merkle tree over them, and a signed
-checkpoint for every append batch.
+"""The ledger: an append-only log of typed entries, a Merkle tree over them, and a signed checkpoint for every
+append batch. The rows live in a backend (``ledger.storage``: a SQLite file, ``ledger.sqlite``, or a
+PostgreSQL schema, ``ledger.postgres``); everything else is here, written once for both.
 
 Writing. ``append``/``append_batch`` validate and canonicalise the entries first (nothing is written for a
-refused entry), then, in one ``BEGIN IMMEDIATE`` transaction: read the size, insert the entries and the
+refused entry), then, in one write transaction under the backend's writer lock (SQLite's ``BEGIN
+IMMEDIATE``, PostgreSQL's advisory lock on the ledger): read the size, insert the entries and the
 perfect-subtree nodes they complete, compute the new root, check that it is consistent with the last signed
 checkpoint (an RFC 9162 consistency proof from the stored tree, verified by ``ledger.verify``), sign the
-checkpoint and insert it, commit. The commit is the acknowledgement: WAL with ``synchronous=FULL`` makes it
-durable before ``append`` returns. Several processes may append at once; the write lock serializes them into
-one history and every checkpoint extends the previous one.
+checkpoint and insert it, commit. The commit is the acknowledgement: it is durable before ``append`` returns
+(SQLite: WAL with ``synchronous=FULL``; PostgreSQL: ``synchronous_commit``). Several processes may append at
+once; the lock serializes them into one history and every checkpoint extends the previous one.
 
 The ledger's checkpoint key is the one its genesis entry declares: any other signer is refused.
 
@@ -24,9 +26,8 @@ stored by :meth:`add_cosignature` (each verified first) and served by :meth:`cos
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -35,17 +36,15 @@ from typing import Any
 from sqlite_utils import Database
 
 from keys import HeldoutError, Signer, TrustedKey, verifier_key_string
-from keys.files import fsync_dir
+from ledger import sqlite
 from ledger.checkpoint import Checkpoint, parse_checkpoint, sign_checkpoint
 from ledger.cosignature import Cosignature, Cosigner, time_of, with_cosignatures
-from ledger.db import MIN_NODE_LEVEL, connect
+from ledger.db import MIN_NODE_LEVEL
 from ledger.entries import (
     NONCE_BYTES,
     decode_entry,
     encode_entry,
     genesis_key,
-    is_ledger_id,
-    is_ledger_prefix,
     ledger_id_of,
     make_genesis,
     origin_of,
@@ -63,67 +62,36 @@ from ledger.errors import (
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.replay import CheckpointClaim, ProgressFn, ReplayReport, replay
 from ledger.rfc6962 import leaf_hash
+from ledger.storage import CheckpointRow, Fill, LedgerStorage
 from ledger.tree import HashTree, frontier_push, frontier_root
 from ledger.verify import verify_consistency
 from seals import format_utc, parse_json_object
 
-LEDGER_SUFFIX = ".sqlite"
-
-
-class _SqliteNodes:
-    """The tree's :class:`ledger.tree.NodeSource` over the ledger's tables (level 0 = entries.leaf_hash)."""
-
-    min_stored_level = MIN_NODE_LEVEL
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def tree_size(self) -> int:
-        row = self.conn.execute("SELECT MAX(idx) FROM entries").fetchone()
-        return 0 if row[0] is None else int(row[0]) + 1
-
-    def node(self, level: int, index: int) -> bytes:
-        if level == 0:
-            row = self.conn.execute("SELECT leaf_hash FROM entries WHERE idx = ?", (index,)).fetchone()
-        else:
-            row = self.conn.execute("SELECT hash FROM nodes WHERE level = ? AND idx = ?", (level, index)).fetchone()
-        if row is None:
-            raise LedgerIntegrityError("a tree node is missing from the ledger database", level=level, index=index)
-        return bytes(row[0])
-
-    def leaf_range(self, offset: int, width: int) -> list[bytes]:
-        rows = self.conn.execute("SELECT leaf_hash FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
-                                 (offset, offset + width)).fetchall()
-        if len(rows) != width:
-            raise LedgerIntegrityError("leaf hashes are missing from the ledger database", index=offset)
-        return [bytes(r[0]) for r in rows]
-
 
 class Ledger:
-    """One ledger file. Use :meth:`create` or :meth:`open`; close it (or use it as a context manager)."""
+    """One ledger, on whichever backend holds its rows (``ledger.storage``): a SQLite file (:meth:`create`,
+    :meth:`open`) or a PostgreSQL schema (``ledger.backend``). Close it (or use it as a context manager)."""
 
-    def __init__(self, db: Database, path: Path) -> None:
-        self.db = db
-        self.path = path
-        self._conn = db.conn
-        self._nodes = _SqliteNodes(self._conn)
-        self._tree = HashTree(self._nodes)
-        row = self._conn.execute("SELECT data FROM entries WHERE idx = 0").fetchone()
-        if row is None:
-            raise LedgerIntegrityError(f"{path} has no genesis entry", path=str(path), index=0)
-        genesis_bytes = bytes(row[0])
+    def __init__(self, storage: LedgerStorage) -> None:
+        self.storage = storage
+        self.path: Path | None = storage.path
+        self.location: str = storage.location
+        self._tree = HashTree(storage)
+        genesis_bytes = storage.entry_data(0)
+        if genesis_bytes is None:
+            raise LedgerIntegrityError(f"{self.location} has no genesis entry", path=self.location, index=0)
         self.genesis: dict[str, Any] = decode_entry(genesis_bytes, index=0)
         self.ledger_id: str = ledger_id_of(genesis_bytes)
         self.origin: str = origin_of(self.ledger_id)
         self.key: TrustedKey = genesis_key(self.genesis)
         self.after_checkpoint: Callable[[Ledger, Checkpoint], None] | None = None
         self.witnessing_error: BaseException | None = None
-        meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        meta = storage.meta()
         if meta.get("ledger_id") != self.ledger_id:
             raise LedgerIntegrityError("the ledger id recorded in the database is not the hash of its genesis entry",
-                                       path=str(path), expected=self.ledger_id, found=meta.get("ledger_id"))
+                                       path=self.location, expected=self.ledger_id, found=meta.get("ledger_id"))
         if meta.get("min_node_level") != str(MIN_NODE_LEVEL):
-            raise LedgerUsageError("the ledger database stores its tree in another layout", path=str(path),
+            raise LedgerUsageError("the ledger database stores its tree in another layout", path=self.location,
                                    expected=MIN_NODE_LEVEL, found=meta.get("min_node_level"))
 
     # opening ----------------------------------------------------------------------------------------------
@@ -134,79 +102,69 @@ class Ledger:
 
         The file appears complete or not at all (built under a temporary name, then linked into place).
         ``nonce`` (32 bytes) is for reproducible tests; by default it is random."""
+        return cls.create_with(lambda ledger_id, fill: sqlite.create_storage(Path(folder), ledger_id, fill),
+                               signer, name=name, now=now, nonce=nonce)
+
+    @classmethod
+    def create_with(cls, create_storage: Callable[[str, Fill], LedgerStorage], signer: Signer, *, name: str,
+                    now: datetime, nonce: bytes | None = None) -> Ledger:
+        """A new ledger (genesis entry and first signed checkpoint) in the storage ``create_storage(ledger id,
+        fill)`` makes; the backend creates it atomically (complete or not at all)."""
         nonce = os.urandom(NONCE_BYTES) if nonce is None else nonce
         genesis = make_genesis(name=name, signer=signer, now=now, nonce=nonce)
         kind, data = encode_entry(genesis, index=0)
         ledger_id = ledger_id_of(data)
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{ledger_id}{LEDGER_SUFFIX}"
-        if path.exists():
-            raise LedgerUsageError(f"a ledger {ledger_id} already exists in {folder}", path=str(path))
-        tmp = folder / f".{ledger_id}{LEDGER_SUFFIX}.tmp{os.getpid()}"
-        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-            leftover.unlink(missing_ok=True)
         created = format_utc(now)
-        db = connect(tmp, create=True)
-        try:
-            conn = db.conn
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
-                             [("ledger_id", ledger_id), ("origin", origin_of(ledger_id)), ("name", name),
-                              ("created_utc", created)])
-            leaf = leaf_hash(data)
-            conn.execute("INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (0, ?, ?, ?, ?)",
-                         (kind, data, leaf, created))
-            checkpoint = sign_checkpoint(origin_of(ledger_id), 1, leaf, signer, created_utc=created)
-            conn.execute("INSERT INTO checkpoints (size, root, note, created_utc) VALUES (1, ?, ?, ?)",
-                         (leaf, checkpoint.note, created))
-            conn.execute("COMMIT")
-        finally:
-            db.close()
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise LedgerUsageError(f"a ledger {ledger_id} already exists in {folder}", path=str(path)) from None
-        finally:
-            tmp.unlink(missing_ok=True)
-        fsync_dir(folder)
-        return cls.open(path)
+        leaf = leaf_hash(data)
+        checkpoint = sign_checkpoint(origin_of(ledger_id), 1, leaf, signer, created_utc=created)
+
+        def fill(storage: LedgerStorage) -> None:
+            storage.insert_meta(ledger_meta(ledger_id, name, created))
+            storage.insert_entries([(0, kind, data, leaf, created)])
+            storage.insert_checkpoint((1, leaf, checkpoint.note, created))
+
+        return cls(create_storage(ledger_id, fill))
 
     @classmethod
     def open(cls, path: Path) -> Ledger:
-        path = Path(path)
-        db = connect(path)
+        return cls.open_storage(sqlite.open_storage(Path(path)))
+
+    @classmethod
+    def open_storage(cls, storage: LedgerStorage) -> Ledger:
+        """The ledger over an opened storage (closed again when it is not a valid ledger)."""
         try:
-            return cls(db, path)
+            return cls(storage)
         except BaseException:
-            db.close()
+            storage.close()
             raise
 
     @staticmethod
     def locate(folder: Path, ledger_id_or_prefix: str) -> Path:
         """``<folder>/<id>.sqlite`` for a ledger id or a unique prefix of one."""
-        text = ledger_id_or_prefix.strip()
-        if not is_ledger_prefix(text):
-            raise LedgerUsageError("a ledger is named by its id (20 lowercase hex characters) or a prefix of it",
-                                   found=ledger_id_or_prefix[:80])
-        found = sorted(folder.glob(f"{text}*{LEDGER_SUFFIX}")) if Path(folder).is_dir() else []
-        found = [p for p in found if is_ledger_id(p.name[: -len(LEDGER_SUFFIX)])]
-        if not found:
-            raise LedgerUsageError(f"no ledger {text!r} in {folder}", path=str(folder), found=text)
-        if len(found) > 1:
-            raise LedgerUsageError(f"{text!r} names {len(found)} ledgers in {folder}; give more of the id",
-                                   found=[p.name[: -len(LEDGER_SUFFIX)] for p in found])
-        return found[0]
+        return sqlite.locate(folder, ledger_id_or_prefix)
 
     @staticmethod
     def list_ids(folder: Path) -> list[str]:
-        if not Path(folder).is_dir():
-            return []
-        return sorted(p.name[: -len(LEDGER_SUFFIX)] for p in Path(folder).glob(f"*{LEDGER_SUFFIX}")
-                      if is_ledger_id(p.name[: -len(LEDGER_SUFFIX)]))
+        return sqlite.list_ids(folder)
+
+    @property
+    def db(self) -> Database:
+        """The SQLite database of a ledger file (tests and SQLite-only tools; no other backend has one)."""
+        if not isinstance(self.storage, sqlite.SqliteStorage):
+            raise LedgerUsageError(f"{self.location} is not a SQLite ledger", path=self.location)
+        return self.storage.db
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """One consistent state for a block of reads (concurrent appends stay invisible inside it)."""
+        return self.storage.snapshot()
+
+    def operation_lock(self) -> AbstractContextManager[None]:
+        """An exclusive lock across processes for an operation that checks the log and then appends; plain
+        appends do not wait for it (they serialize on the write transaction)."""
+        return self.storage.operation_lock()
 
     def close(self) -> None:
-        self.db.close()
+        self.storage.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -218,7 +176,7 @@ class Ledger:
     # reading ----------------------------------------------------------------------------------------------
     @property
     def size(self) -> int:
-        return self._nodes.tree_size()
+        return self.storage.tree_size()
 
     @property
     def verifier_key(self) -> str:
@@ -241,8 +199,14 @@ class Ledger:
 
     def entry_bytes(self, index: int) -> bytes:
         self._index(index)
-        row = self._conn.execute("SELECT data FROM entries WHERE idx = ?", (index,)).fetchone()
-        return bytes(row[0])
+        data = self.storage.entry_data(index)
+        if data is None:
+            raise LedgerIntegrityError("an entry is missing from the ledger database", index=index)
+        return data
+
+    def leaf_hash(self, index: int) -> bytes:
+        """The stored RFC 6962 leaf hash of entry ``index``."""
+        return self.storage.node(0, self._index(index))
 
     def entry(self, index: int) -> dict[str, Any]:
         return parse_json_object(self.entry_bytes(index), what=f"entry {index}")
@@ -253,15 +217,13 @@ class Ledger:
 
     def entries_bytes(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, bytes]]:
         """(index, raw bytes) for ``start <= index < end`` (to the current size by default)."""
-        stop = self._size(end)
-        cursor = self._conn.execute("SELECT idx, data FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
-                                    (start, stop))
-        for index, data in cursor:
-            yield int(index), bytes(data)
+        yield from self.storage.entries_bytes(start, self._size(end))
 
     def entry_time(self, index: int) -> str:
-        self._index(index)
-        return str(self._conn.execute("SELECT created_utc FROM entries WHERE idx = ?", (index,)).fetchone()[0])
+        created = self.storage.entry_time(self._index(index))
+        if created is None:
+            raise LedgerIntegrityError("an entry is missing from the ledger database", index=index)
+        return created
 
     def root(self, size: int | None = None) -> bytes:
         return self._tree.root_at(self._size(size))
@@ -281,7 +243,8 @@ class Ledger:
         return ConsistencyProof(old_size, new, self._tree.root_at(old_size), self._tree.root_at(new),
                                 tuple(self._tree.consistency_path(old_size, new)))
 
-    def _checkpoint_row(self, row: tuple[Any, ...]) -> Checkpoint:
+    @staticmethod
+    def _checkpoint_row(row: CheckpointRow) -> Checkpoint:
         size, root, note, created = row
         checkpoint = parse_checkpoint(str(note), created_utc=str(created))
         if checkpoint.size != size or checkpoint.root != bytes(root):
@@ -289,19 +252,16 @@ class Ledger:
         return checkpoint
 
     def latest_checkpoint(self) -> Checkpoint:
-        row = self._conn.execute(
-            "SELECT size, root, note, created_utc FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
+        row = self.storage.latest_checkpoint_row()
         if row is None:
-            raise LedgerIntegrityError("the ledger has no checkpoint", path=str(self.path))
+            raise LedgerIntegrityError("the ledger has no checkpoint", path=self.location)
         return self._checkpoint_row(row)
 
     def checkpoints(self) -> list[Checkpoint]:
-        rows = self._conn.execute("SELECT size, root, note, created_utc FROM checkpoints ORDER BY size").fetchall()
-        return [self._checkpoint_row(row) for row in rows]
+        return [self._checkpoint_row(row) for row in self.storage.checkpoint_rows()]
 
     def checkpoint_at(self, size: int) -> Checkpoint | None:
-        row = self._conn.execute("SELECT size, root, note, created_utc FROM checkpoints WHERE size = ?",
-                                 (size,)).fetchone()
+        row = self.storage.checkpoint_row(size)
         return None if row is None else self._checkpoint_row(row)
 
     # writing ----------------------------------------------------------------------------------------------
@@ -313,28 +273,17 @@ class Ledger:
                 found=f"{signer.name} {signer.public_key.b64}")
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn
+    def _write(self, *, durable: bool = True) -> Iterator[LedgerStorage]:
         try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise LedgerUsageError(f"the ledger is busy ({exc}); try again", path=str(self.path)) from None
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            with self.storage.write(durable=durable):
+                yield self.storage
+        except BaseException:
             self._tree.cache_clear()  # it may hold nodes of the rolled-back transaction
-            if isinstance(exc, sqlite3.IntegrityError):
-                raise LedgerIntegrityError(f"the ledger database refused the write: {exc}",
-                                           path=str(self.path)) from None
             raise
 
     def _sign_head(self, size: int, root: bytes, signer: Signer, created: str) -> tuple[Checkpoint, bool]:
         """Inside the write transaction: sign ``(size, root)`` after checking it against the last checkpoint."""
-        row = self._conn.execute(
-            "SELECT size, root, note, created_utc FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
+        row = self.storage.latest_checkpoint_row()
         if row is not None:
             last = self._checkpoint_row(row)
             if size < last.size:
@@ -349,8 +298,7 @@ class Ledger:
                 raise LedgerIntegrityError("the stored tree disagrees with the appended leaves", size=size)
             verify_consistency(last.size, size, last.root, root, self._tree.consistency_path(last.size, size))
         checkpoint = sign_checkpoint(self.origin, size, root, signer, created_utc=created)
-        self._conn.execute("INSERT INTO checkpoints (size, root, note, created_utc) VALUES (?, ?, ?, ?)",
-                           (size, root, checkpoint.note, created))
+        self.storage.insert_checkpoint((size, root, checkpoint.note, created))
         return checkpoint, True
 
     def _signed(self, checkpoint: Checkpoint, new: bool) -> Checkpoint:
@@ -369,11 +317,11 @@ class Ledger:
         entries' own times are what exports carry and audits check, so they are what must not run backwards."""
         if first_entry_time is None:
             return
-        row = self._conn.execute("SELECT idx, data FROM entries ORDER BY idx DESC LIMIT 1").fetchone()
+        row = self.storage.last_entry()
         if row is None:
             return
-        index = int(row[0])
-        last = parse_json_object(bytes(row[1]), what=f"entry {index}").get("created_utc")
+        index, data = row
+        last = parse_json_object(data, what=f"entry {index}").get("created_utc")
         if isinstance(last, str) and first_entry_time < last:
             raise TimeRegression(f"the entry's created_utc {first_entry_time} is before the last entry's ({last}): "
                                  "the ledger's time only moves forward (is the clock set back?)", index=index,
@@ -419,8 +367,8 @@ class Ledger:
         entry (bench/ledger_bench.py documents it); nothing else should."""
         self._check_signer(signer)
         created = format_utc(now)
-        with self._write() as conn:
-            size = self._nodes.tree_size()
+        with self._write() as storage:
+            size = storage.tree_size()
             if expected_size is not None and size != expected_size:
                 raise AppendConflict("the ledger grew before this append: another writer came first",
                                      expected=expected_size, found=size)
@@ -437,9 +385,8 @@ class Ledger:
                 leaf = leaf_hash(data)
                 rows.append((size + offset, kind, data, leaf, created))
                 frontier_push(frontier, leaf, size + offset, keep_node)
-            conn.executemany("INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (?, ?, ?, ?, ?)",
-                             rows)
-            conn.executemany("INSERT INTO nodes (level, idx, hash) VALUES (?, ?, ?)", nodes)
+            storage.insert_entries(rows)
+            storage.insert_nodes(nodes)
             signed = self._sign_head(size + len(encoded), frontier_root(frontier), signer, created)
         self._signed(*signed)
         return list(range(size, size + len(encoded)))
@@ -447,8 +394,8 @@ class Ledger:
     def checkpoint(self, *, signer: Signer, now: datetime) -> Checkpoint:
         """Sign the current head on demand (the existing checkpoint when the head is already signed)."""
         self._check_signer(signer)
-        with self._write():
-            size = self._nodes.tree_size()
+        with self._write() as storage:
+            size = storage.tree_size()
             signed = self._sign_head(size, self._tree.root_at(size), signer, format_utc(now))
         return self._signed(*signed)
 
@@ -469,25 +416,15 @@ class Ledger:
         if not cosigned:
             return 0
         received = format_utc(now)
-        # No fsync of its own: losing a cosignature to a power cut costs nothing but a ``witness sync`` (the next
-        # cosigned checkpoint covers this one), while an fsync here is most of the latency witnessing adds to an
-        # append. The WAL frames are synced by the next FULL commit (the next append).
-        self._conn.execute("PRAGMA synchronous = NORMAL")
-        try:
-            with self._write() as conn:
-                before = conn.total_changes
-                conn.executemany(
-                    "INSERT OR IGNORE INTO cosignatures (size, witness, key_id, timestamp, line, vkey, received_utc) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(size, c.name, c.key_id.hex(), s.timestamp, s.line, c.vkey, received) for c, s in cosigned])
-                return conn.total_changes - before
-        finally:
-            self._conn.execute("PRAGMA synchronous = FULL")
+        # Not flushed on its own: losing a cosignature to a power cut costs nothing but a ``witness sync`` (the
+        # next cosigned checkpoint covers this one), while a flush here is most of the latency witnessing adds to
+        # an append. The next durable commit (the next append) flushes it.
+        with self._write(durable=False) as storage:
+            return storage.insert_cosignatures(
+                [(size, c.name, c.key_id.hex(), s.timestamp, s.line, c.vkey, received) for c, s in cosigned])
 
     def cosignature_lines(self, size: int) -> list[str]:
-        rows = self._conn.execute("SELECT line FROM cosignatures WHERE size = ? ORDER BY witness, key_id, "
-                                  "timestamp", (size,)).fetchall()
-        return [str(row[0]) for row in rows]
+        return self.storage.cosignature_lines(size)
 
     def cosigned_checkpoint(self, size: int | None = None) -> Checkpoint:
         """The signed checkpoint of ``size`` (default: the latest) with every stored cosignature line."""
@@ -504,21 +441,20 @@ class Ledger:
 
     def witness_sizes(self) -> dict[str, int]:
         """For each witness key (vkey) that cosigned: the largest size it cosigned."""
-        rows = self._conn.execute("SELECT vkey, MAX(size) FROM cosignatures GROUP BY vkey").fetchall()
-        return {str(vkey): int(size) for vkey, size in rows}
+        return self.storage.witness_sizes()
 
     def witnessed_time(self, size: int | None = None) -> datetime | None:
         """The latest cosignature timestamp on a checkpoint of at most ``size`` entries (default: any): a time
         witnesses attest the log had reached. ``None`` before any cosignature."""
         limit = self.size if size is None else size
-        row = self._conn.execute("SELECT MAX(timestamp) FROM cosignatures WHERE size <= ?", (limit,)).fetchone()
-        return None if row is None or row[0] is None else time_of(int(row[0]))
+        stamp = self.storage.latest_cosignature_timestamp(limit)
+        return None if stamp is None else time_of(stamp)
 
     # verifying --------------------------------------------------------------------------------------------
     def _verify_cosignatures(self) -> None:
         """Every stored cosignature verifies, under the witness key stored with it, on its checkpoint."""
         notes = {c.size: c for c in self.checkpoints()}
-        for size, line, vkey in self._conn.execute("SELECT size, line, vkey FROM cosignatures ORDER BY size"):
+        for size, _, _, _, line, vkey, _ in self.storage.cosignature_rows():
             try:
                 Cosignature.parse_line(str(line)).verify(notes[int(size)], Cosigner.from_vkey(str(vkey)))
             except (HeldoutError, KeyError) as exc:
@@ -529,17 +465,14 @@ class Ledger:
         """Replay the whole database: entry bytes against stored leaf hashes, every stored tree node against
         the replayed tree, every checkpoint's signature, root and consistency (see ``ledger.replay``).
         Reads one snapshot (a read transaction) so concurrent appends do not disturb it."""
-        conn = self._conn
-        conn.execute("BEGIN")  # deferred: a consistent snapshot for the whole replay
-        try:
+        storage = self.storage
+        with storage.snapshot():
             total = self.size
-            claims = [CheckpointClaim(int(size), str(note), bytes(root)) for size, root, note in
-                      conn.execute("SELECT size, root, note FROM checkpoints ORDER BY size")]
-            rows = ((bytes(data), bytes(leaf)) for data, leaf in
-                    conn.execute("SELECT data, leaf_hash FROM entries ORDER BY idx"))
-            report, rebuilt = replay(rows, total, claims, expected_id=expected_id, progress=progress)
+            claims = [CheckpointClaim(size, note, root) for size, root, note, _ in storage.checkpoint_rows()]
+            report, rebuilt = replay(storage.data_and_leaves(), total, claims, expected_id=expected_id,
+                                     progress=progress)
             count = 0
-            for level, index, digest in conn.execute("SELECT level, idx, hash FROM nodes ORDER BY level, idx"):
+            for level, index, digest in storage.stored_nodes():
                 count += 1
                 try:
                     if level < MIN_NODE_LEVEL:
@@ -548,7 +481,7 @@ class Ledger:
                 except LedgerError:
                     raise LedgerIntegrityError("the database holds a tree node beyond the entries", level=level,
                                                index=index) from None
-                if expected != bytes(digest):
+                if expected != digest:
                     raise LedgerIntegrityError("a stored tree node does not match the entries", level=level,
                                                index=index)
             expected_count = sum(len(level) // 32 for level in rebuilt.levels[MIN_NODE_LEVEL:])
@@ -556,10 +489,13 @@ class Ledger:
                 raise LedgerIntegrityError("tree nodes are missing from the database", expected=expected_count,
                                            found=count)
             self._verify_cosignatures()
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            meta = storage.meta()
             if meta.get("ledger_id") != report.ledger_id or meta.get("origin") != report.origin:
                 raise LedgerIntegrityError("the database's recorded id or origin differs from its genesis entry",
                                            expected=report.ledger_id, found=meta.get("ledger_id"))
-        finally:
-            conn.execute("COMMIT")
         return report
+
+
+def ledger_meta(ledger_id: str, name: str, created: str) -> list[tuple[str, str]]:
+    """The ``meta`` rows a new ledger records besides its schema's own (version, tree layout)."""
+    return [("ledger_id", ledger_id), ("origin", origin_of(ledger_id)), ("name", name), ("created_utc", created)]

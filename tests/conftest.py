@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from keys import Signer, TrustedKey
+from ledger import LedgerBackend
+from tests.postgres_support import PostgresCluster, require_postgres
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA = REPO_ROOT / "tests" / "data"
@@ -52,4 +55,34 @@ def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty store location; HELDOUT_STORE points at it so no test touches the user's store."""
     path = tmp_path / "store"
     monkeypatch.setenv("HELDOUT_STORE", str(path))
+    monkeypatch.delenv("HELDOUT_DATABASE", raising=False)
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """A private PostgreSQL server for the whole run (tests/postgres_support.py); skipped without the
+    binaries, failed without them under CI=true."""
+    cluster = PostgresCluster(require_postgres())
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: PostgresCluster) -> str:
+    """A fresh, empty database of the private server (as its administrator)."""
+    return postgres_cluster.url(postgres_cluster.new_database())
+
+
+LEDGER_BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=LEDGER_BACKENDS)
+def ledger_backend(request: pytest.FixtureRequest, tmp_path: Path) -> LedgerBackend:
+    """Where a ledger test keeps its ledgers: each such test runs once on a SQLite folder and once on a fresh
+    PostgreSQL database."""
+    if request.param == "sqlite":
+        return LedgerBackend(folder=tmp_path / "ledgers")
+    return LedgerBackend(database=request.getfixturevalue("postgres_url"))

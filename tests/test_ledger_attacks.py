@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from ledger import (
     EntryRejected,
     ForkError,
     Ledger,
+    LedgerBackend,
     LedgerIntegrityError,
     LedgerKeyError,
     RollbackError,
@@ -31,6 +33,7 @@ from ledger import (
     sign_checkpoint,
 )
 from ledger.entries import blob_references
+from ledger.postgres import PostgresStorage
 from seals import canonical_bytes
 from tests.conftest import seeded_signer
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger, retire_entry
@@ -39,8 +42,9 @@ SIZE = 9  # genesis + 8 entries
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    with new_ledger(tmp_path / "ledgers", entries=SIZE - 1, batch=3) as opened:
+def ledger(ledger_backend: LedgerBackend) -> Iterator[Ledger]:
+    """The attacked ledger, on SQLite (in tmp_path/ledgers, as in a store) and on PostgreSQL."""
+    with new_ledger(ledger_backend, entries=SIZE - 1, batch=3) as opened:
         yield opened
 
 
@@ -66,7 +70,11 @@ def refused(folder: Path, match: str) -> LedgerIntegrityError:
 
 
 def tamper_database(ledger: Ledger, *statements: str) -> None:
-    """What someone with write access to the file can do once the triggers are out of the way."""
+    """What someone with write access to the file (or the database's administrator) can do once the
+    triggers are out of the way."""
+    if ledger.path is None:
+        tamper_postgres(ledger, *statements)
+        return
     conn = sqlite3.connect(ledger.path, isolation_level=None)
     for trigger in ("entries_no_update", "entries_no_delete", "checkpoints_no_update", "checkpoints_no_delete",
                     "entries_next_index", "nodes_no_delete", "nodes_no_update"):
@@ -74,6 +82,20 @@ def tamper_database(ledger: Ledger, *statements: str) -> None:
     for statement in statements:
         conn.execute(statement)
     conn.close()
+
+
+def tamper_postgres(ledger: Ledger, *statements: str) -> None:
+    """The same statements on the ledger's PostgreSQL schema, run by its administrator with triggers off
+    (``session_replication_role = replica``); SQLite's ``x'..'`` blob literals become ``bytea`` ones."""
+    import psycopg
+
+    storage = ledger.storage
+    assert isinstance(storage, PostgresStorage)
+    with psycopg.connect(storage.url, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute(f"SET search_path = {storage.schema}")
+        for statement in statements:
+            conn.execute(re.sub(r"x'([0-9a-f]*)'", r"'\\x\1'::bytea", statement))
 
 
 # --- tampered entry bytes --------------------------------------------------------------------------------------
@@ -285,8 +307,10 @@ def test_attack_entry_over_64_kib_in_export(exported: Path) -> None:
     refused(exported, "over the limit")
 
 
-def test_attack_malformed_json_append(ledger: Ledger, tmp_path: Path) -> None:
-    store = tmp_path  # the ledger lives in tmp_path/ledgers, as in a store
+def test_attack_malformed_json_append(ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path  # the ledger lives in tmp_path/ledgers, as in a store, or in HELDOUT_DATABASE
+    if isinstance(ledger.storage, PostgresStorage):
+        monkeypatch.setenv("HELDOUT_DATABASE", ledger.storage.url)
     ledger_signer().save(tmp_path / "private" / "keys" / "ledger-op.key")
     bad = tmp_path / "bad.json"
     for content in (b'{"generation": "gen1", ', b'{"a": 1, "a": 2}', b"[1, 2]", b"\xff\xfe"):

@@ -6,10 +6,15 @@
   random number of its acknowledgements (0: during start-up). The second SIGKILLs itself from an SQLite
   progress handler after a random number of VM instructions, i.e. at a random point *inside* the ledger's
   statements and transaction (inserts, triggers, tree reads, the checkpoint insert), without the test
-  sleeping; if still alive when the round ends it is killed too. ``HELDOUT_LEDGER_CRASH_KILLS`` kills in all
+  sleeping; if still alive when the round ends it is killed too. On PostgreSQL it SIGKILLs itself before or
+  after a random one of its client statements (the advisory lock, inserts, tree reads, the checkpoint
+  insert, the commit's neighbours): the server must roll the open transaction back.
+  ``HELDOUT_LEDGER_CRASH_KILLS`` kills in all
   (default 100, at least 50). A writer reports an entry as acknowledged only after ``append_batch`` returned,
   by one ``write()`` of a short line to a pipe (atomic below PIPE_BUF). After every round the ledger must
   open and verify; at the end it must hold every acknowledged entry at its acknowledged index.
+
+Both tests run on SQLite and on PostgreSQL (``ledger_backend``).
 """
 
 from __future__ import annotations
@@ -18,11 +23,10 @@ import multiprocessing
 import os
 import random
 import signal
-from pathlib import Path
 
 import pytest
 
-from ledger import Ledger
+from ledger import LedgerBackend
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
 
 APPENDS_PER_WRITER = int(os.environ.get("HELDOUT_LEDGER_APPENDS_PER_WRITER", "250"))
@@ -37,20 +41,44 @@ def _entry(writer: str, n: int) -> dict:
     return entry
 
 
-def _steady_writer(path: str, writer: str, count: int, ack_fd: int) -> None:
+def _steady_writer(backend: LedgerBackend, ledger_id: str, writer: str, count: int, ack_fd: int) -> None:
     signer = ledger_signer()
-    with Ledger.open(Path(path)) as ledger:
+    with backend.open(ledger_id) as ledger:
         for n in range(count):
             index = ledger.append(_entry(writer, n), signer=signer, now=T0)
             os.write(ack_fd, f"{index} {writer}-{n}\n".encode())
     os.close(ack_fd)
 
 
-def _crash_writer(path: str, writer: str, seed: int, ack_fd: int, self_kill: bool) -> None:
+def _kill_inside_postgres_statements(rng: random.Random) -> None:
+    """SIGKILL this process before or after its n-th client statement (n random), wherever it falls."""
+    import psycopg
+
+    remaining = [rng.randint(1, 60)]
+    for name in ("execute", "executemany"):
+        original = getattr(psycopg.Cursor, name)
+
+        def counted(self: object, *args: object, _original: object = original, **kwargs: object) -> object:
+            remaining[0] -= 1
+            after = rng.random() < 0.5
+            if remaining[0] <= 0 and not after:
+                os.kill(os.getpid(), signal.SIGKILL)
+            result = _original(self, *args, **kwargs)  # type: ignore[operator]
+            if remaining[0] <= 0:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return result
+
+        setattr(psycopg.Cursor, name, counted)
+
+
+def _crash_writer(backend: LedgerBackend, ledger_id: str, writer: str, seed: int, ack_fd: int,
+                  self_kill: bool) -> None:
     rng = random.Random(seed)
     signer = ledger_signer()
-    with Ledger.open(Path(path)) as ledger:
-        if self_kill:
+    with backend.open(ledger_id) as ledger:
+        if self_kill and backend.database is not None:
+            _kill_inside_postgres_statements(rng)
+        elif self_kill:
             remaining = [rng.randint(1, 400)]
 
             def tick() -> int:
@@ -77,13 +105,14 @@ def _read_lines(fd: int) -> list[str]:
 
 
 @pytest.mark.slow
-def test_four_writers_make_one_history(tmp_path: Path) -> None:
-    path = str(new_ledger(tmp_path).path)  # created, then closed before forking: no connection crosses a fork
-    Ledger.open(Path(path)).close()
+def test_four_writers_make_one_history(ledger_backend: LedgerBackend) -> None:
+    with new_ledger(ledger_backend) as created:  # closed before forking: no connection crosses a fork
+        ledger_id = created.ledger_id
     pipes, processes = [], []
     for w in range(4):
         read_fd, write_fd = os.pipe()
-        process = FORK.Process(target=_steady_writer, args=(path, f"w{w}", APPENDS_PER_WRITER, write_fd))
+        process = FORK.Process(target=_steady_writer,
+                               args=(ledger_backend, ledger_id, f"w{w}", APPENDS_PER_WRITER, write_fd))
         process.start()
         os.close(write_fd)
         pipes.append(read_fd)
@@ -96,7 +125,7 @@ def test_four_writers_make_one_history(tmp_path: Path) -> None:
         process.join()
         assert process.exitcode == 0
     total = 4 * APPENDS_PER_WRITER
-    with Ledger.open(Path(path)) as ledger:
+    with ledger_backend.open(ledger_id) as ledger:
         report = ledger.verify()  # signatures, tree, and consistency of each checkpoint with the one before
         assert report.size == ledger.size == total + 1
         assert report.checkpoints == total + 1  # one per append, none skipped, none doubled
@@ -113,9 +142,10 @@ def test_four_writers_make_one_history(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigkilled_writers_lose_no_acknowledged_entry(tmp_path: Path) -> None:
+def test_sigkilled_writers_lose_no_acknowledged_entry(ledger_backend: LedgerBackend) -> None:
     rng = random.Random(20260301)
-    path = str(new_ledger(tmp_path).path)
+    with new_ledger(ledger_backend) as created:
+        ledger_id = created.ledger_id
     acknowledged: dict[int, str] = {}
     kills = round_number = 0
     while kills < CRASH_KILLS:
@@ -124,7 +154,8 @@ def test_sigkilled_writers_lose_no_acknowledged_entry(tmp_path: Path) -> None:
         for w in range(WRITERS_PER_ROUND):
             read_fd, write_fd = os.pipe()
             process = FORK.Process(target=_crash_writer,
-                                   args=(path, f"r{round_number}w{w}", rng.randrange(2**32), write_fd, w == 1))
+                                   args=(ledger_backend, ledger_id, f"r{round_number}w{w}", rng.randrange(2**32),
+                                         write_fd, w == 1))
             process.start()
             os.close(write_fd)
             pipes.append(read_fd)
@@ -158,9 +189,9 @@ def test_sigkilled_writers_lose_no_acknowledged_entry(tmp_path: Path) -> None:
                     position, name = item.split(":")
                     acknowledged[int(position)] = name
             os.close(read_fd)
-        with Ledger.open(Path(path)) as ledger:  # opens and verifies after every round of kills
+        with ledger_backend.open(ledger_id) as ledger:  # opens and verifies after every round of kills
             ledger.verify()
-    with Ledger.open(Path(path)) as ledger:
+    with ledger_backend.open(ledger_id) as ledger:
         report = ledger.verify()
         assert acknowledged, "no writer ever acknowledged an entry"
         for index, name in acknowledged.items():

@@ -1,5 +1,7 @@
 """The Ledger API and its SQLite file: creation, genesis, reading, appending, on-demand checkpoints, the
-append-only rules enforced by the database itself, schema migrations, durability pragmas, and blobs."""
+append-only rules enforced by the database itself, schema migrations, durability pragmas, and blobs. Tests
+taking ``ledger_backend`` run on SQLite and on PostgreSQL (tests/test_ledger_postgres.py has the server's own
+rules)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from ledger import (
     CheckpointError,
     EntryRejected,
     Ledger,
+    LedgerBackend,
     LedgerIntegrityError,
     LedgerUsageError,
     ledger_id_of,
@@ -50,17 +53,17 @@ def test_create_writes_genesis_and_first_checkpoint(tmp_path: Path) -> None:
         assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]  # no temporary file left
 
 
-def test_create_uses_a_fresh_nonce_by_default(tmp_path: Path) -> None:
+def test_create_uses_a_fresh_nonce_by_default(ledger_backend: LedgerBackend) -> None:
     signer = ledger_signer()
-    with Ledger.create(tmp_path, signer, name="a", now=T0) as one, Ledger.create(tmp_path, signer, name="a",
+    with ledger_backend.create(signer, name="a", now=T0) as one, ledger_backend.create(signer, name="a",
                                                                                  now=T0) as two:
         assert one.ledger_id != two.ledger_id
 
 
-def test_create_refuses_an_existing_ledger(tmp_path: Path) -> None:
-    new_ledger(tmp_path).close()
+def test_create_refuses_an_existing_ledger(ledger_backend: LedgerBackend) -> None:
+    new_ledger(ledger_backend).close()
     with pytest.raises(LedgerUsageError, match="already exists"):
-        new_ledger(tmp_path)
+        new_ledger(ledger_backend)
 
 
 def test_locate_by_id_prefix_and_refusals(tmp_path: Path) -> None:
@@ -78,9 +81,9 @@ def test_locate_by_id_prefix_and_refusals(tmp_path: Path) -> None:
         Ledger.locate(tmp_path, "../etc")
 
 
-def test_append_returns_durable_indices_and_reads_back(tmp_path: Path) -> None:
+def test_append_returns_durable_indices_and_reads_back(ledger_backend: LedgerBackend) -> None:
     signer = ledger_signer()
-    with new_ledger(tmp_path) as ledger:
+    with new_ledger(ledger_backend) as ledger:
         assert ledger.append(bundle_entry(1), signer=signer, now=T0) == 1
         assert ledger.append_batch([bundle_entry(2), retire_entry(3)], signer=signer, now=T0) == [2, 3]
         assert ledger.size == 4
@@ -88,20 +91,20 @@ def test_append_returns_durable_indices_and_reads_back(tmp_path: Path) -> None:
         assert [i for i, _ in ledger.entries(1)] == [1, 2, 3]
         assert [e["type"] for _, e in ledger.entries(0, 2)] == ["genesis", "bundle"]
         assert [c.size for c in ledger.checkpoints()] == [1, 2, 4]
-    with Ledger.open(tmp_path / f"{ledger.ledger_id}.sqlite") as reopened:  # committed, so visible anew
+    with ledger_backend.open(ledger.ledger_id) as reopened:  # committed, so visible anew
         assert reopened.size == 4 and reopened.entry(1) == bundle_entry(1)
 
 
-def test_floats_are_stored_with_the_six_decimal_rule(tmp_path: Path) -> None:
+def test_floats_are_stored_with_the_six_decimal_rule(ledger_backend: LedgerBackend) -> None:
     signer = ledger_signer()
-    with new_ledger(tmp_path) as ledger:
+    with new_ledger(ledger_backend) as ledger:
         index = ledger.append({**bundle_entry(1), "accuracy": 0.123456789}, signer=signer, now=T0)
         assert ledger.entry(index)["accuracy"] == 0.123457
 
 
-def test_a_refused_entry_refuses_the_whole_batch(tmp_path: Path) -> None:
+def test_a_refused_entry_refuses_the_whole_batch(ledger_backend: LedgerBackend) -> None:
     signer = ledger_signer()
-    with new_ledger(tmp_path, entries=2) as ledger:
+    with new_ledger(ledger_backend, entries=2) as ledger:
         before = (ledger.size, ledger.latest_checkpoint().note)
         bad = bundle_entry(9)
         del bad["predictions_sha256"]
@@ -117,35 +120,36 @@ def test_a_refused_entry_refuses_the_whole_batch(tmp_path: Path) -> None:
     (lambda e: e.update(evaluation_sha256="ABC"), "SHA-256"),
     (lambda e: e.update(model_id=""), "non-empty"),
 ])
-def test_entry_members_are_validated(tmp_path: Path, mutate: Callable[[dict], None], message: str) -> None:
+def test_entry_members_are_validated(ledger_backend: LedgerBackend, mutate: Callable[[dict], None],
+                                     message: str) -> None:
     entry = bundle_entry(1)
     mutate(entry)
-    with new_ledger(tmp_path) as ledger, pytest.raises(EntryRejected, match=message):
+    with new_ledger(ledger_backend) as ledger, pytest.raises(EntryRejected, match=message):
         ledger.append(entry, signer=ledger_signer(), now=T0)
 
 
-def test_a_second_genesis_is_refused(tmp_path: Path) -> None:
-    with new_ledger(tmp_path) as ledger, pytest.raises(EntryRejected, match="genesis"):
+def test_a_second_genesis_is_refused(ledger_backend: LedgerBackend) -> None:
+    with new_ledger(ledger_backend) as ledger, pytest.raises(EntryRejected, match="genesis"):
         ledger.append(ledger.entry(0), signer=ledger_signer(), now=T0)
 
 
-def test_extra_members_are_allowed(tmp_path: Path) -> None:
-    with new_ledger(tmp_path) as ledger:
+def test_extra_members_are_allowed(ledger_backend: LedgerBackend) -> None:
+    with new_ledger(ledger_backend) as ledger:
         index = ledger.append({**retire_entry(1), "detail": {"by": "operator"}}, signer=ledger_signer(), now=T0)
         assert ledger.entry(index)["detail"] == {"by": "operator"}
 
 
-def test_on_demand_checkpoint_never_signs_a_size_twice(tmp_path: Path) -> None:
+def test_on_demand_checkpoint_never_signs_a_size_twice(ledger_backend: LedgerBackend) -> None:
     signer = ledger_signer()
-    with new_ledger(tmp_path, entries=3) as ledger:
+    with new_ledger(ledger_backend, entries=3) as ledger:
         latest = ledger.latest_checkpoint()
         again = ledger.checkpoint(signer=signer, now=T0)
         assert again.note == latest.note and len(ledger.checkpoints()) == 4
 
 
-def test_signing_rules_refuse_a_second_root_or_a_smaller_size(tmp_path: Path) -> None:
+def test_signing_rules_refuse_a_second_root_or_a_smaller_size(ledger_backend: LedgerBackend) -> None:
     signer = ledger_signer()
-    with new_ledger(tmp_path, entries=3) as ledger:
+    with new_ledger(ledger_backend, entries=3) as ledger:
         with pytest.raises(CheckpointError, match="second root"), ledger._write():
             ledger._sign_head(4, hashlib.sha256(b"other").digest(), signer, "2026-03-01T12:00:00Z")
         with pytest.raises(CheckpointError, match="smaller size"), ledger._write():
@@ -229,8 +233,8 @@ def test_a_file_that_is_not_a_ledger_is_refused(tmp_path: Path) -> None:
         Ledger.open(tmp_path / "missing.sqlite")
 
 
-def test_reading_outside_the_ledger_is_a_usage_error(tmp_path: Path) -> None:
-    with new_ledger(tmp_path, entries=2) as ledger:
+def test_reading_outside_the_ledger_is_a_usage_error(ledger_backend: LedgerBackend) -> None:
+    with new_ledger(ledger_backend, entries=2) as ledger:
         for call in (lambda: ledger.entry_bytes(3), lambda: ledger.inclusion_proof(2, 2),
                      lambda: ledger.root(4), lambda: ledger.consistency_proof(0),
                      lambda: ledger.consistency_proof(3, 2), lambda: ledger.entry(-1)):
@@ -276,10 +280,10 @@ def test_blob_store_refuses_tampered_missing_and_misnamed_blobs(tmp_path: Path) 
         blobs.path("../../etc/passwd")
 
 
-def test_append_with_expected_size_is_a_compare_and_swap(tmp_path: Path) -> None:
+def test_append_with_expected_size_is_a_compare_and_swap(ledger_backend: LedgerBackend) -> None:
     from ledger import AppendConflict
 
-    with new_ledger(tmp_path) as ledger:
+    with new_ledger(ledger_backend) as ledger:
         signer = ledger_signer()
         size = ledger.size
         assert ledger.append_batch([retire_entry(1)], signer=signer, now=T0, expected_size=size) == [size]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from keys import Signer
-from ledger import Ledger
+from ledger import Ledger, LedgerBackend
 from tests.conftest import REPO_ROOT, seeded_signer
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -45,12 +45,13 @@ def ledger_signer() -> Signer:
     return seeded_signer(1, name="ledger-operator", key_id="ledger-op")
 
 
-def new_ledger(folder: Path, signer: Signer | None = None, *, entries: int = 0, batch: int = 1,
+def new_ledger(where: Path | LedgerBackend, signer: Signer | None = None, *, entries: int = 0, batch: int = 1,
                name: str = "test ledger") -> Ledger:
     """A ledger with a fixed nonce (same id for the same key) and ``entries`` bundle entries appended in
-    batches of ``batch``."""
+    batches of ``batch``, in a folder of SQLite files or on a backend (``ledger_backend`` fixture)."""
     signer = signer or ledger_signer()
-    ledger = Ledger.create(folder, signer, name=name, now=T0, nonce=bytes(32))
+    backend = where if isinstance(where, LedgerBackend) else LedgerBackend(folder=where)
+    ledger = backend.create(signer, name=name, now=T0, nonce=bytes(32))
     index = 1
     while index <= entries:
         count = min(batch, entries - index + 1)

@@ -1,0 +1,416 @@
+"""The PostgreSQL backend (psycopg 3): each ledger is one schema ``ledger_<ledger id>`` of a database, holding
+the same five tables as a SQLite ledger file (``ledger.db``) with the same append-only rules, enforced by the
+server (contract: ``ledger.storage``).
+
+Append-only, twice over:
+
+* triggers on every table refuse UPDATE, DELETE and TRUNCATE, an entry at any index but the next, a tree node
+  below the stored levels or of the wrong length, a checkpoint that does not grow or runs past the entries,
+  and a cosignature on a size without a checkpoint;
+* the role ``heldout_writer`` (NOLOGIN; made if missing when a ledger is created) holds only USAGE on the
+  schema and SELECT and INSERT on its tables. Operators append through a login role that is a member of it
+  (``CREATE ROLE app LOGIN IN ROLE heldout_writer``); only the schema's owner (the role that ran ``heldout
+  init``) could drop a trigger, and that is the dishonest-operator case witnesses and audits exist for.
+
+Appends serialize across processes and hosts on a transaction-scoped advisory lock keyed by the ledger id
+(``pg_advisory_xact_lock``, open to any role, released by the commit), taken before the size is read, so the
+``expected_size`` compare-and-swap holds; the commit (``synchronous_commit`` on, the server's default) is the
+acknowledgement. Reads use autocommit statements, or one REPEATABLE READ transaction for a whole replay or
+export. The operation lock (seal and retire) is a session-scoped advisory lock with a second key.
+
+A database URL never carries a password here (``database_url`` refuses one): libpq takes it from
+``~/.pgpass`` / ``PGPASSFILE``, a service file (``?service=``), ``PGPASSWORD``, or the server's peer/cert
+authentication, so no file heldout writes ever holds it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ledger.db import MIN_NODE_LEVEL, SCHEMA_VERSION
+from ledger.entries import is_ledger_id, is_ledger_prefix
+from ledger.errors import LedgerIntegrityError, LedgerUsageError
+from ledger.storage import CheckpointRow, CosignatureRow, EntryRow, Fill
+
+WRITER_ROLE = "heldout_writer"
+SCHEMA_PREFIX = "ledger_"
+URL_SCHEMES = ("postgresql", "postgres")
+#: How long an append waits for another writer's transaction before giving up (as SQLite's busy timeout).
+LOCK_TIMEOUT = "120s"
+_CURSOR_NUMBERS = itertools.count()
+_TABLES = ("meta", "entries", "nodes", "checkpoints", "cosignatures")
+
+
+def is_database_url(text: str) -> bool:
+    return urllib.parse.urlsplit(text).scheme in URL_SCHEMES
+
+
+def database_url(text: str) -> str:
+    """``text`` checked as a PostgreSQL URL that names no password (a usage error otherwise)."""
+    parts = urllib.parse.urlsplit(text.strip())
+    if parts.scheme not in URL_SCHEMES:
+        raise LedgerUsageError("a ledger database is a postgresql:// URL", found=text[:80])
+    query = urllib.parse.parse_qs(parts.query)
+    if parts.password is not None or "password" in query:
+        raise LedgerUsageError("the database URL holds a password; give it through ~/.pgpass, PGPASSFILE, a "
+                               "service file or PGPASSWORD instead (heldout never writes one to a file)",
+                               found=display_url(text))
+    return text.strip()
+
+
+def display_url(text: str) -> str:
+    """The URL with any password replaced by ``***`` (for messages)."""
+    parts = urllib.parse.urlsplit(text)
+    if parts.password is None:
+        return text
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def schema_of(ledger_id: str) -> str:
+    if not is_ledger_id(ledger_id):
+        raise LedgerUsageError("a ledger id is 20 lowercase hex characters", found=ledger_id[:80])
+    return SCHEMA_PREFIX + ledger_id
+
+
+def _lock_keys(ledger_id: str) -> tuple[int, int]:
+    """Advisory lock keys of a ledger: the append lock and the operation lock (60 bits of the id each)."""
+    base = int(ledger_id[:15], 16)
+    return base, base ^ (1 << 62)
+
+
+def _connect(url: str) -> Any:
+    import psycopg
+
+    try:
+        conn = psycopg.connect(database_url(url), autocommit=True)
+    except psycopg.Error as exc:
+        raise LedgerUsageError(f"cannot connect to the ledger database {display_url(url)}: "
+                               f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc}",
+                               database=display_url(url)) from None
+    conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+    return conn
+
+
+class PostgresStorage:
+    """The rows of one ledger schema (see ``ledger.storage.LedgerStorage``)."""
+
+    min_stored_level = MIN_NODE_LEVEL
+
+    def __init__(self, conn: Any, url: str, ledger_id: str) -> None:
+        self.conn = conn
+        self.url = url
+        self.ledger_id = ledger_id
+        self.schema = schema_of(ledger_id)
+        self.path: Path | None = None
+        self.location = f"{display_url(url)}#{self.schema}"
+        self.append_lock_key, self._operation_key = _lock_keys(ledger_id)
+
+    def _q(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> Any:
+        return self.conn.execute(sql.replace("{s}", self.schema), params)
+
+    # the tree's node source ------------------------------------------------------------------------------
+    def tree_size(self) -> int:
+        row = self._q("SELECT MAX(idx) FROM {s}.entries").fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def node(self, level: int, index: int) -> bytes:
+        if level == 0:
+            row = self._q("SELECT leaf_hash FROM {s}.entries WHERE idx = %s", (index,)).fetchone()
+        else:
+            row = self._q("SELECT hash FROM {s}.nodes WHERE level = %s AND idx = %s", (level, index)).fetchone()
+        if row is None:
+            raise LedgerIntegrityError("a tree node is missing from the ledger database", level=level, index=index)
+        return bytes(row[0])
+
+    def leaf_range(self, offset: int, width: int) -> list[bytes]:
+        rows = self._q("SELECT leaf_hash FROM {s}.entries WHERE idx >= %s AND idx < %s ORDER BY idx",
+                       (offset, offset + width)).fetchall()
+        if len(rows) != width:
+            raise LedgerIntegrityError("leaf hashes are missing from the ledger database", index=offset)
+        return [bytes(r[0]) for r in rows]
+
+    # reading ---------------------------------------------------------------------------------------------
+    def meta(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in self._q("SELECT key, value FROM {s}.meta").fetchall()}
+
+    def entry_data(self, index: int) -> bytes | None:
+        row = self._q("SELECT data FROM {s}.entries WHERE idx = %s", (index,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def entry_time(self, index: int) -> str | None:
+        row = self._q("SELECT created_utc FROM {s}.entries WHERE idx = %s", (index,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def last_entry(self) -> tuple[int, bytes] | None:
+        row = self._q("SELECT idx, data FROM {s}.entries ORDER BY idx DESC LIMIT 1").fetchone()
+        return None if row is None else (int(row[0]), bytes(row[1]))
+
+    def _stream(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        """Rows of a large result without holding them all (a server-side cursor inside a transaction)."""
+        with self.snapshot(), self.conn.cursor(name=f"stream_{next(_CURSOR_NUMBERS)}") as cursor:
+            cursor.itersize = 2000
+            cursor.execute(sql.replace("{s}", self.schema), params)
+            yield from cursor
+
+    def entries_bytes(self, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
+        for index, data in self._stream("SELECT idx, data FROM {s}.entries WHERE idx >= %s AND idx < %s "
+                                        "ORDER BY idx", (start, stop)):
+            yield int(index), bytes(data)
+
+    def entry_rows(self, start: int, stop: int) -> Iterator[EntryRow]:
+        for index, kind, data, leaf, created in self._stream(
+                "SELECT idx, type, data, leaf_hash, created_utc FROM {s}.entries WHERE idx >= %s AND idx < %s "
+                "ORDER BY idx", (start, stop)):
+            yield int(index), str(kind), bytes(data), bytes(leaf), str(created)
+
+    def data_and_leaves(self) -> Iterator[tuple[bytes, bytes]]:
+        for data, leaf in self._stream("SELECT data, leaf_hash FROM {s}.entries ORDER BY idx"):
+            yield bytes(data), bytes(leaf)
+
+    def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]:
+        for level, index, digest in self._stream("SELECT level, idx, hash FROM {s}.nodes ORDER BY level, idx"):
+            yield int(level), int(index), bytes(digest)
+
+    @staticmethod
+    def _checkpoint(row: tuple[Any, ...] | None) -> CheckpointRow | None:
+        if row is None:
+            return None
+        size, root, note, created = row
+        return int(size), bytes(root), str(note), str(created)
+
+    def checkpoint_rows(self) -> list[CheckpointRow]:
+        rows = self._q("SELECT size, root, note, created_utc FROM {s}.checkpoints ORDER BY size").fetchall()
+        return [r for r in map(self._checkpoint, rows) if r is not None]
+
+    def checkpoint_row(self, size: int) -> CheckpointRow | None:
+        return self._checkpoint(self._q(
+            "SELECT size, root, note, created_utc FROM {s}.checkpoints WHERE size = %s", (size,)).fetchone())
+
+    def latest_checkpoint_row(self) -> CheckpointRow | None:
+        return self._checkpoint(self._q(
+            "SELECT size, root, note, created_utc FROM {s}.checkpoints ORDER BY size DESC LIMIT 1").fetchone())
+
+    def cosignature_lines(self, size: int) -> list[str]:
+        rows = self._q("SELECT line FROM {s}.cosignatures WHERE size = %s ORDER BY witness, key_id, timestamp",
+                       (size,)).fetchall()
+        return [str(row[0]) for row in rows]
+
+    def cosignature_rows(self) -> list[CosignatureRow]:
+        rows = self._q("SELECT size, witness, key_id, timestamp, line, vkey, received_utc FROM {s}.cosignatures "
+                       "ORDER BY size, witness, key_id, timestamp").fetchall()
+        return [(int(a), str(b), str(c), int(d), str(e), str(f), str(g)) for a, b, c, d, e, f, g in rows]
+
+    def witness_sizes(self) -> dict[str, int]:
+        rows = self._q("SELECT vkey, MAX(size) FROM {s}.cosignatures GROUP BY vkey").fetchall()
+        return {str(vkey): int(size) for vkey, size in rows}
+
+    def latest_cosignature_timestamp(self, limit: int) -> int | None:
+        row = self._q("SELECT MAX(timestamp) FROM {s}.cosignatures WHERE size <= %s", (limit,)).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    # transactions ----------------------------------------------------------------------------------------
+    @contextmanager
+    def write(self, *, durable: bool = True) -> Iterator[None]:
+        import psycopg
+
+        try:
+            with self.conn.transaction():
+                if not durable:  # this transaction only: a lost cosignature costs a ``witness sync``
+                    self.conn.execute("SET LOCAL synchronous_commit = off")
+                self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.append_lock_key,))
+                yield
+        except psycopg.errors.LockNotAvailable as exc:
+            raise LedgerUsageError(f"the ledger is busy ({str(exc).strip()}); try again",
+                                   path=self.location) from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise LedgerUsageError(f"the database role may not write this ledger: {str(exc).strip()}",
+                                   path=self.location) from None
+        except (psycopg.errors.IntegrityError, psycopg.errors.RaiseException) as exc:
+            raise LedgerIntegrityError(f"the ledger database refused the write: {str(exc).strip()}",
+                                       path=self.location) from None
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        from psycopg.pq import TransactionStatus
+
+        if self.conn.info.transaction_status != TransactionStatus.IDLE:
+            yield
+            return
+        with self.conn.transaction():
+            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield
+
+    @contextmanager
+    def operation_lock(self) -> Iterator[None]:
+        self.conn.execute("SELECT pg_advisory_lock(%s)", (self._operation_key,))
+        try:
+            yield
+        finally:
+            self.conn.execute("SELECT pg_advisory_unlock(%s)", (self._operation_key,))
+
+    # writing ---------------------------------------------------------------------------------------------
+    def _many(self, sql: str, rows: list[Any]) -> None:
+        if rows:
+            with self.conn.cursor() as cursor:
+                cursor.executemany(sql.replace("{s}", self.schema), rows)
+
+    def insert_meta(self, rows: list[tuple[str, str]]) -> None:
+        self._many("INSERT INTO {s}.meta (key, value) VALUES (%s, %s)", rows)
+
+    def insert_entries(self, rows: list[EntryRow]) -> None:
+        self._many("INSERT INTO {s}.entries (idx, type, data, leaf_hash, created_utc) VALUES (%s, %s, %s, %s, %s)",
+                   rows)
+
+    def insert_nodes(self, nodes: list[tuple[int, int, bytes]]) -> None:
+        self._many("INSERT INTO {s}.nodes (level, idx, hash) VALUES (%s, %s, %s)", nodes)
+
+    def insert_checkpoint(self, row: CheckpointRow) -> None:
+        self._q("INSERT INTO {s}.checkpoints (size, root, note, created_utc) VALUES (%s, %s, %s, %s)", row)
+
+    def insert_cosignatures(self, rows: list[CosignatureRow]) -> int:
+        added = 0
+        for row in rows:
+            added += self._q("INSERT INTO {s}.cosignatures (size, witness, key_id, timestamp, line, vkey, "
+                             "received_utc) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                             row).rowcount
+        return added
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _schema_sql(schema: str) -> list[str]:
+    """The DDL of one ledger schema: tables, append-only triggers, the writer role's grants."""
+    s = schema
+    refuse = ("BEGIN RAISE EXCEPTION 'ledger % are append-only', TG_TABLE_NAME USING ERRCODE = '23000'; "
+              "END")
+    statements = [
+        f"CREATE SCHEMA {s}",
+        f"CREATE TABLE {s}.meta (key text PRIMARY KEY, value text NOT NULL)",
+        f"CREATE TABLE {s}.entries (idx bigint PRIMARY KEY, type text NOT NULL, data bytea NOT NULL, "
+        "leaf_hash bytea NOT NULL, created_utc text NOT NULL)",
+        f"CREATE TABLE {s}.nodes (level integer NOT NULL, idx bigint NOT NULL, hash bytea NOT NULL, "
+        "PRIMARY KEY (level, idx))",
+        f"CREATE TABLE {s}.checkpoints (size bigint PRIMARY KEY, root bytea NOT NULL, note text NOT NULL, "
+        "created_utc text NOT NULL)",
+        f"CREATE TABLE {s}.cosignatures (size bigint NOT NULL, witness text NOT NULL, key_id text NOT NULL, "
+        "timestamp bigint NOT NULL, line text NOT NULL, vkey text NOT NULL, received_utc text NOT NULL, "
+        "PRIMARY KEY (size, witness, key_id, timestamp))",
+        f"CREATE FUNCTION {s}.refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ {refuse} $$",
+    ]
+    checks = {
+        "entries": ("NEW.idx IS DISTINCT FROM COALESCE((SELECT MAX(idx) FROM {s}.entries), -1) + 1 "
+                    "OR length(NEW.leaf_hash) <> 32", "ledger entries are appended at the next index only"),
+        "nodes": (f"length(NEW.hash) <> 32 OR NEW.level < {MIN_NODE_LEVEL}", "ledger tree nodes are written once"),
+        "checkpoints": ("NEW.size <= COALESCE((SELECT MAX(size) FROM {s}.checkpoints), 0) "
+                        "OR NEW.size > COALESCE((SELECT MAX(idx) FROM {s}.entries), -1) + 1 "
+                        "OR length(NEW.root) <> 32",
+                        "ledger checkpoints only grow, one per size, never past the entries"),
+        "cosignatures": ("NOT EXISTS (SELECT 1 FROM {s}.checkpoints WHERE size = NEW.size)",
+                         "a cosignature is on a signed checkpoint of the ledger"),
+    }
+    for table, (condition, message) in checks.items():
+        statements += [
+            f"CREATE FUNCTION {s}.{table}_insert_check() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"IF {condition.replace('{s}', s)} THEN RAISE EXCEPTION '{message}' USING ERRCODE = '23000'; END IF; "
+            "RETURN NEW; END $$",
+            f"CREATE TRIGGER {table}_insert_check BEFORE INSERT ON {s}.{table} FOR EACH ROW "
+            f"EXECUTE FUNCTION {s}.{table}_insert_check()",
+        ]
+    for table in _TABLES:
+        statements += [
+            f"CREATE TRIGGER {table}_no_change BEFORE UPDATE OR DELETE ON {s}.{table} FOR EACH ROW "
+            f"EXECUTE FUNCTION {s}.refuse_change()",
+            f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {s}.{table} FOR EACH STATEMENT "
+            f"EXECUTE FUNCTION {s}.refuse_change()",
+        ]
+    statements += [
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '" + WRITER_ROLE + "') THEN "
+        f"CREATE ROLE {WRITER_ROLE} NOLOGIN; END IF; END $$",
+        f"REVOKE ALL ON SCHEMA {s} FROM PUBLIC",
+        f"GRANT USAGE ON SCHEMA {s} TO {WRITER_ROLE}",
+        f"GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA {s} TO {WRITER_ROLE}",
+        f"INSERT INTO {s}.meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}'), "
+        f"('min_node_level', '{MIN_NODE_LEVEL}')",
+    ]
+    return statements
+
+
+def _schemas(conn: Any) -> list[str]:
+    rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s ORDER BY nspname",
+                        (SCHEMA_PREFIX + "%",)).fetchall()
+    return [str(r[0])[len(SCHEMA_PREFIX):] for r in rows if is_ledger_id(str(r[0])[len(SCHEMA_PREFIX):])]
+
+
+def list_ids(url: str) -> list[str]:
+    conn = _connect(url)
+    try:
+        return _schemas(conn)
+    finally:
+        conn.close()
+
+
+def locate(url: str, ledger_id_or_prefix: str) -> str:
+    """The id of the one ledger in the database that ``ledger_id_or_prefix`` names."""
+    text = ledger_id_or_prefix.strip()
+    if not is_ledger_prefix(text):
+        raise LedgerUsageError("a ledger is named by its id (20 lowercase hex characters) or a prefix of it",
+                               found=ledger_id_or_prefix[:80])
+    found = [i for i in list_ids(url) if i.startswith(text)]
+    where = display_url(url)
+    if not found:
+        raise LedgerUsageError(f"no ledger {text!r} in {where}", database=where, found=text)
+    if len(found) > 1:
+        raise LedgerUsageError(f"{text!r} names {len(found)} ledgers in {where}; give more of the id", found=found)
+    return found[0]
+
+
+def open_storage(url: str, ledger_id: str) -> PostgresStorage:
+    conn = _connect(url)
+    try:
+        if ledger_id not in _schemas(conn):
+            raise LedgerUsageError(f"no ledger {ledger_id} in {display_url(url)}", database=display_url(url),
+                                   found=ledger_id)
+        storage = PostgresStorage(conn, url, ledger_id)
+        version = storage.meta().get("schema_version")
+    except BaseException:
+        conn.close()
+        raise
+    if version is None or int(version) > SCHEMA_VERSION:
+        conn.close()
+        raise LedgerUsageError(f"{storage.location} has ledger schema {version or '?'}; this heldout reads up to "
+                               f"{SCHEMA_VERSION}", expected=SCHEMA_VERSION, found=version)
+    return storage
+
+
+def create_storage(url: str, ledger_id: str, fill: Fill) -> PostgresStorage:
+    """Create the schema of ``ledger_id`` with what ``fill`` inserts, in one transaction (the ledger appears
+    complete or not at all); refused when the database holds that ledger already."""
+    import psycopg
+
+    conn = _connect(url)
+    storage = PostgresStorage(conn, url, ledger_id)
+    try:
+        with conn.transaction():
+            if ledger_id in _schemas(conn):
+                raise LedgerUsageError(f"a ledger {ledger_id} already exists in {display_url(url)}",
+                                       database=display_url(url), found=ledger_id)
+            for statement in _schema_sql(storage.schema):
+                conn.execute(statement)
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (storage.append_lock_key,))
+            fill(storage)
+    except psycopg.Error as exc:
+        conn.close()
+        raise LedgerUsageError(f"cannot create the ledger in {display_url(url)}: {str(exc).strip()}",
+                               database=display_url(url)) from None
+    except BaseException:
+        conn.close()
+        raise
+    return storage
+

@@ -1,0 +1,271 @@
+"""The SQLite backend: one ``<ledger id>.sqlite`` file per ledger (schema, pragmas and triggers in
+``ledger.db``), rows read and written for :class:`ledger.ledger.Ledger` (contract: ``ledger.storage``).
+
+Writers serialize with ``BEGIN IMMEDIATE`` (``busy_timeout`` waits for the lock); a commit is durable when it
+returns (WAL, ``synchronous=FULL``). A new ledger is built under a temporary name and linked into place, so
+it appears complete or not at all. The operation lock is a ``flock`` on ``.<ledger id>.generations.lock``
+beside the file, never on the SQLite file itself: closing any descriptor of that file would drop SQLite's own
+POSIX locks held by this process.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from keys.files import fsync_dir
+from ledger.db import MIN_NODE_LEVEL, connect
+from ledger.entries import is_ledger_id, is_ledger_prefix
+from ledger.errors import LedgerIntegrityError, LedgerUsageError
+from ledger.storage import CheckpointRow, CosignatureRow, EntryRow, Fill
+
+LEDGER_SUFFIX = ".sqlite"
+
+
+class SqliteStorage:
+    """The rows of one ledger file (see ``ledger.storage.LedgerStorage``)."""
+
+    min_stored_level = MIN_NODE_LEVEL
+
+    def __init__(self, db: Database, path: Path) -> None:
+        self.db = db
+        self.conn: sqlite3.Connection = db.conn
+        self.path: Path | None = path
+        self.location = str(path)
+
+    # the tree's node source ------------------------------------------------------------------------------
+    def tree_size(self) -> int:
+        row = self.conn.execute("SELECT MAX(idx) FROM entries").fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def node(self, level: int, index: int) -> bytes:
+        if level == 0:
+            row = self.conn.execute("SELECT leaf_hash FROM entries WHERE idx = ?", (index,)).fetchone()
+        else:
+            row = self.conn.execute("SELECT hash FROM nodes WHERE level = ? AND idx = ?", (level, index)).fetchone()
+        if row is None:
+            raise LedgerIntegrityError("a tree node is missing from the ledger database", level=level, index=index)
+        return bytes(row[0])
+
+    def leaf_range(self, offset: int, width: int) -> list[bytes]:
+        rows = self.conn.execute("SELECT leaf_hash FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
+                                 (offset, offset + width)).fetchall()
+        if len(rows) != width:
+            raise LedgerIntegrityError("leaf hashes are missing from the ledger database", index=offset)
+        return [bytes(r[0]) for r in rows]
+
+    # reading ---------------------------------------------------------------------------------------------
+    def meta(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in self.conn.execute("SELECT key, value FROM meta").fetchall()}
+
+    def entry_data(self, index: int) -> bytes | None:
+        row = self.conn.execute("SELECT data FROM entries WHERE idx = ?", (index,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def entry_time(self, index: int) -> str | None:
+        row = self.conn.execute("SELECT created_utc FROM entries WHERE idx = ?", (index,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def last_entry(self) -> tuple[int, bytes] | None:
+        row = self.conn.execute("SELECT idx, data FROM entries ORDER BY idx DESC LIMIT 1").fetchone()
+        return None if row is None else (int(row[0]), bytes(row[1]))
+
+    def entries_bytes(self, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
+        cursor = self.conn.execute("SELECT idx, data FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
+                                   (start, stop))
+        for index, data in cursor:
+            yield int(index), bytes(data)
+
+    def entry_rows(self, start: int, stop: int) -> Iterator[EntryRow]:
+        cursor = self.conn.execute("SELECT idx, type, data, leaf_hash, created_utc FROM entries "
+                                   "WHERE idx >= ? AND idx < ? ORDER BY idx", (start, stop))
+        for index, kind, data, leaf, created in cursor:
+            yield int(index), str(kind), bytes(data), bytes(leaf), str(created)
+
+    def data_and_leaves(self) -> Iterator[tuple[bytes, bytes]]:
+        for data, leaf in self.conn.execute("SELECT data, leaf_hash FROM entries ORDER BY idx"):
+            yield bytes(data), bytes(leaf)
+
+    def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]:
+        for level, index, digest in self.conn.execute("SELECT level, idx, hash FROM nodes ORDER BY level, idx"):
+            yield int(level), int(index), bytes(digest)
+
+    @staticmethod
+    def _checkpoint(row: tuple[object, ...] | None) -> CheckpointRow | None:
+        if row is None:
+            return None
+        size, root, note, created = row
+        return int(size), bytes(root), str(note), str(created)  # type: ignore[call-overload]
+
+    def checkpoint_rows(self) -> list[CheckpointRow]:
+        rows = self.conn.execute("SELECT size, root, note, created_utc FROM checkpoints ORDER BY size").fetchall()
+        return [r for r in map(self._checkpoint, rows) if r is not None]
+
+    def checkpoint_row(self, size: int) -> CheckpointRow | None:
+        return self._checkpoint(self.conn.execute(
+            "SELECT size, root, note, created_utc FROM checkpoints WHERE size = ?", (size,)).fetchone())
+
+    def latest_checkpoint_row(self) -> CheckpointRow | None:
+        return self._checkpoint(self.conn.execute(
+            "SELECT size, root, note, created_utc FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone())
+
+    def cosignature_lines(self, size: int) -> list[str]:
+        rows = self.conn.execute("SELECT line FROM cosignatures WHERE size = ? ORDER BY witness, key_id, "
+                                 "timestamp", (size,)).fetchall()
+        return [str(row[0]) for row in rows]
+
+    def cosignature_rows(self) -> list[CosignatureRow]:
+        rows = self.conn.execute("SELECT size, witness, key_id, timestamp, line, vkey, received_utc "
+                                 "FROM cosignatures ORDER BY size, witness, key_id, timestamp").fetchall()
+        return [(int(a), str(b), str(c), int(d), str(e), str(f), str(g)) for a, b, c, d, e, f, g in rows]
+
+    def witness_sizes(self) -> dict[str, int]:
+        rows = self.conn.execute("SELECT vkey, MAX(size) FROM cosignatures GROUP BY vkey").fetchall()
+        return {str(vkey): int(size) for vkey, size in rows}
+
+    def latest_cosignature_timestamp(self, limit: int) -> int | None:
+        row = self.conn.execute("SELECT MAX(timestamp) FROM cosignatures WHERE size <= ?", (limit,)).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    # transactions ----------------------------------------------------------------------------------------
+    @contextmanager
+    def write(self, *, durable: bool = True) -> Iterator[None]:
+        conn = self.conn
+        if not durable:
+            conn.execute("PRAGMA synchronous = NORMAL")  # the WAL frames are synced by the next FULL commit
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise LedgerUsageError(f"the ledger is busy ({exc}); try again", path=self.location) from None
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.IntegrityError):
+                    raise LedgerIntegrityError(f"the ledger database refused the write: {exc}",
+                                               path=self.location) from None
+                raise
+        finally:
+            if not durable:
+                conn.execute("PRAGMA synchronous = FULL")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")  # deferred: the first read fixes the snapshot for the whole block
+        try:
+            yield
+        finally:
+            self.conn.execute("COMMIT")
+
+    @contextmanager
+    def operation_lock(self) -> Iterator[None]:
+        fd = os.open(lock_path(self._file()), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the flock
+
+    def _file(self) -> Path:
+        assert self.path is not None  # always set for a SQLite ledger
+        return self.path
+
+    # writing ---------------------------------------------------------------------------------------------
+    def insert_meta(self, rows: list[tuple[str, str]]) -> None:
+        self.conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", rows)
+
+    def insert_entries(self, rows: list[EntryRow]) -> None:
+        self.conn.executemany("INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (?, ?, ?, ?, ?)",
+                              rows)
+
+    def insert_nodes(self, nodes: list[tuple[int, int, bytes]]) -> None:
+        self.conn.executemany("INSERT INTO nodes (level, idx, hash) VALUES (?, ?, ?)", nodes)
+
+    def insert_checkpoint(self, row: CheckpointRow) -> None:
+        self.conn.execute("INSERT INTO checkpoints (size, root, note, created_utc) VALUES (?, ?, ?, ?)", row)
+
+    def insert_cosignatures(self, rows: list[CosignatureRow]) -> int:
+        before = self.conn.total_changes
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO cosignatures (size, witness, key_id, timestamp, line, vkey, received_utc) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        return self.conn.total_changes - before
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def lock_path(ledger_file: Path) -> Path:
+    """The operation lock file of a ledger file (``.<ledger id>.generations.lock`` beside it)."""
+    return ledger_file.with_name(f".{ledger_file.name.removesuffix(LEDGER_SUFFIX)}.generations.lock")
+
+
+def open_storage(path: Path) -> SqliteStorage:
+    path = Path(path)
+    return SqliteStorage(connect(path), path)
+
+
+def create_storage(folder: Path, ledger_id: str, fill: Fill) -> SqliteStorage:
+    """Write ``<folder>/<ledger id>.sqlite`` holding what ``fill`` inserts (in one transaction, under a
+    temporary name, then linked into place); refused when the ledger exists there already."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{ledger_id}{LEDGER_SUFFIX}"
+    if path.exists():
+        raise LedgerUsageError(f"a ledger {ledger_id} already exists in {folder}", path=str(path))
+    tmp = folder / f".{ledger_id}{LEDGER_SUFFIX}.tmp{os.getpid()}"
+    for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        leftover.unlink(missing_ok=True)
+    storage = SqliteStorage(connect(tmp, create=True), tmp)
+    try:
+        with storage.write():
+            fill(storage)
+    except BaseException:  # a full disk, a refused copy: no half-built file is left behind
+        storage.close()
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            leftover.unlink(missing_ok=True)
+        raise
+    storage.close()
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise LedgerUsageError(f"a ledger {ledger_id} already exists in {folder}", path=str(path)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(folder)
+    return open_storage(path)
+
+
+def locate(folder: Path, ledger_id_or_prefix: str) -> Path:
+    """``<folder>/<id>.sqlite`` for a ledger id or a unique prefix of one."""
+    text = ledger_id_or_prefix.strip()
+    if not is_ledger_prefix(text):
+        raise LedgerUsageError("a ledger is named by its id (20 lowercase hex characters) or a prefix of it",
+                               found=ledger_id_or_prefix[:80])
+    found = sorted(folder.glob(f"{text}*{LEDGER_SUFFIX}")) if Path(folder).is_dir() else []
+    found = [p for p in found if is_ledger_id(p.name[: -len(LEDGER_SUFFIX)])]
+    if not found:
+        raise LedgerUsageError(f"no ledger {text!r} in {folder}", path=str(folder), found=text)
+    if len(found) > 1:
+        raise LedgerUsageError(f"{text!r} names {len(found)} ledgers in {folder}; give more of the id",
+                               found=[p.name[: -len(LEDGER_SUFFIX)] for p in found])
+    return found[0]
+
+
+def list_ids(folder: Path) -> list[str]:
+    if not Path(folder).is_dir():
+        return []
+    return sorted(p.name[: -len(LEDGER_SUFFIX)] for p in Path(folder).glob(f"*{LEDGER_SUFFIX}")
+                  if is_ledger_id(p.name[: -len(LEDGER_SUFFIX)]))
