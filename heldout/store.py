@@ -1,6 +1,7 @@
 """The store: one directory of data, never inside the source tree (DESIGN.md, "The store").
 
-``ledgers/`` SQLite ledgers; ``blobs/sha256/`` content-addressed files; ``seals/`` signed seal manifests;
+``ledgers/`` SQLite ledgers (or ``ledgers/DATABASE``, the URL of the PostgreSQL database holding them);
+``blobs/sha256/`` content-addressed files; ``seals/`` signed seal manifests;
 ``keys/`` trusted public keys; ``passports/``; ``audit/`` reports; ``private/`` (0700) private keys, pools,
 salts and sealed labels. Nothing under ``private/`` is exported, logged or printed.
 """
@@ -111,6 +112,22 @@ class Store:
             raise UsageError(f"no default ledger in the store at {self.root}; run: heldout init "
                              "(or name one with --ledger)", store=str(self.root))
         return path.read_text().strip()
+
+    @property
+    def database_file(self) -> Path:
+        """``ledgers/DATABASE``: the PostgreSQL URL (never with a password) holding the store's ledgers, when
+        ``heldout init --database`` put them there."""
+        return self.ledgers / "DATABASE"
+
+    def database_url(self) -> str | None:
+        path = self.database_file
+        return path.read_text().strip() or None if path.is_file() else None
+
+    def set_database_url(self, url: str) -> None:
+        self.ledgers.mkdir(parents=True, exist_ok=True)
+        tmp = self.database_file.with_name(f".DATABASE.tmp{os.getpid()}")
+        tmp.write_text(url + "\n")
+        os.replace(tmp, self.database_file)
 
     def set_default_ledger_id(self, ledger_id: str) -> None:
         self.ledgers.mkdir(parents=True, exist_ok=True)

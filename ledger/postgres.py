@@ -64,12 +64,15 @@ def database_url(text: str) -> str:
 
 
 def display_url(text: str) -> str:
-    """The URL with any password replaced by ``***`` (for messages)."""
+    """The URL with any password (in the authority or a ``password=`` parameter) replaced by ``***``."""
     parts = urllib.parse.urlsplit(text)
-    if parts.password is None:
-        return text
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is not None:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@"))
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "password" for key, _ in query):
+        masked = [(key, "***" if key == "password" else value) for key, value in query]
+        parts = parts._replace(query=urllib.parse.urlencode(masked, safe="/*"))
+    return urllib.parse.urlunsplit(parts)
 
 
 def schema_of(ledger_id: str) -> str:

@@ -88,7 +88,9 @@ class OperatorSource:
     def checkpoint_file(self, size: int) -> str:
         return self._relative(self.ledger.path)  # the checkpoints live in the same database
 
-    def _relative(self, path: Path) -> str:
+    def _relative(self, path: Path | None) -> str:
+        if path is None:  # a ledger in a database server: its URL (no password) and schema
+            return self.ledger.location
         try:
             return str(path.relative_to(self.store.root))
         except ValueError:

@@ -82,7 +82,7 @@ class Demo:
         return time.perf_counter() - self.started
 
 
-def run_demo(store: Path, *, fast: bool) -> None:
+def run_demo(store: Path, *, fast: bool, database: str | None = None) -> None:
     d = Demo(store)
     data = store / "demo-data" / "official"
     pools = store / "demo-data" / "incoming"
@@ -99,7 +99,7 @@ def run_demo(store: Path, *, fast: bool) -> None:
 
     d.say("create the store, the operator's signing key and the ledger",
           "The ledger id is the hash of the genesis entry: anyone can recompute it from entry 0.")
-    d.run(["init", "--name", "demo-lab"])
+    d.run(["init", "--name", "demo-lab", *(["--database", database] if database else [])])
     ledger_id = Store.open(store).default_ledger_id()
 
     d.say("write task data in the official MedMNIST layout",
@@ -181,9 +181,12 @@ def demo_command(
     store: Annotated[Path, typer.Option("--store", help="Where to build the demo store (rebuilt if it is one).")]
     = DEFAULT_DEMO_STORE,
     fast: Annotated[bool, typer.Option("--fast", help="One task, two models (for tests).")] = False,
+    database: Annotated[str | None, typer.Option(
+        "--database", help="Keep the demo's ledger in this PostgreSQL database (postgresql://..., no password "
+        "in it); default: SQLite in the store.", show_default=False)] = None,
 ) -> None:
     """Run the whole product end to end on synthetic data: seal, evaluate, audit, passports, retire, replay."""
-    run_demo(_prepare_store(store), fast=fast)
+    run_demo(_prepare_store(store), fast=fast, database=database)
 
 
 def register(app: typer.Typer) -> None:

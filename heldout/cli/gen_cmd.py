@@ -8,6 +8,7 @@ tests and rehearsals: typer commands cannot take a clock object), else the syste
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,7 +42,7 @@ from heldout.generations import (
     verify_store_reveal,
 )
 from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K
-from heldout.generations.ledgers import create_lock, ledger_signer
+from heldout.generations.ledgers import DATABASE_ENV, create_ledger, ledger_signer
 from heldout.generations.seal import manifest_path
 from heldout.store import Store
 from keys import (
@@ -53,8 +54,9 @@ from keys import (
     UsageError,
     parse_key_argument,
 )
-from ledger import Ledger, open_export
+from ledger import open_export
 from ledger.policy import load_policy
+from ledger.postgres import database_url
 from seals import format_utc, parse_json_object, parse_utc
 
 DEFAULT_KEY_NAME = "heldout-operator"
@@ -100,6 +102,10 @@ def init(
         DEFAULT_LEDGER_NAME,
     key_id: Annotated[str | None, typer.Option("--key-id", help="Operator key to use when the store has several.")]
         = None,
+    database: Annotated[str | None, typer.Option(
+        "--database", help="Keep the ledger in this PostgreSQL database (postgresql://..., no password in it: "
+        "use ~/.pgpass, PGPASSFILE, a service file or PGPASSWORD); default $HELDOUT_DATABASE, else SQLite in "
+        "the store.", show_default=False)] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Create the store, an operator key (when it has none) and a ledger with its genesis entry; the ledger
@@ -108,6 +114,9 @@ def init(
     if st.default_ledger_file.is_file():
         raise UsageError(f"the store at {st.root} is already initialised (ledger {st.default_ledger_id()})",
                          path=str(st.default_ledger_file))
+    database = database if database is not None else os.environ.get(DATABASE_ENV, "").strip() or None
+    if database is not None:
+        database = database_url(database)  # refused before anything is written when it holds a password
     now = command_now()
     st.create()
     existing = sorted(st.private_keys.glob("*.key"))
@@ -120,16 +129,18 @@ def init(
         signer.save(st.private_key_path(signer.key_id))
         st.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
         created_key = True
-    with Ledger.create(st.ledgers, signer, name=name, now=now) as ledger:
-        create_lock(ledger)
+    with create_ledger(st, signer, name=name, now=now, database=database) as ledger:
+        if database is not None:
+            st.set_database_url(database)
         st.set_default_ledger_id(ledger.ledger_id)
         info = {"ledger_id": ledger.ledger_id, "store": str(st.root), "key_id": signer.key_id,
-                "key_created": created_key, "note_verifier_key": ledger.verifier_key}
+                "key_created": created_key, "note_verifier_key": ledger.verifier_key,
+                "ledger_location": ledger.location}
     if as_json:
         print_json(info)
         return
     console.print(f"store {st.root}; operator key {signer.key_id}" + (" (new)" if created_key else ""))
-    console.print(f"ledger {info['ledger_id']}")
+    console.print(f"ledger {info['ledger_id']}" + (f" in {info['ledger_location']}" if database else ""))
 
 
 # --- pools ----------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from heldout.cli.common import (
     print_json,
     reference_time,
 )
-from heldout.generations.ledgers import open_ledger
+from heldout.generations.ledgers import create_ledger, open_ledger
 from heldout.store import Store
 from keys import MalformedInput, b64encode, verifier_key_string
 from ledger import (
@@ -35,9 +35,11 @@ from ledger import (
     Ledger,
     LedgerUsageError,
     ReplayReport,
+    backend_at,
     export_ledger,
     open_export,
 )
+from ledger import migrate as migrate_ledger
 from ledger.entries import MAX_ENTRY_BYTES, is_ledger_id, is_ledger_prefix
 from ledger.follow import follow as follow_export
 from ledger.policy import load_policy
@@ -93,13 +95,13 @@ def init(
     st = open_store(store)
     signer = st.load_signer(key_id)
     st.create()
-    with Ledger.create(st.ledgers, signer, name=name, now=reference_time(at)) as ledger:
-        info = {"ledger_id": ledger.ledger_id, "origin": ledger.origin, "path": str(ledger.path),
+    with create_ledger(st, signer, name=name, now=reference_time(at)) as ledger:
+        info = {"ledger_id": ledger.ledger_id, "origin": ledger.origin, "path": ledger.location,
                 "note_verifier_key": ledger.verifier_key, "size": ledger.size}
     if as_json:
         print_json(info)
     else:
-        console.print(f"created ledger {info['ledger_id']} ({name}) in {st.ledgers}")
+        console.print(f"created ledger {info['ledger_id']} ({name}) in {info['path']}")
         console.print(f"checkpoint key {info['note_verifier_key']}")
 
 
@@ -322,7 +324,7 @@ def verify(
         with _open(store, ledger) as opened, _progress("replaying ledger", show_progress) as progress:
             report = opened.verify(progress=progress)
             latest = opened.cosigned_checkpoint()
-            body = {**report.to_json(), "source": str(opened.path)}
+            body = {**report.to_json(), "source": opened.location}
     witnessed = policy.evaluate(latest, origin=report.origin) if policy is not None else None
     if witnessed is not None:
         body["witnessed"] = witnessed.to_json()
@@ -387,3 +389,45 @@ def export(
     if manifest["missing_blobs"]:
         err_console.print(f"note: {len(manifest['missing_blobs'])} referenced blobs are not in the store "
                           "(listed in export.json as missing_blobs)")
+
+
+@app.command("migrate")
+@handle_errors
+def migrate(
+    source: Annotated[str, typer.Argument(
+        help="Where the ledger is: a postgresql:// URL, a folder of SQLite ledgers (a store's ledgers/) or one "
+             ".sqlite file.", show_default=False)],
+    destination: Annotated[str, typer.Argument(
+        help="Where to copy it: a postgresql:// URL or a folder; must not hold this ledger yet.",
+        show_default=False)],
+    ledger: Annotated[str | None, typer.Option(
+        "--ledger", help="Ledger id or unique prefix in SOURCE (default: its only ledger).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Copy a ledger between backends (SQLite <-> PostgreSQL) row for row (nothing is re-signed) and prove the
+    copy identical: it replays clean, holds the same entry bytes, checkpoints and cosignatures, and has the same
+    root at every checkpoint size. The copy appears only once proven."""
+    with open_migration_source(source, ledger) as opened:
+        report = migrate_ledger(opened, backend_at(destination))
+    if as_json:
+        print_json(report.to_json())
+        return
+    console.print(f"copied ledger {report.ledger_id} ({report.size} entries, {report.checkpoints} checkpoints, "
+                  f"{report.cosignatures} cosignatures) to {report.destination}")
+    console.print("identical: same entries, checkpoints and cosignatures; same root at every checkpoint size")
+
+
+def open_migration_source(source: str, ledger: str | None) -> Ledger:
+    path = Path(source)
+    if not source.startswith(("postgresql:", "postgres:")) and path.suffix == ".sqlite":
+        if not path.is_file():
+            raise LedgerUsageError(f"no ledger file at {source}", path=source)
+        return Ledger.open(path)
+    backend = backend_at(source)
+    if ledger is None:
+        found = backend.list_ids()
+        if len(found) != 1:
+            raise LedgerUsageError(f"{backend.description} holds {len(found)} ledgers; name one with --ledger",
+                                   found=found)
+        ledger = found[0]
+    return backend.open(ledger)

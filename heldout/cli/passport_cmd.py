@@ -17,7 +17,7 @@ from heldout.cli.common import (
     reference_time,
 )
 from heldout.generations import ledger_signer, open_ledger
-from heldout.generations.ledgers import generations_lock
+from heldout.generations.ledgers import generations_lock, ledger_backend, resolve_ledger_id
 from heldout.passports import LedgerFacts, check_passport_on_ledger, check_passport_proofs, issue_passport
 from keys import (
     HeldoutError,
@@ -29,7 +29,7 @@ from keys import (
     VerificationError,
     parse_key_argument,
 )
-from ledger import Checkpoint, Ledger, open_export
+from ledger import Checkpoint, open_export
 from ledger.entries import origin_of
 from ledger.policy import Policy, Witnessed, load_policy
 from seals import Passport, PassportState, parse_json_object, verify_passport
@@ -88,10 +88,10 @@ def _ledger_facts(doc: dict, store: Path | None, from_dir: Path | None) -> Ledge
         return None
     st = open_store(store)
     try:
-        path = Ledger.locate(st.ledgers, ledger_id)
+        found = resolve_ledger_id(st, ledger_id)
     except HeldoutError:
         return None
-    with Ledger.open(path) as ledger:
+    with ledger_backend(st).open(found) as ledger:
         ledger.verify(expected_id=ledger_id)
         return LedgerFacts.of(ledger)
 

@@ -1,23 +1,55 @@
-"""Which ledger a command works on, the key that signs it, and the lock that serializes generation changes."""
+"""Which ledger a command works on, where it lives (SQLite files in the store, or a PostgreSQL database), the
+key that signs it, and the lock that serializes generation changes. Every command opens and creates ledgers
+through :func:`open_ledger` and :func:`create_ledger`, so all of them work on either backend."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 from heldout.store import Store
 from keys import Signer
-from ledger import Ledger
+from ledger import Ledger, LedgerBackend
+from ledger.sqlite import lock_path as sqlite_lock_path
 from seals import system_clock
+
+#: A PostgreSQL URL (no password: ~/.pgpass, PGPASSFILE, a service file or PGPASSWORD supply it) that holds
+#: the store's ledgers; it overrides the URL ``heldout init --database`` recorded in ``ledgers/DATABASE``.
+DATABASE_ENV = "HELDOUT_DATABASE"
+
+
+def store_database(store: Store) -> str | None:
+    """The database URL of the store's ledgers: ``$HELDOUT_DATABASE``, else the one recorded at init, else
+    ``None`` (SQLite files under ``ledgers/``)."""
+    env = os.environ.get(DATABASE_ENV, "").strip()
+    if env:
+        return env
+    return store.database_url()
+
+
+def ledger_backend(store: Store) -> LedgerBackend:
+    database = store_database(store)
+    return LedgerBackend(database=database) if database else LedgerBackend(folder=store.ledgers)
 
 
 def resolve_ledger_id(store: Store, ledger_id: str | None) -> str:
     """``ledger_id`` (an id or unique prefix) when given, else the store's default (``ledgers/DEFAULT``)."""
     text = ledger_id if ledger_id is not None else store.default_ledger_id()
-    return Ledger.locate(store.ledgers, text).name.removesuffix(".sqlite")
+    return ledger_backend(store).locate(text)
+
+
+def create_ledger(store: Store, signer: Signer, *, name: str, now: datetime, database: str | None = None) -> Ledger:
+    """A new ledger of the store, on its backend (``database`` when given, as ``heldout init --database``);
+    the generations lock file is made with a SQLite ledger (so later refusals never leave a new file
+    behind)."""
+    backend = LedgerBackend(database=database) if database else ledger_backend(store)
+    ledger = backend.create(signer, name=name, now=now)
+    if ledger.path is not None:
+        sqlite_lock_path(ledger.path).touch()
+    return ledger
 
 
 def open_ledger(store: Store, ledger_id: str | None = None) -> Ledger:
@@ -25,7 +57,7 @@ def open_ledger(store: Store, ledger_id: str | None = None) -> Ledger:
     (``heldout.witness.operator``)."""
     from heldout.witness.operator import attach
 
-    ledger = Ledger.open(Ledger.locate(store.ledgers, resolve_ledger_id(store, ledger_id)))
+    ledger = ledger_backend(store).open(resolve_ledger_id(store, ledger_id))
     try:
         attach(store, ledger, clock=system_clock)
     except BaseException:
@@ -39,27 +71,15 @@ def ledger_signer(store: Store, ledger: Ledger) -> Signer:
     return store.load_signer(ledger.key.key_id)
 
 
-def lock_path(ledger: Ledger) -> Path:
-    return Path(ledger.path).with_name(f".{ledger.ledger_id}.generations.lock")
-
-
-def create_lock(ledger: Ledger) -> None:
-    """Create the lock file (done by ``heldout init``, so that refusals never leave a new file behind)."""
-    path = lock_path(ledger)
-    if not path.exists():
-        path.touch()
+def lock_path(ledger: Ledger) -> Path | None:
+    """The generations lock file of a SQLite ledger (``None`` in a database: the lock is the server's)."""
+    return None if ledger.path is None else sqlite_lock_path(ledger.path)
 
 
 @contextmanager
 def generations_lock(ledger: Ledger) -> Iterator[None]:
-    """An exclusive advisory lock held while a seal or retire checks the ledger and appends to it, so two
-    operators cannot seal one name twice and a seal's predicted entry index holds against other seals.
-
-    A separate lock file is used, never the SQLite file itself: closing any descriptor of that file would
-    drop SQLite's own POSIX locks held by this process."""
-    fd = os.open(lock_path(ledger), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    """An exclusive lock held while a seal or retire checks the ledger and appends to it, so two operators
+    cannot seal one name twice and a seal's predicted entry index holds against other seals: a ``flock`` on
+    the ledger file's lock file, or a PostgreSQL advisory lock (``Ledger.operation_lock``)."""
+    with ledger.operation_lock():
         yield
-    finally:
-        os.close(fd)  # releases the flock
