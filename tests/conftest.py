@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -77,12 +78,35 @@ def postgres_url(postgres_cluster: PostgresCluster) -> str:
 
 
 LEDGER_BACKENDS = ("sqlite", "postgresql")
+BackendFactory = Callable[[], LedgerBackend]
+
+
+def fresh_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> LedgerBackend:
+    """A new place for ledgers on the backend ``request.param`` names, for module-scoped fixtures (which
+    cannot take the function-scoped ``make_backend``)."""
+    if request.param == "sqlite":
+        return LedgerBackend(folder=tmp_path_factory.mktemp("ledgers"))
+    cluster = request.getfixturevalue("postgres_cluster")
+    return LedgerBackend(database=cluster.url(cluster.new_database()))
 
 
 @pytest.fixture(params=LEDGER_BACKENDS)
-def ledger_backend(request: pytest.FixtureRequest, tmp_path: Path) -> LedgerBackend:
-    """Where a ledger test keeps its ledgers: each such test runs once on a SQLite folder and once on a fresh
-    PostgreSQL database."""
-    if request.param == "sqlite":
-        return LedgerBackend(folder=tmp_path / "ledgers")
-    return LedgerBackend(database=request.getfixturevalue("postgres_url"))
+def make_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], LedgerBackend]:
+    """Makes places for ledgers: a test taking it runs once on SQLite (folders ``tmp_path/ledgers``,
+    ``ledgers1``, ...) and once on PostgreSQL (a fresh database per call)."""
+    numbers = itertools.count()
+
+    def make() -> LedgerBackend:
+        number = next(numbers)
+        if request.param == "sqlite":
+            return LedgerBackend(folder=tmp_path / f"ledgers{number or ''}")
+        cluster = request.getfixturevalue("postgres_cluster")
+        return LedgerBackend(database=cluster.url(cluster.new_database()))
+
+    return make
+
+
+@pytest.fixture
+def ledger_backend(make_backend: Callable[[], LedgerBackend]) -> LedgerBackend:
+    """Where a ledger test keeps its ledgers: once a SQLite folder, once a fresh PostgreSQL database."""
+    return make_backend()

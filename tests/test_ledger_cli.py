@@ -12,9 +12,12 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from heldout.cli import app
+from heldout.generations.ledgers import ledger_backend as ledger_backend_of
+from heldout.store import Store
 from keys import parse_verifier_key
-from ledger import Ledger, parse_checkpoint, verify_checkpoint, verify_consistency, verify_inclusion
+from ledger import Ledger, LedgerBackend, parse_checkpoint, verify_checkpoint, verify_consistency, verify_inclusion
 from ledger.rfc6962 import leaf_hash
+from tests.test_ledger_attacks import tamper_postgres
 from tests.test_ledger_support import bundle_entry
 
 runner = CliRunner()
@@ -28,7 +31,13 @@ def run(store: Path, *args: str) -> Result:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Path:
+def store(tmp_path: Path, ledger_backend: LedgerBackend, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A store with an operator key; its ledgers live in ``ledgers/`` (SQLite) or, in the PostgreSQL run, in
+    the database ``HELDOUT_DATABASE`` names."""
+    if ledger_backend.database is not None:
+        monkeypatch.setenv("HELDOUT_DATABASE", ledger_backend.database)
+    else:
+        monkeypatch.delenv("HELDOUT_DATABASE", raising=False)
     root = tmp_path / "store"
     assert runner.invoke(app, ["keys", "init", "--store", str(root), "--name", "lab-operator",
                                "--key-id", "lab-1"]).exit_code == 0
@@ -53,7 +62,7 @@ def ledger_id(store: Path, tmp_path: Path) -> str:
 
 
 def opened(store: Path, ledger_id: str) -> Ledger:
-    return Ledger.open(Ledger.locate(store / "ledgers", ledger_id))
+    return ledger_backend_of(Store.open(store)).open(ledger_id)
 
 
 def test_init_uses_the_store_operator_key(store: Path, ledger_id: str) -> None:
@@ -149,12 +158,16 @@ def test_verify_export_and_verify_from(store: Path, ledger_id: str, tmp_path: Pa
 
 
 def test_verify_reports_tampering_with_exit_1(store: Path, ledger_id: str) -> None:
-    path = Ledger.locate(store / "ledgers", ledger_id)
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("DROP TRIGGER entries_no_update")
-    conn.execute("UPDATE entries SET data = CAST(REPLACE(CAST(data AS TEXT), 'model-2', 'model-9') AS BLOB) "
-                 "WHERE idx = 2")
-    conn.close()
+    with opened(store, ledger_id) as ledger:
+        if ledger.path is None:
+            tamper_postgres(ledger, "UPDATE entries SET data = convert_to(replace(convert_from(data, 'UTF8'), "
+                                    "'model-2', 'model-9'), 'UTF8') WHERE idx = 2")
+        else:
+            conn = sqlite3.connect(ledger.path, isolation_level=None)
+            conn.execute("DROP TRIGGER entries_no_update")
+            conn.execute("UPDATE entries SET data = CAST(REPLACE(CAST(data AS TEXT), 'model-2', 'model-9') AS BLOB) "
+                         "WHERE idx = 2")
+            conn.close()
     result = run(store, "verify", ledger_id)
     assert result.exit_code == 1 and "entry 2" in result.output
 

@@ -20,7 +20,7 @@ from ledger import (
     sign_checkpoint,
     verify_checkpoint,
 )
-from tests.conftest import seeded_signer
+from tests.conftest import BackendFactory, seeded_signer
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger, retire_entry
 
 
@@ -45,9 +45,9 @@ def evidence_notes(client: CheckpointClient) -> list[Path]:
     return sorted(client.evidence_dir.rglob("*.note"))
 
 
-def test_follows_a_growing_ledger(tmp_path: Path) -> None:
+def test_follows_a_growing_ledger(tmp_path: Path, make_backend: BackendFactory) -> None:
     signer = ledger_signer()
-    with new_ledger(tmp_path / "log", entries=2) as ledger:
+    with new_ledger(make_backend(), entries=2) as ledger:
         client = client_for(ledger, tmp_path)
         assert client.accepted() is None
         first = client.update(ledger.latest_checkpoint().note)
@@ -62,8 +62,8 @@ def test_follows_a_growing_ledger(tmp_path: Path) -> None:
         assert not client.evidence_dir.exists()
 
 
-def test_rollback_is_refused_with_evidence(tmp_path: Path) -> None:
-    with new_ledger(tmp_path / "log", entries=4) as ledger:
+def test_rollback_is_refused_with_evidence(tmp_path: Path, make_backend: BackendFactory) -> None:
+    with new_ledger(make_backend(), entries=4) as ledger:
         client = client_for(ledger, tmp_path)
         client.update(ledger.latest_checkpoint().note)
         older = ledger.checkpoint_at(3)
@@ -79,18 +79,18 @@ def test_rollback_is_refused_with_evidence(tmp_path: Path) -> None:
         assert accepted_size(client) == 5
 
 
-def forked_pair(tmp_path: Path) -> tuple[Ledger, Ledger]:
+def forked_pair(make_backend: BackendFactory) -> tuple[Ledger, Ledger]:
     """Two copies of one ledger (same genesis, same key) that diverge after entry 2."""
     signer = ledger_signer()
-    left, right = new_ledger(tmp_path / "left", entries=2), new_ledger(tmp_path / "right", entries=2)
+    left, right = new_ledger(make_backend(), entries=2), new_ledger(make_backend(), entries=2)
     assert left.ledger_id == right.ledger_id
     left.append_batch([bundle_entry(10), bundle_entry(11)], signer=signer, now=T0)
     right.append_batch([retire_entry(1), retire_entry(2)], signer=signer, now=T0)
     return left, right
 
 
-def test_two_roots_for_one_size_are_a_fork(tmp_path: Path) -> None:
-    left, right = forked_pair(tmp_path)
+def test_two_roots_for_one_size_are_a_fork(tmp_path: Path, make_backend: BackendFactory) -> None:
+    left, right = forked_pair(make_backend)
     with left, right:
         client = client_for(left, tmp_path)
         client.update(left.latest_checkpoint().note)
@@ -103,9 +103,9 @@ def test_two_roots_for_one_size_are_a_fork(tmp_path: Path) -> None:
         assert summary["kind"] == "fork" and summary["accepted"]["size"] == summary["presented"]["size"] == 5
 
 
-def test_a_larger_size_needs_a_valid_consistency_proof(tmp_path: Path) -> None:
+def test_a_larger_size_needs_a_valid_consistency_proof(tmp_path: Path, make_backend: BackendFactory) -> None:
     signer = ledger_signer()
-    left, right = forked_pair(tmp_path)
+    left, right = forked_pair(make_backend)
     with left, right:
         client = client_for(left, tmp_path)
         client.update(left.latest_checkpoint().note)
@@ -118,8 +118,8 @@ def test_a_larger_size_needs_a_valid_consistency_proof(tmp_path: Path) -> None:
         assert len(evidence_notes(client)) == 2  # both attempts presented the same note: one evidence folder
 
 
-def test_unsigned_or_foreign_checkpoints_change_nothing(tmp_path: Path) -> None:
-    with new_ledger(tmp_path / "log", entries=1) as ledger:
+def test_unsigned_or_foreign_checkpoints_change_nothing(tmp_path: Path, make_backend: BackendFactory) -> None:
+    with new_ledger(make_backend(), entries=1) as ledger:
         client = client_for(ledger, tmp_path)
         client.update(ledger.latest_checkpoint().note)
         forged = sign_checkpoint(ledger.origin, 9, ledger.root(), seeded_signer(9, name=ledger.key.name))
@@ -128,8 +128,8 @@ def test_unsigned_or_foreign_checkpoints_change_nothing(tmp_path: Path) -> None:
         assert accepted_size(client) == 2 and not client.evidence_dir.exists()
 
 
-def test_an_edited_state_file_is_not_trusted(tmp_path: Path) -> None:
-    with new_ledger(tmp_path / "log", entries=3) as ledger:
+def test_an_edited_state_file_is_not_trusted(tmp_path: Path, make_backend: BackendFactory) -> None:
+    with new_ledger(make_backend(), entries=3) as ledger:
         client = client_for(ledger, tmp_path)
         client.update(ledger.latest_checkpoint().note)
         state = json.loads(client.state_path.read_text())
@@ -139,9 +139,9 @@ def test_an_edited_state_file_is_not_trusted(tmp_path: Path) -> None:
             client.update(ledger.checkpoint_at(1).note)  # type: ignore[union-attr]
 
 
-def test_state_of_another_ledger_is_refused(tmp_path: Path) -> None:
-    with new_ledger(tmp_path / "a", entries=1) as first, \
-            new_ledger(tmp_path / "b", seeded_signer(3, name="other-op", key_id="other")) as second:
+def test_state_of_another_ledger_is_refused(tmp_path: Path, make_backend: BackendFactory) -> None:
+    with new_ledger(make_backend(), entries=1) as first, \
+            new_ledger(make_backend(), seeded_signer(3, name="other-op", key_id="other")) as second:
         client_for(first, tmp_path).update(first.latest_checkpoint().note)
         with pytest.raises(LedgerUsageError, match="another ledger"):
             client_for(second, tmp_path).update(second.latest_checkpoint().note)

@@ -14,6 +14,7 @@ from keys import Keyring, TrustedKey, verifier_key_string
 from ledger import (
     BlobStore,
     Ledger,
+    LedgerBackend,
     LedgerIntegrityError,
     LedgerUsageError,
     export_ledger,
@@ -26,12 +27,13 @@ from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledge
 PRIVATE_MARKER = b"PRIVATE-SALT-DO-NOT-EXPORT-7f3a"
 
 
-def populated_store(root: Path) -> tuple[Ledger, BlobStore]:
-    """A store-like layout: a ledger whose bundle entries reference blobs (one missing), a seal manifest, a
-    keyring with an extra key, and a private folder that must never be exported."""
+def populated_store(root: Path, backend: LedgerBackend | None = None) -> tuple[Ledger, BlobStore]:
+    """A store-like layout: a ledger (in ``root/ledgers`` or on ``backend``) whose bundle entries reference
+    blobs (one missing), a seal manifest, a keyring with an extra key, and a private folder that must never
+    be exported."""
     signer = ledger_signer()
     blobs = BlobStore(root / "blobs" / "sha256")
-    ledger = new_ledger(root / "ledgers")
+    ledger = new_ledger(backend or root / "ledgers")
     entries = []
     for i in range(1, 4):
         entry = bundle_entry(i)
@@ -56,8 +58,8 @@ def do_export(root: Path, ledger: Ledger, dest: Path) -> dict:
     return export_ledger(ledger, dest, blobs=BlobStore(root / "blobs" / "sha256"), seals=root / "seals")
 
 
-def test_export_layout(tmp_path: Path) -> None:
-    ledger, _ = populated_store(tmp_path / "store")
+def test_export_layout(tmp_path: Path, ledger_backend: LedgerBackend) -> None:
+    ledger, _ = populated_store(tmp_path / "store", ledger_backend)
     with ledger:
         manifest = do_export(tmp_path / "store", ledger, tmp_path / "out")
         out = tmp_path / "out"
@@ -78,8 +80,8 @@ def test_export_layout(tmp_path: Path) -> None:
         assert json.loads((out / "export.json").read_text()) == manifest
 
 
-def test_nothing_private_is_exported(tmp_path: Path) -> None:
-    ledger, _ = populated_store(tmp_path / "store")
+def test_nothing_private_is_exported(tmp_path: Path, ledger_backend: LedgerBackend) -> None:
+    ledger, _ = populated_store(tmp_path / "store", ledger_backend)
     with ledger:
         do_export(tmp_path / "store", ledger, tmp_path / "out")
     for path in (tmp_path / "out").rglob("*"):
@@ -89,8 +91,8 @@ def test_nothing_private_is_exported(tmp_path: Path) -> None:
             assert b"seed_b64" not in path.read_bytes()
 
 
-def test_export_is_deterministic(tmp_path: Path) -> None:
-    ledger, _ = populated_store(tmp_path / "store")
+def test_export_is_deterministic(tmp_path: Path, ledger_backend: LedgerBackend) -> None:
+    ledger, _ = populated_store(tmp_path / "store", ledger_backend)
     with ledger:
         do_export(tmp_path / "store", ledger, tmp_path / "one")
         do_export(tmp_path / "store", ledger, tmp_path / "two")
@@ -115,8 +117,8 @@ def test_export_refuses_a_non_empty_destination_and_leaves_nothing_on_failure(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["busy", "store"]
 
 
-def test_read_api_for_the_audit(tmp_path: Path) -> None:
-    ledger, _ = populated_store(tmp_path / "store")
+def test_read_api_for_the_audit(tmp_path: Path, ledger_backend: LedgerBackend) -> None:
+    ledger, _ = populated_store(tmp_path / "store", ledger_backend)
     with ledger:
         manifest = do_export(tmp_path / "store", ledger, tmp_path / "out")
         exported = open_export(tmp_path / "out")

@@ -22,7 +22,7 @@ import pytest
 
 from keys import note_key_hash
 from ledger import Ledger
-from tests.conftest import REPO_ROOT
+from tests.conftest import LEDGER_BACKENDS, REPO_ROOT, fresh_backend
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
 
 pytestmark = [pytest.mark.go, pytest.mark.skipif(shutil.which("go") is None, reason="Go toolchain not installed")]
@@ -61,11 +61,12 @@ def go_signer_key(ledger: Ledger) -> str:
     return f"PRIVATE+KEY+{ledger.key.name}+{key_hash}+{b64(bytes([1]) + bytes([SEED_BYTE]) * 32)}"
 
 
-@pytest.fixture(scope="module")
-def grown(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ledger]:
-    """A ledger appended to one entry at a time up to MAX_SIZE: a signed checkpoint at every size."""
+@pytest.fixture(scope="module", params=LEDGER_BACKENDS)
+def grown(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ledger]:
+    """A ledger appended to one entry at a time up to MAX_SIZE: a signed checkpoint at every size (on SQLite,
+    then on PostgreSQL)."""
     signer = ledger_signer()
-    ledger = new_ledger(tmp_path_factory.mktemp("go-ledger"))
+    ledger = new_ledger(fresh_backend(request, tmp_path_factory))
     while ledger.size < MAX_SIZE:
         ledger.append(bundle_entry(ledger.size, pad=ledger.size % 7 * 13), signer=signer, now=T0)
     yield ledger

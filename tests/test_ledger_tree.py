@@ -1,6 +1,6 @@
-"""The stored tree: roots and RFC 9162 proofs from the SQLite ledger and from the in-memory replay tree agree
-with the RFC's reference recursions (ledger.rfc6962) and with pymerkle's own InmemoryTree roots, whatever
-the batching of the appends."""
+"""The stored tree: roots and RFC 9162 proofs from the SQLite and PostgreSQL ledgers and from the in-memory
+replay tree agree with the RFC's reference recursions (ledger.rfc6962) and with pymerkle's own InmemoryTree
+roots, whatever the batching of the appends."""
 
 from __future__ import annotations
 
@@ -21,18 +21,20 @@ from ledger.rfc6962 import (
     reference_root,
 )
 from ledger.tree import HashTree, MemoryNodes, consistency_ranges, inclusion_ranges
+from tests.conftest import LEDGER_BACKENDS, fresh_backend
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
 
 SIZE = 150
 Grown = tuple[Ledger, list[bytes], InmemoryTree]
 
 
-@pytest.fixture(scope="module")
-def grown(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, list[bytes], InmemoryTree]]:
-    """A ledger of SIZE entries appended in uneven batches, its leaf hashes, and pymerkle's in-memory tree
-    over the same entry bytes."""
+@pytest.fixture(scope="module", params=LEDGER_BACKENDS)
+def grown(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, list[bytes], InmemoryTree]]:
+    """A ledger of SIZE entries appended in uneven batches (on SQLite, then on PostgreSQL), its leaf hashes,
+    and pymerkle's in-memory tree over the same entry bytes."""
     signer = ledger_signer()
-    ledger = new_ledger(tmp_path_factory.mktemp("tree"))
+    ledger = new_ledger(fresh_backend(request, tmp_path_factory))
     rng = random.Random(7)
     while ledger.size < SIZE:
         count = min(rng.choice([1, 1, 2, 3, 7, 16]), SIZE - ledger.size)
@@ -87,11 +89,17 @@ def test_every_stored_checkpoint_matches_the_reference_root(grown: Grown) -> Non
         assert checkpoint.root == reference_root(leaves[:checkpoint.size])
 
 
-@settings(max_examples=25, deadline=None)
+@pytest.fixture(scope="module", params=LEDGER_BACKENDS)
+def backend_kind(request: pytest.FixtureRequest) -> pytest.FixtureRequest:
+    return request
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=8))
-def test_batching_does_not_change_the_tree(tmp_path_factory: pytest.TempPathFactory, batches: list[int]) -> None:
+def test_batching_does_not_change_the_tree(backend_kind: pytest.FixtureRequest,
+                                           tmp_path_factory: pytest.TempPathFactory, batches: list[int]) -> None:
     signer = ledger_signer()
-    with new_ledger(tmp_path_factory.mktemp("batches")) as ledger:
+    with new_ledger(fresh_backend(backend_kind, tmp_path_factory)) as ledger:
         for count in batches:
             ledger.append_batch([bundle_entry(ledger.size + i) for i in range(count)], signer=signer, now=T0)
         leaves = [leaf_hash(ledger.entry_bytes(i)) for i in range(ledger.size)]
