@@ -8,8 +8,8 @@ The binaries are looked up in ``$HELDOUT_PG_BIN``, else ``/usr/lib/postgresql/<n
 (``runuser``) and its folder is owned by that user. Without the binaries, tests that need the server are
 skipped, except when ``CI=true``: then they fail, so CI cannot pass without testing PostgreSQL.
 
-The cluster uses ``fsync=off`` (its data are thrown away; the crash tests kill clients, not the server) and
-is tuned for many short connections on a small machine.
+The tests' cluster uses ``fsync=off`` (its data are thrown away; the crash tests kill clients, not the
+server); the benchmark's is ``durable`` (the server's defaults: fsync on, ``synchronous_commit`` on).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def require_postgres() -> Path:
 class PostgresCluster:
     """One running private cluster."""
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
         self.bin_dir = bin_dir
         self.as_postgres = os.geteuid() == 0
         self.root = Path(tempfile.mkdtemp(prefix="heldout-pg-"))
@@ -65,8 +65,9 @@ class PostgresCluster:
             shutil.chown(self.root, "postgres", "postgres")
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", ADMIN, "-E", "UTF8", "--no-locale",
                   "--no-sync")
-        options = (f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c full_page_writes=off "
-                   "-c max_connections=60 -c shared_buffers=32MB")
+        flush = "" if durable else "-c fsync=off -c full_page_writes=off "
+        options = (f"-k {self.socket_dir} -c listen_addresses='' {flush}-c max_connections=60 "
+                   "-c shared_buffers=32MB")
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w", "-o", options,
                   "start")
         self._admin_sql(f"CREATE ROLE {APPENDER} LOGIN")
