@@ -17,7 +17,7 @@ from heldout.cli.common import (
     reference_time,
 )
 from heldout.generations import ledger_signer, open_ledger
-from heldout.generations.ledgers import generations_lock, ledger_backend, resolve_ledger_id
+from heldout.generations.ledgers import generations_lock, resolve_ledger_id
 from heldout.passports import LedgerFacts, check_passport_on_ledger, check_passport_proofs, issue_passport
 from keys import (
     HeldoutError,
@@ -91,7 +91,7 @@ def _ledger_facts(doc: dict, store: Path | None, from_dir: Path | None) -> Ledge
         found = resolve_ledger_id(st, ledger_id)
     except HeldoutError:
         return None
-    with ledger_backend(st).open(found) as ledger:
+    with open_ledger(st, found) as ledger:
         ledger.verify(expected_id=ledger_id)
         return LedgerFacts.of(ledger)
 
