@@ -71,6 +71,18 @@ def entry_of_size(i: int, size: int = ENTRY_BYTES) -> dict[str, Any]:
     return entry
 
 
+def append_workload(singles: int, batches: int) -> tuple[list[dict[str, Any]], list[bytes],
+                                                        list[list[dict[str, Any]]], list[list[bytes]]]:
+    """The entries both append benchmarks write (and their canonical bytes, which the raw side inserts):
+    ``singles`` single entries and ``batches`` batches of ``BATCH``, each entry ``ENTRY_BYTES`` long."""
+    single_entries = [entry_of_size(i) for i in range(singles)]
+    batch_entries = [[entry_of_size(b * BATCH + i) for i in range(BATCH)] for b in range(batches)]
+    single_bytes = [canonical_bytes(e) for e in single_entries]
+    batch_bytes = [[canonical_bytes(e) for e in batch] for batch in batch_entries]
+    assert all(len(blob) == ENTRY_BYTES for blob in single_bytes)
+    return single_entries, single_bytes, batch_entries, batch_bytes
+
+
 def raw_connection(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
@@ -87,11 +99,7 @@ def bench_appends(folder: Path, singles: int, batches: int) -> dict[str, Any]:
     """Ledger and raw sqlite3 commits alternate (one ledger commit, then the same bytes raw), so that drift in
     the machine's load or the disk's fsync latency falls on both sides alike."""
     signer = bench_signer()
-    single_entries = [entry_of_size(i) for i in range(singles)]
-    batch_entries = [[entry_of_size(b * BATCH + i) for i in range(BATCH)] for b in range(batches)]
-    single_bytes = [canonical_bytes(e) for e in single_entries]
-    batch_bytes = [[canonical_bytes(e) for e in batch] for batch in batch_entries]
-    assert all(len(blob) == ENTRY_BYTES for blob in single_bytes)
+    single_entries, single_bytes, batch_entries, batch_bytes = append_workload(singles, batches)
 
     folder.mkdir(parents=True, exist_ok=True)
     ledger_single = raw_single = 0.0
@@ -126,6 +134,12 @@ def bench_appends(folder: Path, singles: int, batches: int) -> dict[str, Any]:
     raw.close()
     assert checkpoints == batches + 1
 
+    return append_figures(singles, ledger_single, raw_single, batches, ledger_batch, raw_batch)
+
+
+def append_figures(singles: int, ledger_single: float, raw_single: float, batches: int, ledger_batch: float,
+                   raw_batch: float) -> dict[str, Any]:
+    """Rates and ledger/raw ratios of the single-entry and batched runs (seconds spent on each side)."""
     single = {"ledger_per_s": rate(singles, ledger_single), "raw_per_s": rate(singles, raw_single)}
     batched = {"ledger_per_s": rate(batches * BATCH, ledger_batch), "raw_per_s": rate(batches * BATCH, raw_batch)}
     for row in (single, batched):

@@ -34,10 +34,9 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ledger_bench import BATCH, ENTRY_BYTES, NOW, bench_signer, entry_of_size, rate
+from ledger_bench import BATCH, ENTRY_BYTES, NOW, append_figures, append_workload, bench_signer
 
 from ledger import LedgerBackend
-from seals import canonical_bytes
 
 console = Console(highlight=False)
 
@@ -46,11 +45,7 @@ def bench_appends(url: str, singles: int, batches: int) -> dict[str, Any]:
     import psycopg
 
     signer = bench_signer()
-    single_entries = [entry_of_size(i) for i in range(singles)]
-    batch_entries = [[entry_of_size(b * BATCH + i) for i in range(BATCH)] for b in range(batches)]
-    single_bytes = [canonical_bytes(e) for e in single_entries]
-    batch_bytes = [[canonical_bytes(e) for e in batch] for batch in batch_entries]
-    assert all(len(blob) == ENTRY_BYTES for blob in single_bytes)
+    single_entries, single_bytes, batch_entries, batch_bytes = append_workload(singles, batches)
 
     raw = psycopg.connect(url, autocommit=True)
     raw.execute("CREATE TABLE raw_single (idx bigint PRIMARY KEY, data bytea NOT NULL)")
@@ -84,12 +79,7 @@ def bench_appends(url: str, singles: int, batches: int) -> dict[str, Any]:
     raw.close()
     assert checkpoints == batches + 1
 
-    single = {"ledger_per_s": rate(singles, ledger_single), "raw_per_s": rate(singles, raw_single)}
-    batched = {"ledger_per_s": rate(batches * BATCH, ledger_batch), "raw_per_s": rate(batches * BATCH, raw_batch)}
-    for row in (single, batched):
-        row["ratio"] = row["ledger_per_s"] / row["raw_per_s"]
-    return {"single": {**single, "entries": singles}, "batch": {**batched, "entries": batches * BATCH,
-                                                                 "batch_size": BATCH}}
+    return append_figures(singles, ledger_single, raw_single, batches, ledger_batch, raw_batch)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,7 +35,7 @@ from typing import Any
 from ledger.db import MIN_NODE_LEVEL, SCHEMA_VERSION
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
-from ledger.storage import CheckpointRow, CosignatureRow, EntryRow, Fill
+from ledger.storage import CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
 
 WRITER_ROLE = "heldout_writer"
 SCHEMA_PREFIX = "ledger_"
@@ -180,23 +180,16 @@ class PostgresStorage:
         for level, index, digest in self._stream("SELECT level, idx, hash FROM {s}.nodes ORDER BY level, idx"):
             yield int(level), int(index), bytes(digest)
 
-    @staticmethod
-    def _checkpoint(row: tuple[Any, ...] | None) -> CheckpointRow | None:
-        if row is None:
-            return None
-        size, root, note, created = row
-        return int(size), bytes(root), str(note), str(created)
-
     def checkpoint_rows(self) -> list[CheckpointRow]:
         rows = self._q("SELECT size, root, note, created_utc FROM {s}.checkpoints ORDER BY size").fetchall()
-        return [r for r in map(self._checkpoint, rows) if r is not None]
+        return [r for r in map(checkpoint_row, rows) if r is not None]
 
     def checkpoint_row(self, size: int) -> CheckpointRow | None:
-        return self._checkpoint(self._q(
+        return checkpoint_row(self._q(
             "SELECT size, root, note, created_utc FROM {s}.checkpoints WHERE size = %s", (size,)).fetchone())
 
     def latest_checkpoint_row(self) -> CheckpointRow | None:
-        return self._checkpoint(self._q(
+        return checkpoint_row(self._q(
             "SELECT size, root, note, created_utc FROM {s}.checkpoints ORDER BY size DESC LIMIT 1").fetchone())
 
     def cosignature_lines(self, size: int) -> list[str]:

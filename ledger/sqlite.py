@@ -23,7 +23,7 @@ from keys.files import fsync_dir
 from ledger.db import MIN_NODE_LEVEL, connect
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
-from ledger.storage import CheckpointRow, CosignatureRow, EntryRow, Fill
+from ledger.storage import CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
 
 LEDGER_SUFFIX = ".sqlite"
 
@@ -96,23 +96,16 @@ class SqliteStorage:
         for level, index, digest in self.conn.execute("SELECT level, idx, hash FROM nodes ORDER BY level, idx"):
             yield int(level), int(index), bytes(digest)
 
-    @staticmethod
-    def _checkpoint(row: tuple[object, ...] | None) -> CheckpointRow | None:
-        if row is None:
-            return None
-        size, root, note, created = row
-        return int(size), bytes(root), str(note), str(created)  # type: ignore[call-overload]
-
     def checkpoint_rows(self) -> list[CheckpointRow]:
         rows = self.conn.execute("SELECT size, root, note, created_utc FROM checkpoints ORDER BY size").fetchall()
-        return [r for r in map(self._checkpoint, rows) if r is not None]
+        return [r for r in map(checkpoint_row, rows) if r is not None]
 
     def checkpoint_row(self, size: int) -> CheckpointRow | None:
-        return self._checkpoint(self.conn.execute(
+        return checkpoint_row(self.conn.execute(
             "SELECT size, root, note, created_utc FROM checkpoints WHERE size = ?", (size,)).fetchone())
 
     def latest_checkpoint_row(self) -> CheckpointRow | None:
-        return self._checkpoint(self.conn.execute(
+        return checkpoint_row(self.conn.execute(
             "SELECT size, root, note, created_utc FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone())
 
     def cosignature_lines(self, size: int) -> list[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 #: ``(index, type, canonical bytes, leaf hash, created_utc)``: one row of the ``entries`` table.
 EntryRow = tuple[int, str, bytes, bytes, str]
@@ -112,3 +112,11 @@ class LedgerStorage(Protocol):
 
 #: Fills a new, empty ledger inside its creation transaction (genesis and first checkpoint, or a whole copy).
 Fill = Callable[[LedgerStorage], None]
+
+
+def checkpoint_row(row: tuple[Any, ...] | None) -> CheckpointRow | None:
+    """A ``checkpoints`` row as the database driver returned it, in Python types (``None`` stays ``None``)."""
+    if row is None:
+        return None
+    size, root, note, created = row
+    return int(size), bytes(root), str(note), str(created)
