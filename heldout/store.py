@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from keys import Keyring, Signer, UsageError
+from keys import Keyring, Signer, StorageError, UsageError
 from keys.files import ensure_private_dir
 
 STORE_ENV = "HELDOUT_STORE"
@@ -33,7 +33,11 @@ class Store:
 
     @classmethod
     def open(cls, root: Path | None = None) -> Store:
-        return cls((root or default_store_path()).expanduser().resolve())
+        """The store at ``root`` (default: :func:`default_store_path`); refused when that is not a folder."""
+        path = (root or default_store_path()).expanduser().resolve()
+        if path.exists() and not path.is_dir():
+            raise StorageError(f"{path} is a file, not a store folder; give a folder with --store", path=str(path))
+        return cls(path)
 
     @property
     def ledgers(self) -> Path:

@@ -160,9 +160,10 @@ class Ledger:
         return cls.open(path)
 
     @classmethod
-    def open(cls, path: Path) -> Ledger:
+    def open(cls, path: Path, *, read_only: bool = False) -> Ledger:
+        """Open a ledger file; ``read_only`` for commands that only read (works on a read-only copy)."""
         path = Path(path)
-        db = connect(path)
+        db = connect(path, read_only=read_only)
         try:
             return cls(db, path)
         except BaseException:

@@ -202,4 +202,4 @@ def operator_source(store: Store, ledger_id: str | None) -> OperatorSource:
 
     if not store.ledgers.is_dir():
         raise UsageError(f"no ledgers in the store at {store.root}", store=str(store.root))
-    return OperatorSource(store, open_ledger(store, ledger_id))
+    return OperatorSource(store, open_ledger(store, ledger_id, read_only=True))

@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from heldout.cli.common import (
+    SEED_MAX,
     JsonFlag,
     StoreOption,
     console,
@@ -38,7 +39,8 @@ def evaluate_command(
                                               "biomedclip_zeroshot).")],
     generation: Annotated[str, typer.Option("--generation", help="The generation to evaluate on.")],
     tasks: Annotated[str, typer.Option("--tasks", help="Comma-separated task flags, e.g. bloodmnist,breastmnist.")],
-    seed: Annotated[int, typer.Option(help="Evaluation seed (every random choice derives from it).")] = 20260727,
+    seed: Annotated[int, typer.Option(help="Evaluation seed (every random choice derives from it).", min=0,
+                                      max=SEED_MAX)] = 20260727,
     data_root: Annotated[Path | None, typer.Option("--data-root", help="Folder of the task npz files "
                                                    "(default: medmnist's).")] = None,
     weights: Annotated[str | None, typer.Option(help="Model weights: a local file (or 'random' for open_clip "

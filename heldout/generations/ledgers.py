@@ -19,8 +19,9 @@ def resolve_ledger_id(store: Store, ledger_id: str | None) -> str:
     return Ledger.locate(store.ledgers, text).name.removesuffix(".sqlite")
 
 
-def open_ledger(store: Store, ledger_id: str | None = None) -> Ledger:
-    return Ledger.open(Ledger.locate(store.ledgers, resolve_ledger_id(store, ledger_id)))
+def open_ledger(store: Store, ledger_id: str | None = None, *, read_only: bool = False) -> Ledger:
+    """The ledger ``ledger_id`` names (default: the store's); ``read_only`` for commands that only read."""
+    return Ledger.open(Ledger.locate(store.ledgers, resolve_ledger_id(store, ledger_id)), read_only=read_only)
 
 
 def ledger_signer(store: Store, ledger: Ledger) -> Signer:
