@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
 
-from keys.errors import KeyFileError
+from keys.errors import KeyFileError, StorageError
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
@@ -45,13 +46,17 @@ def write_private_file(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     try:
-        os.fchmod(fd, PRIVATE_FILE_MODE)  # umask cannot widen it, but be explicit
-        os.write(fd, data)
-        os.fsync(fd)
+        try:
+            os.fchmod(fd, PRIVATE_FILE_MODE)  # umask cannot widen it, but be explicit
+            written = os.write(fd, data)
+            if written != len(data):  # a short write is a full disk that did not say so
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(tmp, path)  # fails if someone created path meanwhile: never clobber a key
     finally:
-        os.close(fd)
-    os.link(tmp, path)  # fails if someone created path meanwhile: never clobber a key
-    os.unlink(tmp)
+        tmp.unlink(missing_ok=True)  # on success the key lives on under its name; on failure nothing is left
 
 
 def read_private_file(path: Path) -> bytes:
@@ -71,10 +76,18 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, parents: bool = True) -> None:
     """Replace ``path`` with ``data`` so that readers see the old bytes or the new, never a part, and the new
-    bytes survive a crash once this returns (temporary file in the same folder, fsync, rename, fsync)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    bytes survive a crash once this returns (temporary file in the same folder, fsync, rename, fsync). The
+    temporary file is removed whatever fails. ``parents=False`` (a path the user typed) refuses a missing
+    folder instead of creating it; a folder at ``path`` is refused either way."""
+    if path.is_dir():
+        raise StorageError(f"{path} is a folder; give a file name", path=str(path))
+    if parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    elif not path.parent.is_dir():
+        raise StorageError(f"{path.parent} is not a folder (missing, or a file); create it first",
+                           path=str(path.parent))
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         with open(tmp, "wb") as handle:

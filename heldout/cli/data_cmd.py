@@ -33,7 +33,10 @@ def synth(
                                       max=SEED_MAX)] = 0,
     as_json: JsonFlag = False,
 ) -> None:
-    """Write a synthetic TASK file (official keys, dtypes, shapes and classes; learnable class structure)."""
+    """Write a synthetic TASK file (official keys, dtypes, shapes and classes; learnable class structure).
+    Needs medmnist's task table (the harness extra).
+
+    Example: heldout data synth bloodmnist --out ./data --n-test 200"""
     from harness.synth import write_synth
     from harness.tasks import task_spec
 

@@ -8,14 +8,16 @@ above. Data are synthetic files in the official MedMNIST layout (no network); mo
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
+import sys
 import time
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.panel import Panel
 from rich.rule import Rule
@@ -26,7 +28,26 @@ from keys import UsageError, VerificationError
 from seals import format_utc
 
 DEMO_MARKER = ".heldout-demo"
-DEFAULT_DEMO_STORE = Path("heldout-demo-store")
+
+
+def default_demo_store() -> Path:
+    """``$XDG_DATA_HOME/heldout-demo`` (normally ``~/.local/share/heldout-demo``): beside the default store,
+    never in the current folder (which may be a source checkout)."""
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "heldout-demo"
+
+
+def heldout_command() -> str:
+    """How this shell can run ``heldout``: the bare name when it resolves to this installation, else the
+    script's full path beside this interpreter, else ``python -m heldout``."""
+    beside = Path(sys.executable).parent / "heldout"
+    found = shutil.which("heldout")
+    if beside.is_file():
+        if found is not None and Path(found).resolve() == beside.resolve():
+            return "heldout"
+        return shlex.quote(str(beside))
+    return f"{shlex.quote(sys.executable)} -m heldout"
 TASKS = ("bloodmnist", "breastmnist", "pneumoniamnist")
 MODELS = ("majority", "linear_probe", "cnn_small")
 SIZES = {"n_train": 300, "n_val": 40, "n_test": 150, "pool": 260, "per_task": 80}
@@ -65,13 +86,8 @@ class Demo:
             a if " " not in a else repr(a) for a in visible)
         console.print(f"[dim]$ {shown}[/]")
         command = typer.main.get_command(app)
-        try:
-            code = command.main(list(full), prog_name="heldout", standalone_mode=False)
-        except click.exceptions.Exit as exc:
-            code = exc.exit_code
-        except click.ClickException as exc:
-            exc.show()
-            code = exc.exit_code
+        # The root group reports every failure as one line and returns its exit code (never raises).
+        code = command.main(list(full), prog_name="heldout", standalone_mode=False)
         code = 0 if code is None else int(code)
         if code != expect:
             raise VerificationError(f"demo step {self.step_no}: `{shown}` exited {code}, expected {expect}",
@@ -173,17 +189,30 @@ def run_demo(store: Path, *, fast: bool) -> None:
     d.run(["passport", "verify", str(gen2_passport), "--from", str(export), "--key", key["public_key_b64"]],
           store=False)
     console.print(Rule())
-    console.print(f"[bold green]demo complete[/] in {d.elapsed():.0f} s. Store: {store}\n"
-                  f"Try: heldout status --store {store}   |   python audit.py {ledger_id} --store {store}")
+    console.print(f"[bold green]demo complete[/] in {d.elapsed():.0f} s. Store: {store}")
+    for line in try_lines(store, ledger_id):
+        console.print(f"Try: {line}", markup=False, soft_wrap=True)
+
+
+def try_lines(store: Path, ledger_id: str) -> list[str]:
+    """Commands to paste after the demo: each runs as printed in the shell the demo ran from."""
+    heldout = heldout_command()
+    where = shlex.quote(str(store))
+    return [f"{heldout} status --store {where}",
+            f"{heldout} audit {ledger_id} --store {where}",
+            f"{heldout} ledger show --store {where}"]
 
 
 def demo_command(
-    store: Annotated[Path, typer.Option("--store", help="Where to build the demo store (rebuilt if it is one).")]
-    = DEFAULT_DEMO_STORE,
+    store: Annotated[Path | None, typer.Option(
+        "--store", help="Where to build the demo store, rebuilt if it is one (default: $XDG_DATA_HOME/heldout-demo,"
+        " normally ~/.local/share/heldout-demo).", show_default=False)] = None,
     fast: Annotated[bool, typer.Option("--fast", help="One task, two models (for tests).")] = False,
 ) -> None:
-    """Run the whole product end to end on synthetic data: seal, evaluate, audit, passports, retire, replay."""
-    run_demo(_prepare_store(store), fast=fast)
+    """Run the whole product end to end on synthetic data: seal, evaluate, audit, passports, retire, replay.
+
+    Example: heldout demo --store /tmp/heldout-demo"""
+    run_demo(_prepare_store(store if store is not None else default_demo_store()), fast=fast)
 
 
 def register(app: typer.Typer) -> None:

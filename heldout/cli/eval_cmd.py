@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from heldout.cli.common import (
     SEED_MAX,
@@ -19,6 +18,7 @@ from heldout.cli.common import (
     open_store,
     print_json,
     reference_time,
+    table,
 )
 from heldout.evaluation import EvaluationRequest, bundle_rows, evaluate_on_generation
 from heldout.generations import ledger_signer, open_ledger
@@ -51,7 +51,9 @@ def evaluate_command(
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Evaluate MODEL on GENERATION, append one bundle per task (refused, exit 4, past the leakage budget)."""
+    """Evaluate MODEL on GENERATION, append one bundle per task (refused, exit 4, past the leakage budget).
+
+    Example: heldout evaluate cnn_small --generation gen1 --tasks bloodmnist --data-root ./data"""
     now = reference_time()
     task_list = tuple(t.strip() for t in tasks.split(",") if t.strip())
     if not task_list:
@@ -79,14 +81,12 @@ def evaluate_command(
     if as_json:
         print_json([o.to_json() for o in outcomes])
         return
-    table = Table(title=f"{model} on {generation}")
-    rows = bundle_rows(outcomes)
-    for column in ("entry", "task", "n_test", "bal. acc.", "AUC", "composite", "coverage", "leakage bits"):
-        table.add_column(column, justify="right" if column not in ("task",) else "left")
-    for row in rows:
-        table.add_row(str(row["index"]), row["task"], str(row["n_test"]), _fmt(row["balanced_accuracy"]),
+    columns = ("entry", "task", "n_test", "bal. acc.", "AUC", "composite", "coverage", "leakage bits")
+    shown = table(f"{model} on {generation}", columns, right=tuple(c for c in columns if c != "task"))
+    for row in bundle_rows(outcomes):
+        shown.add_row(str(row["index"]), row["task"], str(row["n_test"]), _fmt(row["balanced_accuracy"]),
                       _fmt(row["auc"]), _fmt(row["composite"]), _fmt(row["coverage"]), _fmt(row["leakage_bits"]))
-    console.print(table)
+    console.print(shown)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from heldout.cli.common import (
     JsonFlag,
@@ -24,6 +23,7 @@ from heldout.cli.common import (
     open_store,
     print_json,
     reference_time,
+    table,
 )
 from heldout.generations import (
     RETIRE_REASONS,
@@ -53,6 +53,7 @@ from keys import (
     UsageError,
     parse_key_argument,
 )
+from keys.files import write_atomic
 from ledger import Ledger
 from seals import format_utc, parse_json_object, parse_utc
 
@@ -102,7 +103,9 @@ def init(
     as_json: JsonFlag = False,
 ) -> None:
     """Create the store, an operator key (when it has none) and a ledger with its genesis entry; the ledger
-    becomes the store's default. Prints the ledger id."""
+    becomes the store's default. Prints the ledger id.
+
+    Example: heldout init --store ./lab-store --name lab"""
     st = open_store(store)
     if st.default_ledger_file.is_file():
         raise UsageError(f"the store at {st.root} is already initialised (ledger {st.default_ledger_id()})",
@@ -142,7 +145,9 @@ def pool_add(
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Register the cases of FILE's split as private cases of TASK (nothing goes to the ledger)."""
+    """Register the cases of FILE's split as private cases of TASK (nothing goes to the ledger).
+
+    Example: heldout pool add bloodmnist incoming/bloodmnist.npz --split test"""
     st = open_store(store)
     with Progress(TextColumn(f"hashing {file.name} ({split})"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True) as bar:
@@ -160,11 +165,13 @@ def pool_add(
 @pool_app.command("list")
 @handle_errors
 def pool_list(store: StoreOption = None, ledger: LedgerOption = None, as_json: JsonFlag = False) -> None:
-    """Each task's pool: its size and how many cases no generation has used."""
+    """Each task's pool: its size and how many cases no generation has used.
+
+    Example: heldout pool list --json"""
     from heldout.generations.access import used_case_ids
 
     st = open_store(store)
-    with open_ledger(st, ledger) as opened:
+    with open_ledger(st, ledger, read_only=True) as opened:
         used = used_case_ids(st, opened.ledger_id, load_generations(opened, command_now()))
     rows = []
     for task in pool_tasks(st):
@@ -173,12 +180,10 @@ def pool_list(store: StoreOption = None, ledger: LedgerOption = None, as_json: J
     if as_json:
         print_json(rows)
         return
-    table = Table(title=f"pools in {st.root}")
-    for column in ("task", "cases", "unused"):
-        table.add_column(column, justify="left" if column == "task" else "right")
+    shown = table(f"pools in {st.root}", ("task", "cases", "unused"), right=("cases", "unused"))
     for row in rows:
-        table.add_row(str(row["task"]), str(row["pool"]), str(row["unused"]))
-    console.print(table)
+        shown.add_row(str(row["task"]), str(row["pool"]), str(row["unused"]))
+    console.print(shown)
 
 
 # --- seal -----------------------------------------------------------------------------------------------------
@@ -206,7 +211,9 @@ def seal(
     ledger: LedgerOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Seal a generation: draw cases disjoint from every earlier one, commit, sign the manifest, append."""
+    """Seal a generation: draw cases disjoint from every earlier one, commit, sign the manifest, append.
+
+    Example: heldout seal gen3 --tasks bloodmnist --per-task 200 --expires 2027-03-01 --budget-bits 5000"""
     st = open_store(store)
     now = command_now()
     request = SealRequest(
@@ -243,7 +250,9 @@ def retire(
     ledger: LedgerOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Retire a generation (a retire entry); with --reveal, publish its reveal (a blob and a reveal entry)."""
+    """Retire a generation (a retire entry); with --reveal, publish its reveal (a blob and a reveal entry).
+
+    Example: heldout retire gen1 --reason expired --reveal"""
     st = open_store(store)
     now = command_now()
     with open_ledger(st, ledger) as opened:
@@ -275,7 +284,9 @@ def verify_reveal_cmd(
     as_json: JsonFlag = False,
 ) -> None:
     """Recompute the set hash from a reveal and compare it with the signed manifest (exit 1 naming the first
-    case that does not match)."""
+    case that does not match).
+
+    Example: heldout verify-reveal gen1 --from ./public-export --key KEY_B64"""
     st = open_store(store)
     now = command_now(at)
     if from_dir is not None:
@@ -287,7 +298,7 @@ def verify_reveal_cmd(
         verdict = verify_folder_reveal(from_dir, generation, trusted, now)
     else:
         path = manifest_path(st, generation)
-        with open_ledger(st, ledger) as opened:
+        with open_ledger(st, ledger, read_only=True) as opened:
             # Without the published file the manifest comes from its blob; the operator's own ledger key
             # (named by the genesis entry of the ledger the store holds) is then the trusted one.
             trusted = _trusted_key(parse_json_object(path.read_bytes(), what="seal manifest"), key, st) \
@@ -303,24 +314,30 @@ def verify_reveal_cmd(
 def prove_member_cmd(
     generation: Annotated[str, typer.Argument(help="The generation.")],
     case_id: Annotated[str, typer.Argument(help="The case id, e.g. bloodmnist-0123456789abcdef.")],
-    out: Annotated[Path | None, typer.Option("--out", help="Write the proof to this file (default: stdout).")]
-        = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the proof document to this new file.")] = None,
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Prove one case's membership (its opening and inclusion path) without revealing the others."""
+    """Prove one case's membership (its opening and inclusion path) without revealing the others. Without
+    --out, the proof document is printed (it is JSON: --json prints the same).
+
+    Example: heldout prove-member gen1 bloodmnist-0123456789abcdef --out member.json"""
+    import json
+
     st = open_store(store)
-    with open_ledger(st, ledger) as opened:
+    if out is not None and out.exists():
+        raise UsageError(f"refusing to overwrite {out}", path=str(out))
+    with open_ledger(st, ledger, read_only=True) as opened:
         proof = prove_member(st, opened, generation, case_id)
     if out is None:
         print_json(proof.to_json())
         return
-    if out.exists():
-        raise UsageError(f"refusing to overwrite {out}", path=str(out))
-    import json
-
-    out.write_text(json.dumps(proof.to_json(), indent=1, sort_keys=True) + "\n")
-    console.print(f"wrote the membership proof of {case_id} in {generation} to {out}")
+    write_atomic(out, (json.dumps(proof.to_json(), indent=1, sort_keys=True) + "\n").encode(), parents=False)
+    if as_json:
+        print_json({"path": str(out), **proof.to_json()})
+    else:
+        console.print(f"wrote the membership proof of {case_id} in {generation} to {out}")
 
 
 @handle_errors
@@ -332,7 +349,9 @@ def verify_member_cmd(
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Check a membership proof against the generation's signed seal manifest."""
+    """Check a membership proof against the generation's signed seal manifest.
+
+    Example: heldout verify-member member.json --from ./public-export --key KEY_B64"""
     st = open_store(store)
     if not proof_file.is_file():
         raise UsageError(f"no proof file at {proof_file}", path=str(proof_file))
@@ -363,12 +382,14 @@ def status(
     as_json: JsonFlag = False,
 ) -> None:
     """Every generation with its state, times, counts, set hash, leakage budget and bundles, and the ledger
-    head: derived from the ledger each time."""
+    head (root in hex): derived from the ledger each time.
+
+    Example: heldout status --at 2027-01-01 --json"""
     from ledger import BlobStore
 
     st = open_store(store)
     now = command_now(at)
-    with open_ledger(st, ledger) as opened:
+    with open_ledger(st, ledger, read_only=True) as opened:
         generations = load_generations(opened, now, blobs=BlobStore(st.blobs))
         head = {"size": opened.size, "root": opened.root().hex()}
         ledger_id = opened.ledger_id
@@ -376,11 +397,9 @@ def status(
         print_json({"ledger_id": ledger_id, "at": format_utc(now), "head": head,
                     "generations": [g.to_json() for g in generations.values()]})
         return
-    table = Table(title=f"generations on ledger {ledger_id} at {format_utc(now)}")
-    for column, no_wrap in (("generation", True), ("state", True), ("sealed → expires", False), ("cases", False),
-                            ("set hash", True), ("bits used / budget", False), ("bundles", True),
-                            ("note", False)):
-        table.add_column(column, no_wrap=no_wrap)
+    shown = table(f"generations on ledger {ledger_id} at {format_utc(now)}",
+                  ("generation", "state", "sealed → expires", "cases", "set hash", "bits used / budget", "bundles",
+                   "note"), right=("bundles",))
     styles = {"current": "green", "expired": "yellow", "retired": "red", "sealed": "cyan"}
     for g in generations.values():
         notes = []
@@ -393,11 +412,11 @@ def status(
         if g.release_mode == "ladder":
             notes.append(f"ladder step {g.ladder_step}")
         budget = "public" if g.budget_bits is None else f"{g.bits_used:.1f} / {g.budget_bits:.1f}"
-        table.add_row(
+        shown.add_row(
             g.name, f"[{styles[g.state]}]{g.state}[/]", f"{format_utc(g.created)[:10]} → {format_utc(g.expiry)[:10]}",
             "\n".join(f"{t} {n}" for t, n in g.tasks.items()), g.set_hash[:12], budget, str(len(g.bundles)),
             "; ".join(notes))
-    console.print(table)
+    console.print(shown)
     console.print(f"ledger head: size {head['size']}, root {head['root']}")
 
 

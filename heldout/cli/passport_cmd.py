@@ -79,7 +79,7 @@ def _ledger_view(doc: dict, store: Path | None, from_dir: Path | None) -> tuple[
         path = Ledger.locate(st.ledgers, ledger_id)
     except HeldoutError:
         return None
-    ledger = Ledger.open(path)
+    ledger = Ledger.open(path, read_only=True)
     return LedgerView(ledger), ledger.key, ledger
 
 
@@ -95,7 +95,9 @@ def verify(
 ) -> None:
     """Verify a passport: canonical form, Ed25519 signature under a trusted key, issuer key, expiry; with a
     ledger (--store holding it, or --from an export): its checkpoint, inclusion proofs, and whether its
-    generation was retired since (lapsed, exit 4)."""
+    generation was retired since (lapsed, exit 4).
+
+    Example: heldout passport verify model.passport.json --from ./public-export --key KEY_B64"""
     moment = reference_time(at)
     doc = read_document_file(file, what="passport")
     trusted = trusted_key_for(doc, key, store)
@@ -134,7 +136,9 @@ def issue(
     as_json: JsonFlag = False,
 ) -> None:
     """Issue a signed passport: refused without a clean audit at the ledger head or on a generation that is not
-    current; appends a passport entry and writes passports/<model>__<generation>.passport.json."""
+    current; appends a passport entry and writes passports/<model>__<generation>.passport.json.
+
+    Example: heldout audit && heldout passport issue cnn_small --generation gen2"""
     now = reference_time()
     st = open_store(store)
     opened = open_ledger(st, ledger)
