@@ -92,12 +92,13 @@ def export_public(
     key_id: Annotated[str, typer.Argument(help="The key id (see heldout keys list).")],
     store: StoreOption = None,
     fmt: Annotated[str, typer.Option("--format", help="json | b64 | note")] = "json",
+    as_json: JsonFlag = False,
 ) -> None:
     """Print a public key for others to trust: the key file (json), base64 (b64) or the note verifier key.
 
     Example: heldout keys export-public heldout-operator-1a2b3c4d --format b64"""
     k = open_store(store).keyring.get(key_id)
-    if fmt == "json":
+    if as_json or fmt == "json":
         print_json(k.to_json())
     elif fmt == "b64":
         typer.echo(k.public_key.b64)
