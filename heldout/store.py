@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keys import Keyring, Signer, StorageError, UsageError
-from keys.files import ensure_private_dir
+from keys.files import ensure_private_dir, write_atomic
 
 STORE_ENV = "HELDOUT_STORE"
 
@@ -117,10 +117,7 @@ class Store:
         return path.read_text().strip()
 
     def set_default_ledger_id(self, ledger_id: str) -> None:
-        self.ledgers.mkdir(parents=True, exist_ok=True)
-        tmp = self.default_ledger_file.with_name(f".DEFAULT.tmp{os.getpid()}")
-        tmp.write_text(ledger_id + "\n")
-        os.replace(tmp, self.default_ledger_file)
+        write_atomic(self.default_ledger_file, (ledger_id + "\n").encode())
 
     @property
     def pools(self) -> Path:

@@ -76,18 +76,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, parents: bool = True) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that readers see the old bytes or the new, never a part, and the new
     bytes survive a crash once this returns (temporary file in the same folder, fsync, rename, fsync). The
-    temporary file is removed whatever fails. ``parents=False`` (a path the user typed) refuses a missing
-    folder instead of creating it; a folder at ``path`` is refused either way."""
+    temporary file is removed whatever fails; a folder at ``path`` is refused."""
     if path.is_dir():
         raise StorageError(f"{path} is a folder; give a file name", path=str(path))
-    if parents:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    elif not path.parent.is_dir():
-        raise StorageError(f"{path.parent} is not a folder (missing, or a file); create it first",
-                           path=str(path.parent))
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         with open(tmp, "wb") as handle:

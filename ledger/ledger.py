@@ -148,8 +148,12 @@ class Ledger:
             conn.execute("INSERT INTO checkpoints (size, root, note, created_utc) VALUES (1, ?, ?, ?)",
                          (leaf, checkpoint.note, created))
             conn.execute("COMMIT")
-        finally:
+        except BaseException:  # a full disk, say: no half-built file is left behind
             db.close()
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                leftover.unlink(missing_ok=True)
+            raise
+        db.close()
         try:
             os.link(tmp, path)
         except FileExistsError:

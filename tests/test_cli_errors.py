@@ -76,12 +76,14 @@ def test_a_store_below_a_file_is_an_environment_error(tmp_path: Path) -> None:
     assert "is a file, not a folder" in line
 
 
-def test_out_into_a_missing_folder_or_below_a_file_writes_nothing(built: AuditFixture, tmp_path: Path) -> None:
-    for out in (tmp_path / "missing" / "report.json", Path("/etc/passwd/report.json")):
-        line = assert_one_line_error(invoke("audit", "--store", str(built.store), "--out", str(out)))
-        assert "create it first" in line
-    assert not (tmp_path / "missing").exists()
+def test_out_below_a_file_is_refused_before_any_work_and_writes_nothing(built: AuditFixture, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
+    for out in (tmp_path / "file" / "deeper" / "report.json", Path("/etc/passwd/report.json")):
+        line = assert_one_line_error(invoke("audit", "--store", str(built.store), "--out", str(out)))
+        assert "is a file, not a folder" in line
+        line = assert_one_line_error(invoke("prove-member", "gen1", "bloodmnist-0000000000000000", "--out",
+                                            str(out), "--store", str(built.store)))
+        assert "is a file, not a folder" in line
     line = assert_one_line_error(invoke("ledger", "export", str(tmp_path / "file" / "x"), "--store",
                                         str(built.store)))
     assert "file" in line
@@ -204,7 +206,9 @@ def test_a_really_full_disk_is_exit_2_never_tampered(built: AuditFixture, small_
                                         "--at", "2026-09-03T00:00:00Z"))
     assert "disk" in line or "space" in line
     assert tree_state(store) == before
-    assert not [p for p in small_disk.rglob("*.tmp*")]
+    line = assert_one_line_error(invoke("init", "--store", str(small_disk / "new-store")))
+    assert "space" in line or "disk" in line
+    assert not [p for p in small_disk.rglob("*.tmp*")]  # no temporary file outlives its failure
     filler.unlink()
     assert invoke("ledger", "verify", "--store", str(store)).exit_code == 0
 

@@ -20,6 +20,7 @@ from heldout.cli.common import (
     err_console,
     handle_errors,
     open_store,
+    output_file,
     print_json,
     reference_time,
     table,
@@ -37,8 +38,9 @@ def audit_command(
     store: StoreOption = None,
     from_dir: Annotated[Path | None, typer.Option("--from", help="Audit a public export as a third party.")] = None,
     out: Annotated[Path | None, typer.Option(
-        "--out", help="Report file, or a folder to put audit_report.json in (default: the store's "
-        "audit/<id>/audit_report.json; with --from, audit/<id>/from-export/ in the default store).",
+        "--out", help="Report file (missing folders are made), or a folder to put audit_report.json in "
+        "(default: the store's audit/<id>/audit_report.json; with --from, audit/<id>/from-export/ in the default "
+        "store).",
         show_default=False)] = None,
     at: Annotated[str | None, typer.Option(help="Reference time (ISO 8601); default: now.")] = None,
     as_json: JsonFlag = False,
@@ -47,7 +49,7 @@ def audit_command(
 
     Example: heldout audit   (the store's ledger);  python audit.py LEDGER_ID --from ./public-export"""
     now = reference_time(at)
-    out = _report_file(out)
+    out = output_file(out, "audit_report.json") if out is not None else None
     if from_dir is not None:
         if store is not None:
             raise UsageError("give either --store (operator) or --from (third party), not both")
@@ -82,19 +84,6 @@ def third_party_report_path(ledger_id: str) -> Path:
     """Where ``--from`` writes its report by default: the default store's ``audit/<id>/from-export/``, never
     the current folder (which may be a source checkout) nor the export (which is someone else's)."""
     return default_store_path() / "audit" / ledger_id / "from-export" / "audit_report.json"
-
-
-def _report_file(out: Path | None) -> Path | None:
-    """``--out`` as a file path, checked before the audit runs: a folder means ``audit_report.json`` in it; a
-    missing folder is refused (a typo should not create folders)."""
-    if out is None:
-        return None
-    if out.is_dir():
-        return out / "audit_report.json"
-    if not out.parent.is_dir():
-        raise StorageError(f"{out.parent} is not a folder (missing, or a file); create it first",
-                           path=str(out.parent))
-    return out
 
 
 def _write_report(report: AuditReport, target: Path, *, fallback: bool) -> Path:
@@ -144,7 +133,7 @@ def show_report(report: AuditReport) -> None:
             shown.add_row(f.check, f.where, f.message)
         console.print(shown)
     if report.not_rederived:
-        shown = table("not re-derived", ("entry", "generation", "task", "model", "why"), right=("entry",))
+        shown = table("not re-derived", ("entry", "generation", "task", "model", "why"))
         for u in report.not_rederived:
             shown.add_row(str(u.index), u.generation, u.task, u.model_id, u.reason)
         console.print(shown)

@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from heldout.store import Store
-from keys import HeldoutError, UsageError, storage_error
+from keys import HeldoutError, StorageError, UsageError, storage_error
 from ledger.errors import database_error
 from seals import parse_utc, system_clock
 
@@ -92,6 +92,19 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Write a JSON document fo
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def output_file(path: Path, default_name: str) -> Path:
+    """Where an ``--out`` PATH writes: PATH, or ``default_name`` inside it when PATH is a folder. Missing folders
+    are created when written; a file standing where a folder must be is refused now, before any work."""
+    if path.is_dir():
+        return path / default_name
+    for folder in path.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise StorageError(f"{folder} is a file, not a folder; {path} cannot be written", path=str(folder))
+            break
+    return path
 
 
 def open_store(store: Path | None) -> Store:

@@ -21,6 +21,7 @@ from heldout.cli.common import (
     err_console,
     handle_errors,
     open_store,
+    output_file,
     print_json,
     reference_time,
     table,
@@ -314,7 +315,8 @@ def verify_reveal_cmd(
 def prove_member_cmd(
     generation: Annotated[str, typer.Argument(help="The generation.")],
     case_id: Annotated[str, typer.Argument(help="The case id, e.g. bloodmnist-0123456789abcdef.")],
-    out: Annotated[Path | None, typer.Option("--out", help="Write the proof document to this new file.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Write the proof document to this new file (or into this folder).")] = None,
     store: StoreOption = None,
     ledger: LedgerOption = None,
     as_json: JsonFlag = False,
@@ -326,14 +328,16 @@ def prove_member_cmd(
     import json
 
     st = open_store(store)
-    if out is not None and out.exists():
-        raise UsageError(f"refusing to overwrite {out}", path=str(out))
+    if out is not None:
+        out = output_file(out, f"{generation}.{case_id}.member.json")
+        if out.exists():
+            raise UsageError(f"refusing to overwrite {out}", path=str(out))
     with open_ledger(st, ledger, read_only=True) as opened:
         proof = prove_member(st, opened, generation, case_id)
     if out is None:
         print_json(proof.to_json())
         return
-    write_atomic(out, (json.dumps(proof.to_json(), indent=1, sort_keys=True) + "\n").encode(), parents=False)
+    write_atomic(out, (json.dumps(proof.to_json(), indent=1, sort_keys=True) + "\n").encode())
     if as_json:
         print_json({"path": str(out), **proof.to_json()})
     else:
