@@ -136,7 +136,8 @@ def fail(error: HeldoutError, *, as_json: bool = False) -> typer.Exit:
     else:
         detail = ""
         interesting = {k: v for k, v in error.evidence.items() if k in ("index", "entry", "file", "field", "path",
-                                                                         "expected", "found", "case_id")}
+                                                                         "expected", "found", "case_id")
+                       and str(v) not in error.message}  # said once is enough
         if interesting:
             detail = " (" + ", ".join(f"{k}: {v}" for k, v in interesting.items()) + ")"
         line = " ".join(f"{error.message}{detail}".split())  # one line, whatever the message held

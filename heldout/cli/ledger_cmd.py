@@ -380,9 +380,11 @@ def verify(
 @handle_errors
 def export(
     first: Annotated[str, typer.Argument(
-        metavar="[LEDGER] DEST", help="LEDGER: ledger id or prefix (default: the store's); DEST: a new (or empty) "
-        "directory for the public export.", show_default=False)],
-    second: Annotated[str | None, typer.Argument(hidden=True, show_default=False)] = None,
+        metavar="LEDGER_OR_DEST", help="DEST alone (the store's ledger), or LEDGER (id or prefix) then DEST.",
+        show_default=False)],
+    second: Annotated[str | None, typer.Argument(
+        metavar="DEST", help="DEST when LEDGER is given: a new (or empty) directory for the public export.",
+        show_default=False)] = None,
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
