@@ -104,7 +104,7 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool) -> Path:
 
 def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool) -> AuditReport:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True, disable=quiet) as bar:
+                  console=err_console, transient=True, disable=quiet or not err_console.is_terminal) as bar:
         tasks: dict[str, TaskID] = {}
 
         def tick(phase: str, done: int, total: int) -> None:

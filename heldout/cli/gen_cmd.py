@@ -151,7 +151,7 @@ def pool_add(
     Example: heldout pool add bloodmnist incoming/bloodmnist.npz --split test"""
     st = open_store(store)
     with Progress(TextColumn(f"hashing {file.name} ({split})"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+                  TimeElapsedColumn(), console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
         job = bar.add_task("hash", total=None)
         result = add_pool(st, task, file, split, progress=lambda done, total: bar.update(job, completed=done,
                                                                                           total=total))
