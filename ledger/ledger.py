@@ -48,6 +48,7 @@ from ledger.errors import (
     LedgerIntegrityError,
     LedgerKeyError,
     LedgerUsageError,
+    database_error,
 )
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.replay import CheckpointClaim, ProgressFn, ReplayReport, replay
@@ -170,6 +171,9 @@ class Ledger:
         db = connect(path, read_only=read_only)
         try:
             return cls(db, path)
+        except sqlite3.Error as exc:
+            db.close()
+            raise database_error(exc, path) from None
         except BaseException:
             db.close()
             raise

@@ -135,15 +135,22 @@ def test_python_audit_py_usage_error_is_one_line() -> None:
 
 # --- full disk, I/O errors and broken databases ----------------------------------------------------------------
 
-def test_full_disk_while_writing_the_report_is_exit_2_and_leaves_no_temporary_file(
-        built: AuditFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_space(fd: int) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+@pytest.mark.parametrize(("code", "words"), [
+    (errno.ENOSPC, "no space left"), (errno.EDQUOT, "quota"), (errno.EIO, "input/output error"),
+    (errno.EROFS, "read-only"), (errno.EACCES, "permission denied"),
+], ids=lambda v: errno.errorcode[v] if isinstance(v, int) else "")
+def test_a_failing_disk_while_writing_is_exit_2_and_leaves_no_temporary_file(
+        built: AuditFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, words: str) -> None:
+    def failing(fd: int) -> None:
+        raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(os, "fsync", no_space)
+    monkeypatch.setattr(os, "fsync", failing)
     line = assert_one_line_error(invoke("audit", "--store", str(built.store), "--out", str(tmp_path / "r.json")))
-    assert "no space left" in line
+    assert words in line
     assert list(tmp_path.iterdir()) == []
+    line = assert_one_line_error(invoke("init", "--store", str(tmp_path / "store")))
+    assert words in line
+    assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
 
 
 def test_database_full_or_failing_is_exit_2_but_a_corrupt_database_is_exit_1(
