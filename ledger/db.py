@@ -4,7 +4,10 @@ One file per ledger (``<ledger id>.sqlite``), opened through sqlite-utils with s
 WAL journal with ``synchronous=FULL``, so a commit returns only once the WAL is fsynced; a writer killed at any
 instant leaves the last committed state. Writers serialize with ``BEGIN IMMEDIATE`` (``busy_timeout`` waits
 for the lock). Schema changes are sqlite-utils migrations (recorded in ``_sqlite_migrations``) and the schema
-version is kept in ``meta``; a file from a newer version is refused rather than guessed at.
+version is kept in ``meta``; a file from a newer version is refused rather than guessed at. Readers open the
+file read-only (``connect(read_only=True)``), so verify, audit and export work on a read-only copy of a store;
+SQLite's errors leave here as the project's (``ledger.errors.database_error``): exit 2 for the environment (full
+disk, I/O error, read-only, locked), exit 1 for a file that is not a readable ledger database.
 
 Tables (all STRICT):
 

@@ -79,6 +79,7 @@ def table(title: str, columns: Sequence[str], *, right: Sequence[str] = ()) -> T
         made.add_column(column, overflow="fold", justify="right" if column in right else "left")
     return made
 
+
 StoreOption = Annotated[
     Path | None,
     typer.Option("--store", help="Store directory (default: $HELDOUT_STORE or ~/.local/share/heldout).",
