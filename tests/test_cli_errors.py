@@ -20,6 +20,7 @@ from typer.testing import CliRunner, Result
 
 from heldout.cli import app
 from tests.audit_support import AuditFixture, build_store, command_clock
+from tests.cli_support import all_commands
 from tests.conftest import REPO_ROOT
 
 runner = CliRunner()
@@ -291,3 +292,70 @@ def test_a_read_only_store_can_be_verified_audited_and_exported(read_only_copy: 
     # Writing into it is an environment error (exit 2, one line), never "tampered" (the probe above).
     lines = [line for line in probe.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "error: " in lines[0] and "Traceback" not in probe.stderr, probe.stderr
+
+
+# --- the mapping holds for every command, not only the ones listed above ------------------------------------------
+
+def _commands_with_a_store(entry_file: Path) -> list[list[str]]:
+    """Every command that takes --store, with its required arguments filled so that it reaches the store."""
+    from tests.conftest import REFERENCE_PASSPORT
+
+    real = {("passport", "verify"): [str(REFERENCE_PASSPORT)],
+            ("ledger", "append"): ["--type", "spec", "--json-file", str(entry_file)],
+            ("seal",): ["gen9", "--tasks", "bloodmnist", "--per-task", "1", "--expires", "2027-06-01"],
+            ("spec", "supersede"): ["old", "--by", "new", "--effective", "2027-06-01"]}
+    found = []
+    for path, command in all_commands():
+        if path == ["demo"] or not any("--store" in getattr(p, "opts", []) for p in command.params):
+            continue  # the demo builds its own store elsewhere (covered above)
+        args = [*path, *real.get(tuple(path), [])]
+        if tuple(path) not in real:
+            for param in command.params:
+                if param.required:
+                    args += ([param.opts[0]] if param.opts[0].startswith("--") else []) + ["1"]
+        found.append(args)
+    return found
+
+
+ENTRY_FILE = Path(tempfile.gettempdir()) / "heldout-test-entry.json"
+COMMANDS_WITH_A_STORE = _commands_with_a_store(ENTRY_FILE)
+
+
+@pytest.fixture
+def entry_file() -> Iterator[Path]:
+    ENTRY_FILE.write_text('{"spec_version": "x"}')
+    try:
+        yield ENTRY_FILE
+    finally:
+        ENTRY_FILE.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("args", COMMANDS_WITH_A_STORE, ids=lambda a: " ".join(a[:2]))
+def test_every_command_reports_a_failing_disk_in_one_line_with_exit_2(
+        args: list[str], tmp_path: Path, entry_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from heldout.store import Store
+
+    def failing(cls: type, root: Path | None = None) -> Store:
+        raise OSError(errno.EIO, os.strerror(errno.EIO), str(tmp_path / "store"))
+
+    monkeypatch.setattr(Store, "open", classmethod(failing))
+    line = assert_one_line_error(invoke(*args, "--store", str(tmp_path / "store")))
+    assert "input/output error" in line, line
+
+
+@pytest.mark.parametrize("args", [a for a in COMMANDS_WITH_A_STORE if a[0] in ("ledger", "status", "audit", "spec",
+                                                                                "pool", "retire", "seal")
+                                  and a[:2] not in (["ledger", "init"], ["pool", "add"])],
+                         ids=lambda a: " ".join(a[:2]))
+def test_every_ledger_user_reports_a_failing_database_in_one_line_with_exit_2(
+        built: AuditFixture, args: list[str], entry_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ledger.db
+    import ledger.ledger
+
+    def failing(path: Path, **kwargs: object) -> object:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(ledger.ledger, "connect", failing)
+    argv = [a if a != "1" else ("0" if i and args[i - 1] == "--index" else "1") for i, a in enumerate(args)]
+    line = assert_one_line_error(invoke(*argv, "--store", str(built.store)))
+    assert "disk I/O error" in line, line

@@ -10,15 +10,14 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner, Result
 
 from heldout.cli import app
 from tests.audit_support import AuditFixture, build_store, command_clock
+from tests.cli_support import all_commands
 from tests.conftest import REPO_ROOT
 from tests.generations_support import openings
 
@@ -40,18 +39,6 @@ def ok(*args: str, env: dict[str, str] | None = None) -> Result:
     result = invoke(*args, env=env)
     assert result.exit_code == 0, (args, result.output, result.exception)
     return result
-
-
-def all_commands() -> Iterator[tuple[list[str], typer.core.TyperCommand]]:
-    def walk(command: object, path: list[str]) -> Iterator[tuple[list[str], typer.core.TyperCommand]]:
-        children = getattr(command, "commands", None)
-        if children is None:
-            yield path, command  # type: ignore[misc]
-            return
-        for name, child in children.items():
-            yield from walk(child, [*path, name])
-
-    return walk(typer.main.get_command(app), [])
 
 
 COMMANDS = [path for path, _ in all_commands()]
