@@ -301,7 +301,7 @@ def _commands_with_a_store(entry_file: Path) -> list[list[str]]:
     from tests.conftest import REFERENCE_PASSPORT
 
     real = {("passport", "verify"): [str(REFERENCE_PASSPORT)],
-            ("ledger", "append"): ["--type", "spec", "--json-file", str(entry_file)],
+            ("ledger", "append"): ["--type", "note", "--json-file", str(entry_file)],
             ("seal",): ["gen9", "--tasks", "bloodmnist", "--per-task", "1", "--expires", "2027-06-01"],
             ("spec", "supersede"): ["old", "--by", "new", "--effective", "2027-06-01"]}
     found = []
@@ -323,7 +323,7 @@ COMMANDS_WITH_A_STORE = _commands_with_a_store(ENTRY_FILE)
 
 @pytest.fixture
 def entry_file() -> Iterator[Path]:
-    ENTRY_FILE.write_text('{"spec_version": "x"}')
+    ENTRY_FILE.write_text('{"text": "hello"}')
     try:
         yield ENTRY_FILE
     finally:
