@@ -154,6 +154,23 @@ def test_a_failing_disk_while_writing_is_exit_2_and_leaves_no_temporary_file(
     assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
 
 
+def test_a_failed_audit_keeps_exit_1_when_its_report_cannot_be_written(
+        built: AuditFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "store"
+    shutil.copytree(built.store, copy)
+    blob = next(p for p in (copy / "blobs").rglob("*") if p.is_file())
+    blob.write_bytes(blob.read_bytes() + b"tampered")
+
+    def no_space(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    result = invoke("audit", "--store", str(copy), "--out", str(tmp_path / "out" / "r.json"))
+    assert result.exit_code == 1, result.output  # the verdict, not the disk
+    assert "failed" in result.stdout and "no space left" in result.stderr
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def test_database_full_or_failing_is_exit_2_but_a_corrupt_database_is_exit_1(
         built: AuditFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ledger import Ledger

@@ -16,8 +16,10 @@ from heldout.cli.common import (
     HeldoutCommand,
     JsonFlag,
     StoreOption,
+    as_heldout_error,
     console,
     err_console,
+    fail,
     handle_errors,
     open_store,
     output_file,
@@ -27,7 +29,7 @@ from heldout.cli.common import (
 )
 from heldout.passports import audit_report_path
 from heldout.store import default_store_path
-from keys import StorageError, UsageError
+from keys import HeldoutError, StorageError, UsageError
 from ledger.entries import is_ledger_id
 
 
@@ -71,7 +73,16 @@ def audit_command(
         target = out or audit_report_path(st, opened.ledger_id)
     if not as_json:
         show_report(report)
-    written = _write_report(report, target, fallback=out is None)
+    try:
+        written = _write_report(report, target, fallback=out is None)
+    except (OSError, HeldoutError) as exc:
+        mapped = as_heldout_error(exc)
+        if not report.exit_code or mapped is None:
+            raise
+        # The verdict outranks the disk: a failed or incomplete audit keeps its code when its report cannot be
+        # written (said on the line above it).
+        fail(mapped, as_json=as_json)
+        raise typer.Exit(report.exit_code) from None
     if as_json:
         print_json(report.to_json())
     else:
