@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 from keys.errors import KeyFileError
+from keys.safeio import DOCUMENT_LIMIT, UnsafeFile, read_in
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
@@ -54,12 +55,19 @@ def write_private_file(path: Path, data: bytes) -> None:
     os.unlink(tmp)
 
 
-def read_private_file(path: Path) -> bytes:
-    if not path.is_file():
-        raise KeyFileError(f"no private key file at {path}", path=str(path))
+def read_private_file(path: Path, *, limit: int = DOCUMENT_LIMIT) -> bytes:
+    """A private file's bytes, after checking its folder and itself (regular, not a link, 0600, within
+    ``limit``); refusals are usage errors that never quote the content."""
     check_private_dir(path.parent)
-    check_private_file(path)
-    return path.read_bytes()
+    if path.is_file() and not path.is_symlink():
+        check_private_file(path)
+    try:
+        data = read_in(path.parent, path.name, limit=limit, what="private file")
+    except UnsafeFile as exc:
+        raise KeyFileError(exc.message, path=str(path)) from None
+    if data is None:
+        raise KeyFileError(f"no private key file at {path}", path=str(path))
+    return data
 
 
 def fsync_dir(path: Path) -> None:

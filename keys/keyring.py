@@ -11,6 +11,7 @@ from keys.errors import KeyFileError, MalformedInput, UsageError
 from keys.files import write_atomic
 from keys.note import parse_verifier_key, verifier_key_string
 from keys.public import ALGO, PUBLIC_KEY_SIZE, PublicKey, b64decode_strict
+from keys.safeio import KEY_FILE_LIMIT, check_json_depth, read_named
 from keys.signer import check_key_id, check_key_name
 
 
@@ -86,12 +87,18 @@ class Keyring:
         return next((k for k in self.list() if k.public_key == public_key), None)
 
 
-def load_public_key_file(path: Path) -> TrustedKey:
+def parse_public_key_file(data: bytes, *, source: str) -> TrustedKey:
+    """A public key file's bytes (``<key_id>.pub.json``) as a trusted key; refuses anything else."""
     try:
-        body = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise MalformedInput(f"{path} is not a readable JSON key file", path=str(path)) from exc
-    return TrustedKey.from_json(body, source=str(path))
+        check_json_depth(data, what=source)
+        body = json.loads(data)
+    except (UnicodeDecodeError, ValueError, MalformedInput) as exc:
+        raise MalformedInput(f"{source} is not a readable JSON key file", path=source) from exc
+    return TrustedKey.from_json(body, source=source)
+
+
+def load_public_key_file(path: Path) -> TrustedKey:
+    return parse_public_key_file(read_named(path, limit=KEY_FILE_LIMIT, what="key file"), source=str(path))
 
 
 def parse_key_argument(text: str) -> PublicKey:
@@ -103,12 +110,16 @@ def parse_key_argument(text: str) -> PublicKey:
     except OSError:
         is_file = False
     if is_file:
-        raw = candidate.read_bytes()
+        try:
+            raw = read_named(candidate, limit=KEY_FILE_LIMIT, what="--key file")
+        except MalformedInput as exc:
+            raise UsageError(exc.message, path=text) from None
         if len(raw) == PUBLIC_KEY_SIZE:
             return PublicKey(raw)
         try:
+            check_json_depth(raw, what="--key file")
             body = json.loads(raw)
-        except ValueError:
+        except (ValueError, MalformedInput):
             body = None
         if isinstance(body, dict):
             if "seed_b64" in body:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from nacl.signing import SigningKey
 
-from keys.errors import KeyFileError
+from keys.errors import KeyFileError, MalformedInput
 from keys.files import read_private_file, write_private_file
 from keys.public import ALGO, PublicKey, b64encode
+from keys.safeio import KEY_FILE_LIMIT, check_json_depth
 
 KEY_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 NAME_PATTERN = re.compile(r"^[^\s+]{1,128}$")  # a note key name: no whitespace, no '+' (C2SP signed-note)
@@ -84,14 +85,15 @@ class Signer:
     @classmethod
     def load(cls, path: Path) -> Signer:
         """Load a key file written by :meth:`save`, refusing files or folders open to others."""
-        raw = read_private_file(path)
+        raw = read_private_file(path, limit=KEY_FILE_LIMIT)
         try:
+            check_json_depth(raw, what="private key file")
             body = json.loads(raw)
             from base64 import b64decode
 
             seed = b64decode(body["seed_b64"], validate=True)
             signer = cls.from_seed(seed, name=body["name"], key_id=body["key_id"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, MalformedInput):
             # Deliberately no detail from the file: it holds the seed.
             raise KeyFileError(f"private key file {path} is not a heldout key file", path=str(path)) from None
         if body.get("public_key_b64") != signer.public_key.b64:

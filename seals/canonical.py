@@ -29,6 +29,7 @@ from typing import Any
 import rfc8785
 
 from keys.errors import MalformedInput
+from keys.safeio import check_json_depth
 
 FLOAT_DECIMALS = 6
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -243,7 +244,8 @@ def _parse_int(text: str) -> int | float:
 
 def parse_json(data: bytes | str, *, what: str = "document") -> Any:
     """Strict JSON: UTF-8, no duplicate members (they would let two readers see two documents), no
-    NaN/Infinity literals. Raises :class:`MalformedInput` naming the document and the position."""
+    NaN/Infinity literals, nesting at most ``keys.safeio.MAX_JSON_DEPTH`` deep. Raises :class:`MalformedInput`
+    naming the document and the position."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -251,6 +253,7 @@ def parse_json(data: bytes | str, *, what: str = "document") -> Any:
             raise MalformedInput(f"{what} is not UTF-8 (byte {exc.start})", offset=exc.start) from None
     if not data.strip():
         raise MalformedInput(f"{what} is empty")
+    check_json_depth(data, what=what)  # before json recurses: deep nesting is a refusal, not a RecursionError
     try:
         return json.loads(
             data, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant, parse_int=_parse_int

@@ -42,7 +42,7 @@ from heldout.generations import (
 )
 from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K
 from heldout.generations.ledgers import create_lock, ledger_signer
-from heldout.generations.seal import manifest_path
+from heldout.generations.verify import read_first_in
 from heldout.store import Store
 from keys import (
     MalformedInput,
@@ -53,6 +53,7 @@ from keys import (
     UsageError,
     parse_key_argument,
 )
+from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger import Ledger
 from seals import format_utc, parse_json_object, parse_utc
 
@@ -279,19 +280,19 @@ def verify_reveal_cmd(
     st = open_store(store)
     now = command_now(at)
     if from_dir is not None:
-        candidates = [from_dir / "seals" / f"{generation}.seal.json", from_dir / f"{generation}.seal.json"]
-        found = next((p for p in candidates if p.is_file()), None)
+        found = read_first_in(from_dir, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
+                              what="seal manifest")
         if found is None:
             raise UsageError(f"no {generation}.seal.json in {from_dir} or {from_dir}/seals", path=str(from_dir))
-        trusted = _trusted_key(parse_json_object(found.read_bytes(), what="seal manifest"), key, st)
+        trusted = _trusted_key(parse_json_object(found[0], what="seal manifest"), key, st)
         verdict = verify_folder_reveal(from_dir, generation, trusted, now)
     else:
-        path = manifest_path(st, generation)
+        published = read_first_in(st.seals, [f"{generation}.seal.json"], what="seal manifest")
         with open_ledger(st, ledger) as opened:
             # Without the published file the manifest comes from its blob; the operator's own ledger key
             # (named by the genesis entry of the ledger the store holds) is then the trusted one.
-            trusted = _trusted_key(parse_json_object(path.read_bytes(), what="seal manifest"), key, st) \
-                if path.is_file() else (parse_key_argument(key) if key is not None else opened.key)
+            trusted = _trusted_key(parse_json_object(published[0], what="seal manifest"), key, st) \
+                if published is not None else (parse_key_argument(key) if key is not None else opened.key)
             verdict = verify_store_reveal(st, opened, generation, trusted, now)
     if as_json:
         print_json(verdict.to_json())
@@ -334,16 +335,15 @@ def verify_member_cmd(
 ) -> None:
     """Check a membership proof against the generation's signed seal manifest."""
     st = open_store(store)
-    if not proof_file.is_file():
-        raise UsageError(f"no proof file at {proof_file}", path=str(proof_file))
-    proof_doc = parse_json_object(proof_file.read_bytes(), what="member proof")
+    proof_doc = parse_json_object(read_named(proof_file, limit=DOCUMENT_LIMIT, what="member proof"),
+                                  what="member proof")
     generation = str(proof_doc.get("generation"))
     folder = from_dir if from_dir is not None else st.seals
-    candidates = [folder / "seals" / f"{generation}.seal.json", folder / f"{generation}.seal.json"]
-    found = next((p for p in candidates if p.is_file()), None)
+    found = read_first_in(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
+                          what="seal manifest")
     if found is None:
         raise UsageError(f"no seal manifest for {generation!r} in {folder}", path=str(folder))
-    data = found.read_bytes()
+    data = found[0]
     proof = verify_member_proof(proof_doc, data, _trusted_key(parse_json_object(data), key, st))
     line = (f"case {proof.case_id} ({proof.task}, label {proof.label}) is a member of {proof.generation}: "
             f"leaf {proof.leaf_index} of {proof.tree_size} leads to set hash {proof.set_hash}")

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from harness.metrics.npz import load_npz
 from keys import MalformedInput, UsageError
+from keys.safeio import open_named
 from seals import jcs_bytes
 
 CASE_SCHEME = "heldout-case-v1"
@@ -94,28 +96,33 @@ class SplitArrays:
     labels: LabelArray
 
 
+#: An npz file of cases (a MedMNIST split file, a pool chunk) expands to at most this many bytes: the largest
+#: MedMNIST+ file (224 px) is a few GB; anything above is refused before it is allocated.
+CASES_FILE_LIMIT = 8 * 1024**3
+
+
+def read_npz_file(path: Path, *, what: str, members: frozenset[str] | None = None) -> dict[str, NDArray[Any]]:
+    """The named members of an npz file of cases, read through ``keys.safeio`` (a regular file, headers and
+    sizes checked before loading; see ``harness.metrics.npz``)."""
+    with open_named(path, limit=CASES_FILE_LIMIT, what=what) as handle:
+        return load_npz(handle, what=what, limit=CASES_FILE_LIMIT, members=members)
+
+
 def read_split(path: Path, split: str = "test") -> SplitArrays:
     """Read ``{split}_images`` and ``{split}_labels`` from a MedMNIST-layout npz file, strictly: uint8
     images of rank 3 or 4, one integer label per image (N x 1 or N), no pickled objects."""
     if split not in SPLITS:
         raise UsageError(f"--split is one of {', '.join(SPLITS)}", found=split)
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(f"no file at {path}", path=str(path))
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            keys = set(data.files)
-            wanted = (f"{split}_images", f"{split}_labels")
-            missing = [k for k in wanted if k not in keys]
-            if missing:
-                raise MalformedInput(
-                    f"{path.name} has no {' or '.join(missing)} "
-                    "(MedMNIST layout: {train,val,test}_{images,labels})",
-                    path=str(path), expected=list(wanted), found=sorted(keys))
-            images = data[wanted[0]]
-            labels = data[wanted[1]]
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise MalformedInput(f"{path.name} is not a readable npz file ({type(exc).__name__})",
-                             path=str(path)) from None
+    wanted = (f"{split}_images", f"{split}_labels")
+    data = read_npz_file(path, what=path.name, members=frozenset(wanted))
+    missing = [k for k in wanted if k not in data]
+    if missing:
+        raise MalformedInput(
+            f"{path.name} has no {' or '.join(missing)} (MedMNIST layout: {{train,val,test}}_{{images,labels}})",
+            path=str(path), expected=list(wanted))
+    images, labels = data[wanted[0]], data[wanted[1]]
     if images.dtype != np.uint8 or images.ndim not in (3, 4) or len(images) == 0:
         raise MalformedInput(f"{path.name}: {split}_images must be uint8 N x H x W or N x H x W x C",
                              path=str(path), found=f"{images.dtype} {images.shape}")

@@ -15,8 +15,10 @@ import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from heldout.generations.cases import (
     ImageArray,
@@ -24,6 +26,7 @@ from heldout.generations.cases import (
     case_id,
     check_task,
     content_sha256,
+    read_npz_file,
     read_split,
 )
 from heldout.store import Store
@@ -53,15 +56,21 @@ def pool_tasks(store: Store) -> list[str]:
 
 def _chunk_hashes(path: Path) -> list[str]:
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return [str(h) for h in data["content_sha256"]]
-    except (OSError, KeyError, ValueError) as exc:
-        raise MalformedInput(f"pool file {path} is unreadable ({type(exc).__name__})", path=str(path)) from None
+        return [str(h) for h in read_npz_file(path, what=f"pool file {path}",
+                                              members=frozenset({"content_sha256"}))["content_sha256"]]
+    except KeyError:
+        raise MalformedInput(f"pool file {path} is unreadable (no content_sha256)", path=str(path)) from None
+
+
+def _chunk_member(path: Path, name: str) -> NDArray[Any]:
+    found = read_npz_file(path, what=f"pool file {path}", members=frozenset({name}))
+    if name not in found:
+        raise MalformedInput(f"pool file {path} is unreadable (no {name})", path=str(path))
+    return found[name]
 
 
 def _chunk_image_shape(path: Path) -> tuple[int, ...]:
-    with np.load(path, allow_pickle=False) as data:
-        return tuple(int(d) for d in data["images"].shape[1:])
+    return tuple(int(d) for d in _chunk_member(path, "images").shape[1:])
 
 
 def pool_content_hashes(store: Store, task: str) -> list[str]:
@@ -74,8 +83,7 @@ def pool_entries(store: Store, task: str) -> dict[str, tuple[str, int]]:
     out: dict[str, tuple[str, int]] = {}
     for chunk in _chunks(store, task):
         hashes = _chunk_hashes(chunk)
-        with np.load(chunk, allow_pickle=False) as data:
-            labels = data["labels"]
+        labels = _chunk_member(chunk, "labels")
         for h, label in zip(hashes, labels, strict=True):
             out[case_id(task, h)] = (h, int(label))
     return out
@@ -163,9 +171,8 @@ def load_pool_cases(store: Store, task: str, case_ids: Sequence[str]) -> tuple[I
         rows = [(r, wanted[case_id(task, h)]) for r, h in enumerate(chunk_hashes) if case_id(task, h) in wanted]
         if not rows:
             continue
-        with np.load(chunk, allow_pickle=False) as data:
-            chunk_images = data["images"]
-            chunk_labels = data["labels"]
+        chunk_images = _chunk_member(chunk, "images")
+        chunk_labels = _chunk_member(chunk, "labels")
         if images is None:
             images = np.zeros((len(case_ids), *chunk_images.shape[1:]), dtype=np.uint8)
         for r, i in rows:
