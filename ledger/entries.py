@@ -29,6 +29,7 @@ MAX_ENTRY_BYTES = 64 * 1024
 LEDGER_ID_HEX_CHARS = 20
 ORIGIN_PREFIX = "heldout/ledger/"
 NONCE_BYTES = 32
+MAX_NOTE_CHARS = 16384
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
@@ -76,6 +77,12 @@ def _key(value: Any) -> str | None:
     return None
 
 
+def _note_text(value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NOTE_CHARS:
+        return f"a non-blank string of at most {MAX_NOTE_CHARS} characters"
+    return None
+
+
 Check = Callable[[Any], "str | None"]
 
 #: Required members (besides ``type`` and ``v``) of each entry type and the check each must pass.
@@ -91,7 +98,20 @@ ENTRY_TYPES: dict[str, dict[str, Check]] = {
     "passport": {"model_id": _text, "generation": _text, "passport_sha256": _hex64, "created_utc": _utc},
     # A spec version superseded from ``effective_utc`` on: passports on it lapse then (heldout/specs.py).
     "spec": {"spec_version": _text, "superseded_by": _text, "effective_utc": _utc, "created_utc": _utc},
+    # A generic note: free text, optionally referencing a blob (a document, an announcement). It changes no
+    # domain state, so it is what ``heldout ledger append`` writes.
+    "note": {"text": _note_text, "created_utc": _utc},
 }
+
+#: Optional members: checked when present.
+OPTIONAL_MEMBERS: dict[str, dict[str, Check]] = {
+    "note": {"blob_sha256": _hex64},
+}
+
+#: Types the raw ``heldout ledger append`` may write. Every other type changes domain state (a seal, a bundle
+#: charged to a budget, a retirement, a reveal, a passport, a spec supersession, a key) and is appended only by
+#: its own operation, which validates it against the ledger under the generations lock.
+RAW_APPEND_TYPES = frozenset({"note"})
 
 
 def validate_entry(entry: Any, *, index: int | None = None) -> str:
@@ -114,6 +134,11 @@ def validate_entry(entry: Any, *, index: int | None = None) -> str:
         if member not in entry:
             raise EntryRejected(f"{kind} entry lacks the member {member!r}", field=member, **where)
         problem = check(entry[member])
+        if problem:
+            raise EntryRejected(f"{kind} entry member {member!r} must be {problem}", field=member,
+                                found=repr(entry[member])[:80], **where)
+    for member, check in OPTIONAL_MEMBERS.get(kind, {}).items():
+        problem = check(entry[member]) if member in entry else None
         if problem:
             raise EntryRejected(f"{kind} entry member {member!r} must be {problem}", field=member,
                                 found=repr(entry[member])[:80], **where)

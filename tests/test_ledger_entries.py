@@ -30,6 +30,7 @@ VALID: dict[str, dict[str, Any]] = {
                  "created_utc": "2026-03-01T00:00:00Z"},
     "spec": {"spec_version": "MedEval-1 v0.1", "superseded_by": "MedEval-1 v0.2",
              "effective_utc": "2027-01-01T00:00:00Z", "created_utc": "2026-03-01T00:00:00Z"},
+    "note": {"text": "the gen1 pool was re-scanned", "created_utc": "2026-03-01T00:00:00Z"},
 }
 
 

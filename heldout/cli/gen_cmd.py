@@ -372,10 +372,13 @@ def status(
         generations = load_generations(opened, now, blobs=BlobStore(st.blobs))
         head = {"size": opened.size, "root": opened.root().hex()}
         ledger_id = opened.ledger_id
+    anomalies = [{"message": a.message, **a.evidence} for a in generations.anomalies]
     if as_json:
         print_json({"ledger_id": ledger_id, "at": format_utc(now), "head": head,
-                    "generations": [g.to_json() for g in generations.values()]})
+                    "generations": [g.to_json() for g in generations.values()], "anomalies": anomalies})
         return
+    for anomaly in generations.anomalies:  # the log cannot be repaired: say so, and show the first entries
+        err_console.print(f"warning: the ledger contradicts itself: {anomaly.message}")
     table = Table(title=f"generations on ledger {ledger_id} at {format_utc(now)}")
     for column, no_wrap in (("generation", True), ("state", True), ("sealed → expires", False), ("cases", False),
                             ("set hash", True), ("bits used / budget", False), ("bundles", True),

@@ -37,7 +37,7 @@ from ledger import (
     export_ledger,
     open_export,
 )
-from ledger.entries import MAX_ENTRY_BYTES, is_ledger_prefix
+from ledger.entries import MAX_ENTRY_BYTES, RAW_APPEND_TYPES, is_ledger_prefix
 from seals import format_utc, parse_json_object
 
 app = typer.Typer(help="The append-only ledger: entries, signed checkpoints, proofs, export and replay.",
@@ -120,7 +120,8 @@ def _read_entry_file(path: Path) -> dict[str, Any]:
 @handle_errors
 def append(
     ledger: LedgerArg,
-    entry_type: Annotated[str, typer.Option("--type", help="Entry type (genesis is written by init only).")],
+    entry_type: Annotated[str, typer.Option(
+        "--type", help="Entry type: note (domain entries are written by their own commands).")],
     json_file: Annotated[Path, typer.Option("--json-file", help="JSON object of the entry ('-' for stdin).")],
     store: StoreOption = None,
     key_id: KeyIdOption = None,
@@ -129,6 +130,12 @@ def append(
 ) -> None:
     """Append one entry and sign a checkpoint for it. ``type`` is set from --type (a different ``type`` in the
     file is refused); ``v`` defaults to 1 and ``created_utc`` to the reference time when absent."""
+    if entry_type not in RAW_APPEND_TYPES:
+        raise EntryRejected(
+            f"ledger append writes only generic entries ({', '.join(sorted(RAW_APPEND_TYPES))}); a {entry_type!r} "
+            "entry is appended by its own command (init, seal, evaluate, retire, passport issue, spec "
+            "supersede), which checks it against the ledger", field="type", expected=sorted(RAW_APPEND_TYPES),
+            found=entry_type[:60])
     moment = reference_time(at)
     entry = _read_entry_file(json_file)
     if "type" in entry and entry["type"] != entry_type:
