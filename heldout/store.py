@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keys import Keyring, Signer, UsageError
-from keys.files import ensure_private_dir
+from keys.files import check_private_dir, ensure_private_dir
+from keys.signer import check_key_id
 
 STORE_ENV = "HELDOUT_STORE"
 
@@ -80,11 +81,13 @@ class Store:
         ensure_private_dir(self.private_keys)
 
     def private_key_path(self, key_id: str) -> Path:
-        return self.private_keys / f"{key_id}.key"
+        return self.private_keys / f"{check_key_id(key_id)}.key"
 
     def load_signer(self, key_id: str | None = None) -> Signer:
         """Load a private key by id, or the only one when the store holds exactly one."""
         if key_id is None:
+            if self.private_keys.is_dir():
+                check_private_dir(self.private_keys)
             found = sorted(self.private_keys.glob("*.key")) if self.private_keys.is_dir() else []
             if len(found) != 1:
                 raise UsageError(

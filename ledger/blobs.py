@@ -16,7 +16,7 @@ from keys.files import fsync_dir
 from keys.safeio import BLOB_LIMIT, UnsafeFile, file_in, read_in
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def check_sha256_hex(value: str) -> str:

@@ -31,10 +31,10 @@ ORIGIN_PREFIX = "heldout/ledger/"
 NONCE_BYTES = 32
 MAX_NOTE_CHARS = 16384
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-_LEDGER_ID = re.compile(r"^[0-9a-f]{20}$")
-_LEDGER_PREFIX = re.compile(r"^[0-9a-f]{1,20}$")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+_LEDGER_ID = re.compile(r"[0-9a-f]{20}")
+_LEDGER_PREFIX = re.compile(r"[0-9a-f]{1,20}")
 
 
 def _text(value: Any) -> str | None:
@@ -44,7 +44,7 @@ def _text(value: Any) -> str | None:
 
 
 def _hex64(value: Any) -> str | None:
-    if not isinstance(value, str) or not _HEX64.match(value):
+    if not isinstance(value, str) or not _HEX64.fullmatch(value):
         return "64 lowercase hex characters (a SHA-256)"
     return None
 
@@ -55,7 +55,7 @@ def _utc(value: Any) -> str | None:
 
 @functools.lru_cache(maxsize=1024)  # a batch's entries mostly share their times
 def _utc_text(value: str) -> str | None:
-    if not _UTC.match(value):
+    if not _UTC.fullmatch(value):
         return "a UTC time YYYY-MM-DDTHH:MM:SSZ"
     try:  # the constructor checks the calendar (strptime would too, ten times slower)
         datetime(int(value[0:4]), int(value[5:7]), int(value[8:10]), int(value[11:13]), int(value[14:16]),
@@ -207,12 +207,12 @@ def origin_of(ledger_id: str) -> str:
 
 
 def is_ledger_id(text: str) -> bool:
-    return bool(_LEDGER_ID.match(text))
+    return bool(_LEDGER_ID.fullmatch(text))
 
 
 def is_ledger_prefix(text: str) -> bool:
     """A ledger id or a non-empty prefix of one (how commands name a ledger)."""
-    return bool(_LEDGER_PREFIX.match(text))
+    return bool(_LEDGER_PREFIX.fullmatch(text))
 
 
 def make_genesis(*, name: str, signer: Signer, now: datetime, nonce: bytes) -> dict[str, Any]:
@@ -244,7 +244,7 @@ def blob_references(entry: Mapping[str, Any]) -> list[str]:
         if isinstance(value, Mapping):
             for key, item in value.items():
                 if isinstance(key, str) and key.endswith("_sha256") and isinstance(item, str) \
-                        and _HEX64.match(item):
+                        and _HEX64.fullmatch(item):
                     found.append(item)
                 else:
                     walk(item)

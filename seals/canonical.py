@@ -61,7 +61,12 @@ def prepare(value: Any, *, path: str = "$") -> Any:
         if not math.isfinite(value):
             raise CanonicalError(f"non-finite number at {path} ({value!r}) cannot be canonical JSON", path=path)
         rounded = round(value, FLOAT_DECIMALS)
-        if rounded.is_integer() and abs(rounded) <= MAX_SAFE_INTEGER:
+        if rounded.is_integer():
+            if abs(rounded) > MAX_SAFE_INTEGER:
+                # an integral number beyond 2^53 (typed as an integer in a file, read back as a double): other
+                # readers (JavaScript, I-JSON) cannot hold it exactly, so it is refused, never rounded silently
+                raise CanonicalError(f"number at {path} exceeds the I-JSON safe range (2^53)", path=path,
+                                     found=repr(value)[:40])
             # JSON has one number type: 2.0 and 2 are the same number, written "2" by RFC 8785; -0.0 is 0.
             return int(rounded)
         return rounded

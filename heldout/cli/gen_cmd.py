@@ -8,6 +8,8 @@ tests and rehearsals: typer commands cannot take a clock object), else the syste
 
 from __future__ import annotations
 
+import shutil
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -54,6 +56,7 @@ from keys import (
     parse_key_argument,
 )
 from keys.safeio import DOCUMENT_LIMIT, read_named
+from keys.signer import check_key_id
 from ledger import Ledger
 from seals import format_utc, parse_json_object, parse_utc
 
@@ -109,22 +112,34 @@ def init(
         raise UsageError(f"the store at {st.root} is already initialised (ledger {st.default_ledger_id()})",
                          path=str(st.default_ledger_file))
     now = command_now()
-    st.create()
-    existing = sorted(st.private_keys.glob("*.key"))
-    created_key = False
-    if existing or key_id is not None:
-        signer = st.load_signer(key_id)
-    else:
-        fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
-        signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
-        signer.save(st.private_key_path(signer.key_id))
-        st.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
-        created_key = True
-    with Ledger.create(st.ledgers, signer, name=name, now=now) as ledger:
-        create_lock(ledger)
-        st.set_default_ledger_id(ledger.ledger_id)
-        info = {"ledger_id": ledger.ledger_id, "store": str(st.root), "key_id": signer.key_id,
-                "key_created": created_key, "note_verifier_key": ledger.verifier_key}
+    # Everything the arguments decide is checked before the first file is made; a store this command
+    # creates is removed again if anything after that fails, so a refused init leaves nothing behind.
+    if not name.strip() or len(name) > 256 or not name.isprintable() or unicodedata.normalize("NFC", name) != name:
+        raise UsageError("--name is 1-256 printable characters (NFC)", field="name", found=repr(name)[:80])
+    if key_id is not None:
+        check_key_id(key_id)
+    fresh_store = not st.root.exists()
+    try:
+        st.create()
+        existing = sorted(st.private_keys.glob("*.key"))
+        created_key = False
+        if existing or key_id is not None:
+            signer = st.load_signer(key_id)
+        else:
+            fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
+            signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
+            signer.save(st.private_key_path(signer.key_id))
+            st.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
+            created_key = True
+        with Ledger.create(st.ledgers, signer, name=name, now=now) as ledger:
+            create_lock(ledger)
+            st.set_default_ledger_id(ledger.ledger_id)
+            info = {"ledger_id": ledger.ledger_id, "store": str(st.root), "key_id": signer.key_id,
+                    "key_created": created_key, "note_verifier_key": ledger.verifier_key}
+    except BaseException:
+        if fresh_store:
+            shutil.rmtree(st.root, ignore_errors=True)
+        raise
     if as_json:
         print_json(info)
         return

@@ -34,14 +34,14 @@ from seals import jcs_bytes
 
 CASE_SCHEME = "heldout-case-v1"
 SPLITS = ("test", "val", "train")
-TASK_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-CASE_ID_PATTERN = re.compile(r"^([a-z][a-z0-9_]{0,63})-([0-9a-f]{16})(?:-([1-9][0-9]*))?$")
+TASK_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+CASE_ID_PATTERN = re.compile(r"([a-z][a-z0-9_]{0,63})-([0-9a-f]{16})(?:-([1-9][0-9]*))?")
 ImageArray = NDArray[np.uint8]
 LabelArray = NDArray[np.int64]
 
 
 def check_task(task: str) -> str:
-    if not isinstance(task, str) or not TASK_PATTERN.match(task):
+    if not isinstance(task, str) or not TASK_PATTERN.fullmatch(task):
         raise UsageError(f"task {task!r} is not a task name (lowercase letters, digits, '_'; e.g. bloodmnist)",
                          found=str(task)[:60])
     return task
@@ -70,7 +70,7 @@ def case_id(task: str, content_hash: str) -> str:
 
 
 def task_of(case: str) -> str:
-    match = CASE_ID_PATTERN.match(case)
+    match = CASE_ID_PATTERN.fullmatch(case)
     if not match:
         raise MalformedInput(f"{case!r} is not a case id <task>-<16 hex>", found=str(case)[:80])
     return match.group(1)

@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 from heldout.generations.cases import (
     ImageArray,
     LabelArray,
+    SplitArrays,
     case_id,
     check_task,
     content_sha256,
@@ -31,7 +32,7 @@ from heldout.generations.cases import (
 )
 from heldout.store import Store
 from keys import MalformedInput, UsageError
-from keys.files import ensure_private_dir, write_private_file
+from keys.files import check_private_file, ensure_private_dir, write_private_file
 
 
 def pools_root(store: Store) -> Path:
@@ -44,7 +45,12 @@ def pool_dir(store: Store, task: str) -> Path:
 
 def _chunks(store: Store, task: str) -> list[Path]:
     folder = pool_dir(store, task)
-    return sorted(folder.glob("*.npz")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    chunks = sorted(folder.glob("*.npz"))
+    for chunk in chunks:  # the pool is private: checked (0600 files, 0700 folders up to private/) before reading
+        check_private_file(chunk)
+    return chunks
 
 
 def pool_tasks(store: Store) -> list[str]:
@@ -110,6 +116,29 @@ class PoolAddResult:
         return dict(self.__dict__)
 
 
+def check_against_task_info(task: str, arrays: SplitArrays, path: Path) -> None:
+    """Refuse a file that cannot be the task's: labels outside its classes, images of another shape or channel
+    count than its MedMNIST INFO says. Without medmnist (the core install) the INFO is not at hand and only
+    the pool's own shape check below applies."""
+    from harness.tasks import task_spec
+
+    try:
+        spec = task_spec(task)
+    except UsageError as exc:
+        if "not installed" in exc.message:
+            return
+        raise
+    labels = arrays.labels
+    if len(labels) and (int(labels.min()) < 0 or int(labels.max()) >= spec.n_classes):
+        raise UsageError(f"{path.name}: labels must be 0..{spec.n_classes - 1} for {task} (found "
+                         f"{int(labels.min())}..{int(labels.max())})", path=str(path),
+                         expected=[0, spec.n_classes - 1], found=[int(labels.min()), int(labels.max())])
+    found = tuple(int(d) for d in arrays.images.shape[1:])
+    if found != spec.image_shape:
+        raise UsageError(f"{path.name}: {task} images are {spec.image_shape} ({spec.channels} channels); the file "
+                         f"has {found}", path=str(path), expected=list(spec.image_shape), found=list(found))
+
+
 def add_pool(store: Store, task: str, path: Path, split: str = "test", *,
              progress: Callable[[int, int], None] | None = None) -> PoolAddResult:
     """Register the cases of ``path``'s ``split`` as private cases of ``task``. All checks run before anything
@@ -118,6 +147,7 @@ def add_pool(store: Store, task: str, path: Path, split: str = "test", *,
     if not store.private.is_dir():
         raise UsageError(f"no store at {store.root}; run: heldout init", path=str(store.root))
     arrays = read_split(path, split)
+    check_against_task_info(task, arrays, path)
     existing_chunks = _chunks(store, task)
     if existing_chunks:
         shape = _chunk_image_shape(existing_chunks[0])

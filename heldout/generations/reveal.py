@@ -207,7 +207,7 @@ def verify_reveal(doc: Any, manifest: SealManifest, *, image_blobs: BlobSource |
     seen: set[str] = set()
     previous = b""
     for i, (opening, listed) in enumerate(zip(reveal.openings, reveal.listed_commitments, strict=True)):
-        match = CASE_ID_PATTERN.match(opening.case_id)
+        match = CASE_ID_PATTERN.fullmatch(opening.case_id)
         if not match or match.group(1) != opening.task or match.group(2) != opening.content_sha256[:16] or (
                 match.group(3) and manifest.membership != "public"):
             raise _case_error(i, opening, "the case id is not <task>-<first 16 hex of its content hash>",
