@@ -13,6 +13,7 @@ from pathlib import Path
 
 from keys import Keyring, Signer, UsageError
 from keys.files import check_private_dir, ensure_private_dir
+from keys.safeio import read_in
 from keys.signer import check_key_id
 
 STORE_ENV = "HELDOUT_STORE"
@@ -113,7 +114,8 @@ class Store:
         if not path.is_file():
             raise UsageError(f"no default ledger in the store at {self.root}; run: heldout init "
                              "(or name one with --ledger)", store=str(self.root))
-        return path.read_text().strip()
+        data = read_in(self.root, "ledgers/DEFAULT", limit=1024, what="default ledger file")
+        return (data or b"").decode("utf-8", "replace").strip()
 
     def set_default_ledger_id(self, ledger_id: str) -> None:
         self.ledgers.mkdir(parents=True, exist_ok=True)

@@ -48,8 +48,9 @@ def _numpy_to_python(value: Any) -> Any:
     return value
 
 
-def prepare(value: Any, *, path: str = "$") -> Any:
-    """Return a JSON value ready for JCS: floats rounded to 6 decimals, numpy converted, checks applied."""
+def prepare(value: Any, *, path: str = "$", exact_integers: bool = False) -> Any:
+    """Return a JSON value ready for JCS: floats rounded to 6 decimals, numpy converted, checks applied;
+    ``exact_integers`` also refuses integral floats beyond 2^53 (ledger entries: no such number is meant)."""
     value = _numpy_to_python(value)
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -62,23 +63,24 @@ def prepare(value: Any, *, path: str = "$") -> Any:
             raise CanonicalError(f"non-finite number at {path} ({value!r}) cannot be canonical JSON", path=path)
         rounded = round(value, FLOAT_DECIMALS)
         if rounded.is_integer():
-            if abs(rounded) > MAX_SAFE_INTEGER:
-                # an integral number beyond 2^53 (typed as an integer in a file, read back as a double): other
-                # readers (JavaScript, I-JSON) cannot hold it exactly, so it is refused, never rounded silently
+            if abs(rounded) <= MAX_SAFE_INTEGER:
+                # JSON has one number type: 2.0 and 2 are the same number, written "2" by RFC 8785; -0.0 is 0.
+                return int(rounded)
+            if exact_integers:
+                # an integral number beyond 2^53 (an integer literal in a file is read back as a double):
+                # other readers (JavaScript, I-JSON) cannot hold it exactly, so it is refused, never rounded
                 raise CanonicalError(f"number at {path} exceeds the I-JSON safe range (2^53)", path=path,
                                      found=repr(value)[:40])
-            # JSON has one number type: 2.0 and 2 are the same number, written "2" by RFC 8785; -0.0 is 0.
-            return int(rounded)
         return rounded
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CanonicalError(f"object key at {path} is not a string", path=path, found=repr(key)[:60])
-            out[key] = prepare(item, path=f"{path}.{key}")
+            out[key] = prepare(item, path=f"{path}.{key}", exact_integers=exact_integers)
         return out
     if isinstance(value, (list, tuple)):
-        return [prepare(item, path=f"{path}[{i}]") for i, item in enumerate(value)]
+        return [prepare(item, path=f"{path}[{i}]", exact_integers=exact_integers) for i, item in enumerate(value)]
     raise CanonicalError(f"value at {path} of type {type(value).__name__} is not JSON", path=path)
 
 
@@ -222,9 +224,9 @@ def jcs_bytes(value: Any) -> bytes:
         raise CanonicalError(f"not canonicalisable: {exc}") from exc
 
 
-def canonical_bytes(value: Any) -> bytes:
+def canonical_bytes(value: Any, *, exact_integers: bool = False) -> bytes:
     """Prepare then canonicalise: the bytes this project signs, hashes and stores."""
-    return jcs_bytes(prepare(value))
+    return jcs_bytes(prepare(value, exact_integers=exact_integers))
 
 
 def _refuse_constant(name: str) -> Any:

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import io
 import zipfile
+from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from keys.safeio import BLOB_LIMIT, UnsafeFile, check_npz
+from keys.safeio import BLOB_LIMIT, UnsafeFile, check_npz, open_named
+
+#: An npz file of cases (a MedMNIST split file, a pool chunk) expands to at most this many bytes: the largest
+#: MedMNIST+ file (224 px) is a few GB; anything above is refused before it is allocated.
+CASES_FILE_LIMIT = 8 * 1024**3
 
 
 def load_npz(source: bytes | IO[bytes], *, what: str, limit: int = BLOB_LIMIT,
@@ -48,3 +53,11 @@ def load_npz(source: bytes | IO[bytes], *, what: str, limit: int = BLOB_LIMIT,
                 raise UnsafeFile(f"{what}: member {info.filename} is not a plain .npy array "
                                  f"({type(exc).__name__})", field=info.filename) from None
     return arrays
+
+
+def read_npz_file(path: Path, *, what: str, members: frozenset[str] | None = None,
+                  limit: int = CASES_FILE_LIMIT) -> dict[str, NDArray[Any]]:
+    """The named members of an npz file on disk (a regular file: a FIFO or a device is refused, never waited
+    on), loaded as :func:`load_npz` does."""
+    with open_named(path, limit=limit, what=what) as handle:
+        return load_npz(handle, what=what, limit=limit, members=members)

@@ -28,6 +28,7 @@ from heldout.cli.common import (
 )
 from heldout.store import Store
 from keys import MalformedInput, b64encode, verifier_key_string
+from keys.safeio import read_named
 from ledger import (
     BlobStore,
     EntryRejected,
@@ -102,11 +103,14 @@ def init(
 
 def _read_entry_file(path: Path) -> dict[str, Any]:
     if str(path) == "-":
-        data = sys.stdin.buffer.read()
-    elif not path.is_file():
+        data = sys.stdin.buffer.read(4 * MAX_ENTRY_BYTES + 1)
+    elif not path.exists():
         raise LedgerUsageError(f"no entry file at {path}", path=str(path))
     else:
-        data = path.read_bytes()
+        try:  # a regular file within the bound (a FIFO or a device is refused, never waited on)
+            data = read_named(path, limit=4 * MAX_ENTRY_BYTES, what="entry file")
+        except MalformedInput as exc:
+            raise EntryRejected(exc.message, **exc.evidence) from None
     if len(data) > 4 * MAX_ENTRY_BYTES:
         raise EntryRejected(f"entry file is {len(data)} bytes; an entry is at most {MAX_ENTRY_BYTES}",
                             expected=MAX_ENTRY_BYTES, found=len(data))

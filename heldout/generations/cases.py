@@ -22,14 +22,12 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from harness.metrics.npz import load_npz
+from harness.metrics.npz import read_npz_file
 from keys import MalformedInput, UsageError
-from keys.safeio import open_named
 from seals import jcs_bytes
 
 CASE_SCHEME = "heldout-case-v1"
@@ -94,18 +92,6 @@ class SplitArrays:
 
     images: ImageArray
     labels: LabelArray
-
-
-#: An npz file of cases (a MedMNIST split file, a pool chunk) expands to at most this many bytes: the largest
-#: MedMNIST+ file (224 px) is a few GB; anything above is refused before it is allocated.
-CASES_FILE_LIMIT = 8 * 1024**3
-
-
-def read_npz_file(path: Path, *, what: str, members: frozenset[str] | None = None) -> dict[str, NDArray[Any]]:
-    """The named members of an npz file of cases, read through ``keys.safeio`` (a regular file, headers and
-    sizes checked before loading; see ``harness.metrics.npz``)."""
-    with open_named(path, limit=CASES_FILE_LIMIT, what=what) as handle:
-        return load_npz(handle, what=what, limit=CASES_FILE_LIMIT, members=members)
 
 
 def read_split(path: Path, split: str = "test") -> SplitArrays:

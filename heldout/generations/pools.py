@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from harness.metrics.npz import read_npz_file
 from heldout.generations.cases import (
     ImageArray,
     LabelArray,
@@ -27,7 +28,6 @@ from heldout.generations.cases import (
     case_id,
     check_task,
     content_sha256,
-    read_npz_file,
     read_split,
 )
 from heldout.store import Store
