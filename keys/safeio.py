@@ -177,18 +177,18 @@ def read_fd(fd: int, *, limit: int, what: str, shown: str) -> bytes:
         if info.st_size > limit:
             raise UnsafeFile(f"{what}: {shown} is {info.st_size} bytes, over the {limit}-byte limit",
                              file=shown, expected=limit, found=info.st_size)
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(1 * MiB, limit + 1 - total))
-            if not chunk:
+        # Ask for one byte more than announced: a file that grew meanwhile shows it and is refused. A regular
+        # file answers in one read; the loop covers short reads.
+        wanted = info.st_size + 1
+        data = os.read(fd, wanted)
+        while 0 < len(data) < wanted:
+            more = os.read(fd, wanted - len(data))
+            if not more:
                 break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise UnsafeFile(f"{what}: {shown} grew past the {limit}-byte limit while read", file=shown,
-                                 expected=limit)
-        return b"".join(chunks)
+            data += more
+        if len(data) > info.st_size:
+            raise UnsafeFile(f"{what}: {shown} grew while read", file=shown, expected=info.st_size)
+        return data
     except OSError as exc:
         raise UnsafeFile(f"{what}: {shown} cannot be read ({exc.strerror})", file=shown) from None
     finally:
@@ -251,23 +251,22 @@ def list_in(root: Path, relative: str | Sequence[str], *, what: str) -> list[str
 def read_named(path: Path, *, limit: int, what: str) -> bytes:
     """A file the user named on the command line: it may be reached through links the user chose, but it must
     be a regular file within ``limit`` (a FIFO or a device is refused, never read, never waited on)."""
+    return read_fd(_open_named(path, what), limit=limit, what=what, shown=str(path))
+
+
+def _open_named(path: Path, what: str) -> int:
+    # O_NONBLOCK: opening a FIFO returns at once (then fstat refuses it) instead of waiting for a writer
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise UnsafeFile(f"{what}: no file at {path}", file=str(path), found="missing") from None
     except OSError as exc:
         raise UnsafeFile(f"{what}: {path} cannot be opened ({exc.strerror})", file=str(path)) from None
-    return read_fd(fd, limit=limit, what=what, shown=str(path))
 
 
 def open_named(path: Path, *, limit: int, what: str) -> IO[bytes]:
     """A binary handle on a regular file the user named (see :func:`read_named`), for readers that seek (zip)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise UnsafeFile(f"{what}: no file at {path}", file=str(path), found="missing") from None
-    except OSError as exc:
-        raise UnsafeFile(f"{what}: {path} cannot be opened ({exc.strerror})", file=str(path)) from None
+    fd = _open_named(path, what)
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
         os.close(fd)
@@ -293,6 +292,9 @@ def check_json_depth(data: bytes | str, *, what: str, limit: int = MAX_JSON_DEPT
     brackets, then innermost ``[]``/``{}`` pairs once per level. Each pass is linear and runs in C; after
     ``limit`` passes a well-formed text within the limit is empty. Unbalanced text is left to the parser,
     which names the position."""
+    opening = (data.count(b"[") + data.count(b"{")) if isinstance(data, bytes) else (data.count("[") + data.count("{"))
+    if opening <= limit:
+        return  # fewer openings than the limit cannot nest deeper (the common case: a ledger entry)
     if isinstance(data, bytes):
         brackets = _NOT_BRACKET_B.sub(b"", _STRING_B.sub(b"", data))
         for _ in range(limit):

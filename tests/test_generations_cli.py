@@ -220,7 +220,7 @@ def test_sealed_generations_never_draw_cases_of_the_public_split(env: SimpleName
 
 def test_the_draw_is_determined_by_the_seed_and_the_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HELDOUT_NOW", NOW)
-    data = write_npz(tmp_path / "bloodmnist.npz", seed=5)
+    data = write_npz(tmp_path / "bloodmnist.npz", shape=(28, 28, 3), classes=8, seed=5)
     drawn = []
     for i in range(2):
         store = tmp_path / f"store{i}"

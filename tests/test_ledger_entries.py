@@ -97,6 +97,11 @@ json_values = st.recursive(json_scalars, lambda children: st.one_of(
     st.tuples(children, children)), max_leaves=20)
 
 
+def entry_reference_bytes(value: object) -> bytes:
+    # ledger entries also refuse integral numbers beyond 2^53 (issue 9), so the reference refuses them too
+    return canonical_bytes(value, exact_integers=True)
+
+
 def _outcome(function: Any, value: Any) -> bytes | str:
     try:
         return function(value)
@@ -109,7 +114,7 @@ def _outcome(function: Any, value: Any) -> bytes | str:
 @settings(max_examples=1500, deadline=None)
 @given(json_values)
 def test_shortcut_equals_seals_canonical_bytes(value: Any) -> None:
-    assert _outcome(entry_canonical_bytes, value) == _outcome(canonical_bytes, value)
+    assert _outcome(entry_canonical_bytes, value) == _outcome(entry_reference_bytes, value)
 
 
 @pytest.mark.parametrize("value", [
@@ -121,7 +126,7 @@ def test_shortcut_equals_seals_canonical_bytes(value: Any) -> None:
     {"t": (1, 2)},
 ])
 def test_shortcut_edge_cases(value: Any) -> None:
-    assert _outcome(entry_canonical_bytes, value) == _outcome(canonical_bytes, value)
+    assert _outcome(entry_canonical_bytes, value) == _outcome(entry_reference_bytes, value)
 
 
 def test_decode_insists_on_canonical_valid_bytes() -> None:

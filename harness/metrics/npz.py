@@ -38,7 +38,7 @@ def load_npz(source: bytes | IO[bytes], *, what: str, limit: int = BLOB_LIMIT,
     try:
         archive = zipfile.ZipFile(handle)
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise UnsafeFile(f"{what} is not a zip archive ({type(exc).__name__})") from None
+        raise UnsafeFile(f"{what} is not a readable npz file (not a zip archive: {type(exc).__name__})") from None
     arrays: dict[str, NDArray[Any]] = {}
     with archive:
         for info in check_npz(archive, archive_size=size, limit=limit, what=what,

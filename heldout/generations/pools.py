@@ -135,8 +135,8 @@ def check_against_task_info(task: str, arrays: SplitArrays, path: Path) -> None:
                          expected=[0, spec.n_classes - 1], found=[int(labels.min()), int(labels.max())])
     found = tuple(int(d) for d in arrays.images.shape[1:])
     if found != spec.image_shape:
-        raise UsageError(f"{path.name}: {task} images are {spec.image_shape} ({spec.channels} channels); the file "
-                         f"has {found}", path=str(path), expected=list(spec.image_shape), found=list(found))
+        raise UsageError(f"{path.name}: {task} images have shape {spec.image_shape} ({spec.channels} channels); "
+                         f"the file has {found}", path=str(path), expected=list(spec.image_shape), found=list(found))
 
 
 def add_pool(store: Store, task: str, path: Path, split: str = "test", *,
