@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -108,10 +108,23 @@ OPTIONAL_MEMBERS: dict[str, dict[str, Check]] = {
     "note": {"blob_sha256": _hex64},
 }
 
-#: Types the raw ``heldout ledger append`` may write. Every other type changes domain state (a seal, a bundle
-#: charged to a budget, a retirement, a reveal, a passport, a spec supersession, a key) and is appended only by
-#: its own operation, which validates it against the ledger under the generations lock.
-RAW_APPEND_TYPES = frozenset({"note"})
+#: Types the raw ``heldout ledger append`` may write: generic notes, and ``key`` (no other command declares a
+#: key; the append checks it as an operation would, see :func:`check_key_declaration`). Every other type
+#: changes domain state (a seal, a bundle charged to a budget, a retirement, a reveal, a passport, a spec
+#: supersession) and is appended only by its own operation, which validates it against the ledger under the
+#: generations lock.
+RAW_APPEND_TYPES = frozenset({"note", "key"})
+
+
+def check_key_declaration(entry: Mapping[str, Any], entries: Iterable[tuple[int, Mapping[str, Any]]]) -> None:
+    """Refuse a ``key`` entry whose key id the ledger already declares (genesis or an earlier key entry), for
+    another key or the same one: one key id names one key, once."""
+    key_id = entry["key"]["key_id"]
+    for index, earlier in entries:
+        declared = earlier.get("key") if earlier.get("type") in ("genesis", "key") else None
+        if isinstance(declared, Mapping) and declared.get("key_id") == key_id:
+            raise EntryRejected(f"key id {key_id!r} is already declared by entry {index}", field="key.key_id",
+                                index=index, found=key_id)
 
 
 def validate_entry(entry: Any, *, index: int | None = None) -> str:

@@ -1,10 +1,11 @@
 """One raw append cannot break the log (issue 9, section 4).
 
-``heldout ledger append`` writes only generic ``note`` entries: every domain type (genesis, key, seal, bundle,
-retire, reveal, passport, spec) is refused with exit 2 and nothing is written, so the raw command cannot
-bypass the checks and the lock of the operations. A dishonest operator can still write a contradiction
-straight into the database with the ledger key (a second retire, a second seal of a name, a retire of nothing):
-then status, seal and the audit keep working, on the first entry, and report the contradiction.
+``heldout ledger append`` writes only generic ``note`` entries and ``key`` declarations (checked: one key id
+names one key, once): every domain type (genesis, seal, bundle, retire, reveal, passport, spec) is refused with
+exit 2 and nothing is written, so the raw command cannot bypass the checks and the lock of the operations. A
+dishonest operator can still write a contradiction straight into the database with the ledger key (a second
+retire, a second seal of a name, a retire of nothing): then status, seal and the audit keep working, on the
+first entry, and report the contradiction.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from tests.generations_support import cli
 RETIRE = {"generation": "gen1", "reason": "leaked"}
 DOMAIN_ENTRIES: dict[str, dict[str, Any]] = {
     "genesis": {"name": "x", "nonce": "0" * 64},
-    "key": {"role": "issuer"},
     "seal": {"generation": "gen9", "manifest_sha256": "a" * 64, "set_hash": "b" * 64,
              "expiry_utc": "2027-01-01T00:00:00Z"},
     "bundle": {"generation": "gen1", "model_id": "m", "task": "bloodmnist", "evaluation_sha256": "c" * 64,
@@ -149,3 +149,20 @@ def test_forged_contradictions_are_reported_and_commands_keep_working(tmp_path: 
     report = json.loads(audit.output)
     assert any(f.get("index") in indices for f in report["findings"]), report["findings"]
     assert report["rederived"] == report["bundles"] >= 3, report  # the audit went on past the contradiction
+
+
+def test_a_key_id_is_declared_once(built: tuple[Path, str], tmp_path: Path) -> None:
+    from tests.conftest import seeded_signer
+
+    store, _ = built
+    other = seeded_signer(7, name="second-key", key_id="second-key-7")
+    body = {"role": "passport-issuer", "key": {"key_id": other.key_id, "name": other.name,
+                                               "public_key_b64": other.public_key.b64}}
+    assert append(store, tmp_path, "key", body).exit_code == 0
+    before = size_of(store)
+    again = append(store, tmp_path, "key", body)
+    assert again.exit_code == 2 and "already declared" in again.output, again.output
+    genesis_id = Store.open(store).keyring.list()[0].key_id
+    clash = append(store, tmp_path, "key", {**body, "key": {**body["key"], "key_id": genesis_id}})
+    assert clash.exit_code == 2 and "already declared" in clash.output, clash.output
+    assert size_of(store) == before

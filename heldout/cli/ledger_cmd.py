@@ -38,7 +38,13 @@ from ledger import (
     export_ledger,
     open_export,
 )
-from ledger.entries import MAX_ENTRY_BYTES, RAW_APPEND_TYPES, is_ledger_prefix
+from ledger.entries import (
+    MAX_ENTRY_BYTES,
+    RAW_APPEND_TYPES,
+    check_key_declaration,
+    is_ledger_prefix,
+    validate_entry,
+)
 from seals import format_utc, parse_json_object
 
 app = typer.Typer(help="The append-only ledger: entries, signed checkpoints, proofs, export and replay.",
@@ -125,7 +131,7 @@ def _read_entry_file(path: Path) -> dict[str, Any]:
 def append(
     ledger: LedgerArg,
     entry_type: Annotated[str, typer.Option(
-        "--type", help="Entry type: note (domain entries are written by their own commands).")],
+        "--type", help="Entry type: note or key (domain entries are written by their own commands).")],
     json_file: Annotated[Path, typer.Option("--json-file", help="JSON object of the entry ('-' for stdin).")],
     store: StoreOption = None,
     key_id: KeyIdOption = None,
@@ -149,6 +155,9 @@ def append(
     st = open_store(store)
     signer = st.load_signer(key_id)
     with _open(store, ledger) as opened:
+        if entry_type == "key":
+            validate_entry(entry)
+            check_key_declaration(entry, opened.entries())
         index = opened.append(entry, signer=signer, now=moment)
         checkpoint = opened.latest_checkpoint()
     if as_json:
