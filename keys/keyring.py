@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keys.errors import KeyFileError, MalformedInput, UsageError
+from keys.errors import HeldoutError, KeyFileError, MalformedInput, UsageError
 from keys.files import write_atomic
 from keys.note import parse_verifier_key, verifier_key_string
 from keys.public import ALGO, PUBLIC_KEY_SIZE, PublicKey, b64decode_strict
@@ -105,6 +105,7 @@ def parse_key_argument(text: str) -> PublicKey:
     """Read a ``--key`` argument: base64 of the raw key, a note verifier key, or a file holding either
     (or a ``.pub.json`` key file). Any failure is a usage error naming what was expected."""
     candidate = Path(text)
+    shown = text[:80]  # what an error may quote: the argument, never the content of a file it names
     try:
         is_file = candidate.is_file()
     except OSError:
@@ -124,8 +125,12 @@ def parse_key_argument(text: str) -> PublicKey:
         if isinstance(body, dict):
             if "seed_b64" in body:
                 raise KeyFileError("--key takes a public key; that file holds a private key", path=text)
-            return TrustedKey.from_json(body, source=text).public_key
+            try:
+                return TrustedKey.from_json(body, source=text).public_key
+            except HeldoutError as exc:  # its evidence may quote members of the file: name the file only
+                raise UsageError(f"--key file {candidate} is not a public key file", path=text) from exc
         text = raw.decode("utf-8", "replace").strip()
+        shown = f"the content of {candidate}"
     if "+" in text and text.count("+") >= 2 and not text.endswith("="):
         try:
             return parse_verifier_key(text)[2]
@@ -136,7 +141,7 @@ def parse_key_argument(text: str) -> PublicKey:
     except MalformedInput as exc:
         raise UsageError(
             "--key must be base64 of a raw 32-byte Ed25519 public key, a note verifier key, or a key file",
-            found=text[:80],
+            found=shown,
         ) from exc
     if len(raw) != PUBLIC_KEY_SIZE:
         raise UsageError(

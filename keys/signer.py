@@ -12,7 +12,7 @@ from pathlib import Path
 
 from nacl.signing import SigningKey
 
-from keys.errors import KeyFileError, MalformedInput
+from keys.errors import HeldoutError, KeyFileError
 from keys.files import read_private_file, write_private_file
 from keys.names import plain_name_problem
 from keys.public import ALGO, PublicKey, b64encode
@@ -96,7 +96,7 @@ class Signer:
 
             seed = b64decode(body["seed_b64"], validate=True)
             signer = cls.from_seed(seed, name=body["name"], key_id=body["key_id"])
-        except (ValueError, KeyError, TypeError, MalformedInput):
+        except (ValueError, KeyError, TypeError, HeldoutError):
             # Deliberately no detail from the file: it holds the seed.
             raise KeyFileError(f"private key file {path} is not a heldout key file", path=str(path)) from None
         if body.get("public_key_b64") != signer.public_key.b64:

@@ -29,7 +29,7 @@ from typing import Any
 import rfc8785
 
 from keys.errors import MalformedInput
-from keys.safeio import check_json_depth
+from keys.safeio import DOCUMENT_LIMIT, check_json_depth
 
 FLOAT_DECIMALS = 6
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -258,6 +258,9 @@ def parse_json(data: bytes | str, *, what: str = "document") -> Any:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise MalformedInput(f"{what} is not UTF-8 (byte {exc.start})", offset=exc.start) from None
+    if len(data) > DOCUMENT_LIMIT:  # parsing costs several times the text in memory: bounded here for all
+        raise MalformedInput(f"{what} is {len(data)} characters, over the {DOCUMENT_LIMIT}-byte document limit",
+                             expected=DOCUMENT_LIMIT, found=len(data))
     if not data.strip():
         raise MalformedInput(f"{what} is empty")
     check_json_depth(data, what=what)  # before json recurses: deep nesting is a refusal, not a RecursionError

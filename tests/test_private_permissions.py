@@ -121,7 +121,11 @@ def test_a_linked_key_file_is_refused(env: SimpleNamespace) -> None:
 
 
 @pytest.mark.parametrize("content", [b"SECRET-SEED-0123456789abcdef", b'{"seed_b64": "SECRET-SEED-0123456789abcdef"}',
-                                     b'{"name": "SECRET-SEED-0123456789abcdef", "key_id": 1}'])
+                                     b'{"name": "SECRET-SEED-0123456789abcdef", "key_id": 1}',
+                                     b'{"name": "SECRET SEED 0123456789abcdef", "key_id": "k",'
+                                     b' "seed_b64": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}',
+                                     b'{"name": "op", "key_id": "SECRET SEED 0123456789abcdef",'
+                                     b' "seed_b64": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}'])
 def test_errors_never_echo_a_key_files_content(env: SimpleNamespace, content: bytes) -> None:
     key = key_file(env.store)
     os.chmod(key, 0o600)
