@@ -252,6 +252,8 @@ def _load_generations(ctx: _Context) -> None:
         ctx.find("generations", exc)
     try:
         ctx.supersessions = load_supersessions(sorted(ctx.entries.items()))
+        for anomaly in ctx.supersessions.anomalies:
+            ctx.find("spec", anomaly, index=anomaly.evidence.get("index"))
     except HeldoutError as exc:
         ctx.find("spec", exc)
 
