@@ -19,7 +19,7 @@ import pytest
 from heldout.store import Store
 from keys.signer import check_key_id, check_key_name
 from seals.manifest import check_generation_name
-from tests.generations_support import EXPIRES, NOW, cli, init_store, snapshot, write_npz
+from tests.generations_support import BLOODMNIST, EXPIRES, NOW, cli, init_store, pooled_store, snapshot, write_npz
 
 SOURCES = [Path(p) for p in ("keys", "seals", "ledger", "heldout", "harness")]
 
@@ -27,12 +27,7 @@ SOURCES = [Path(p) for p in ("keys", "seals", "ledger", "heldout", "harness")]
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setenv("HELDOUT_NOW", NOW)
-    store = tmp_path / "store"
-    init_store(store)
-    data = tmp_path / "data"
-    write_npz(data / "bloodmnist.npz", shape=(28, 28, 3), classes=8, seed=1)
-    assert cli("pool", "add", "bloodmnist", str(data / "bloodmnist.npz"), "--split", "train",
-               store=store).exit_code == 0
+    store, _, data = pooled_store(tmp_path, BLOODMNIST)
     return SimpleNamespace(store=store, data=data)
 
 

@@ -17,18 +17,13 @@ from types import SimpleNamespace
 import pytest
 
 from heldout.store import Store
-from tests.generations_support import EXPIRES, NOW, cli, init_store, snapshot, write_npz
+from tests.generations_support import BLOODMNIST, EXPIRES, NOW, cli, pooled_store, snapshot, write_npz
 
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setenv("HELDOUT_NOW", NOW)
-    store = tmp_path / "store"
-    ledger_id = init_store(store)
-    data = tmp_path / "data"
-    write_npz(data / "bloodmnist.npz", shape=(28, 28, 3), classes=8, seed=1)
-    assert cli("pool", "add", "bloodmnist", str(data / "bloodmnist.npz"), "--split", "train",
-               store=store).exit_code == 0
+    store, ledger_id, data = pooled_store(tmp_path, BLOODMNIST)
     assert cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--expires", EXPIRES,
                "--budget-bits", "50", store=store).exit_code == 0
     note = tmp_path / "note.json"
