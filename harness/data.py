@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import socket
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -18,6 +17,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from harness.metrics.npz import read_npz_file
 from harness.tasks import SPLITS, TaskSpec, capped_train_indices, import_medmnist
 from keys.errors import MalformedInput, UsageError
 
@@ -94,18 +94,15 @@ def load_task(spec: TaskSpec, root: Path | None = None, *, download: bool = Fals
 
 def _read_npz(spec: TaskSpec, path: Path, kinds: tuple[str, ...]) -> dict[str, Any]:
     """The arrays ``{split}_{kind}`` for ``kind`` in ``kinds`` (keys are the split alone for one kind)."""
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            missing = [f"{s}_{k}" for s in SPLITS for k in ("images", "labels") if f"{s}_{k}" not in npz.files]
-            if missing:
-                raise MalformedInput(f"{path} lacks the official keys {missing}", file=str(path),
-                                     expected=[f"{s}_{k}" for s in SPLITS for k in ("images", "labels")],
-                                     found=sorted(npz.files))
-            if len(kinds) == 1:
-                return {s: npz[f"{s}_{kinds[0]}"] for s in SPLITS}
-            return {f"{s}_{k}": npz[f"{s}_{k}"] for s in SPLITS for k in kinds}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise MalformedInput(f"{path} is not a readable npz file: {exc}", file=str(path)) from None
+    wanted = frozenset(f"{s}_{k}" for s in SPLITS for k in kinds)
+    npz = read_npz_file(path, what=str(path), members=wanted)  # regular file, headers checked before loading
+    missing = sorted(wanted - set(npz))
+    if missing:
+        raise MalformedInput(f"{path} lacks the official keys {missing}", file=str(path),
+                             expected=sorted(wanted), found=sorted(npz))
+    if len(kinds) == 1:
+        return {s: npz[f"{s}_{kinds[0]}"] for s in SPLITS}
+    return {f"{s}_{k}": npz[f"{s}_{k}"] for s in SPLITS for k in kinds}
 
 
 def _through_medmnist(spec: TaskSpec, root: Path) -> dict[str, Any]:

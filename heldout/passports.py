@@ -28,6 +28,7 @@ from keys import (
     verifier_key_string,
 )
 from keys.files import write_atomic
+from keys.safeio import DOCUMENT_LIMIT, read_in, require_in
 from ledger import BlobStore, Ledger, verify_checkpoint, verify_consistency, verify_inclusion
 from ledger.rfc6962 import leaf_hash
 from seals import (
@@ -71,10 +72,10 @@ def passport_path(store: Store, model_id: str, generation: str) -> Path:
 def load_clean_audit(store: Store, ledger: Ledger) -> tuple[dict[str, Any], bytes]:
     """The operator's latest audit report, refused unless it is clean and at the current head."""
     path = audit_report_path(store, ledger.ledger_id)
-    if not path.is_file():
+    data = read_in(store.root, str(path.relative_to(store.root)), limit=DOCUMENT_LIMIT, what="audit report")
+    if data is None:
         raise AuditRequired(f"no audit of ledger {ledger.ledger_id} yet: run python audit.py {ledger.ledger_id}",
                             file=str(path))
-    data = path.read_bytes()
     report = parse_json_object(data, what=str(path))
     head = ledger.root().hex()
     if report.get("ledger_entries") != ledger.size or report.get("ledger_head") != head:
@@ -152,7 +153,8 @@ def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, 
     sources = [
         {"path": str(audit_report_path(store, ledger.ledger_id).relative_to(store.root)),
          "sha256": sha256_hex(report_bytes)},
-        {"path": str(manifest_file.relative_to(store.root)), "sha256": sha256_hex(manifest_file.read_bytes())},
+        {"path": str(manifest_file.relative_to(store.root)), "sha256": sha256_hex(require_in(
+            store.root, str(manifest_file.relative_to(store.root)), limit=DOCUMENT_LIMIT, what="seal manifest"))},
         *sources,
     ]
     first = latest[sorted(latest)[0]][1]

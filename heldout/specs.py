@@ -33,16 +33,28 @@ class Supersession:
                 "effective_utc": format_utc(self.effective), "index": self.index}
 
 
-def load_supersessions(entries: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[str, Supersession]:
-    """Every ``spec`` entry, by the version it supersedes; a version superseded twice is a contradiction."""
-    found: dict[str, Supersession] = {}
+class Supersessions(dict[str, Supersession]):
+    """Supersessions by the version they supersede, with the contradictions met (``anomalies``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.anomalies: list[VerificationError] = []
+
+
+def load_supersessions(entries: Iterable[tuple[int, Mapping[str, Any]]]) -> Supersessions:
+    """Every ``spec`` entry, by the version it supersedes. A version superseded twice is a contradiction: the
+    first entry counts and the later one is kept in ``anomalies`` (the log cannot be repaired, so it must not
+    stop every later command; the audit reports it)."""
+    found = Supersessions()
     for index, entry in entries:
         if entry.get("type") != "spec":
             continue
         version = str(entry["spec_version"])
         if version in found:
-            raise VerificationError(f"entry {index} supersedes {version} again (first at entry "
-                                    f"{found[version].index})", index=index, field="spec_version")
+            found.anomalies.append(VerificationError(
+                f"entry {index} supersedes {version} again (first at entry {found[version].index}); ignored",
+                index=index, field="spec_version"))
+            continue
         found[version] = Supersession(version, str(entry["superseded_by"]),
                                       parse_utc(str(entry["effective_utc"]), what=f"entry {index} effective_utc"),
                                       index)

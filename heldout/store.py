@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keys import Keyring, Signer, StorageError, UsageError
-from keys.files import ensure_private_dir, write_atomic
+from keys.files import check_private_dir, ensure_private_dir, write_atomic
+from keys.safeio import read_in
+from keys.signer import check_key_id
 
 STORE_ENV = "HELDOUT_STORE"
 
@@ -84,11 +86,13 @@ class Store:
         ensure_private_dir(self.private_keys)
 
     def private_key_path(self, key_id: str) -> Path:
-        return self.private_keys / f"{key_id}.key"
+        return self.private_keys / f"{check_key_id(key_id)}.key"
 
     def load_signer(self, key_id: str | None = None) -> Signer:
         """Load a private key by id, or the only one when the store holds exactly one."""
         if key_id is None:
+            if self.private_keys.is_dir():
+                check_private_dir(self.private_keys)
             found = sorted(self.private_keys.glob("*.key")) if self.private_keys.is_dir() else []
             if len(found) != 1:
                 raise UsageError(
@@ -114,7 +118,8 @@ class Store:
         if not path.is_file():
             raise UsageError(f"no default ledger in the store at {self.root}; run: heldout init "
                              "(or name one with --ledger)", store=str(self.root))
-        return path.read_text().strip()
+        data = read_in(self.root, "ledgers/DEFAULT", limit=1024, what="default ledger file")
+        return (data or b"").decode("utf-8", "replace").strip()
 
     def set_default_ledger_id(self, ledger_id: str) -> None:
         write_atomic(self.default_ledger_file, (ledger_id + "\n").encode())

@@ -9,7 +9,7 @@ from keys.errors import MalformedInput
 from keys.public import PublicKey, b64decode_strict, b64encode
 
 ED25519_SIGNATURE_TYPE = b"\x01"
-_VKEY = re.compile(r"^([^\s+]+)\+([0-9a-f]{8})\+([A-Za-z0-9+/=]+)$")
+_VKEY = re.compile(r"([^\s+]+)\+([0-9a-f]{8})\+([A-Za-z0-9+/=]+)")
 
 
 def note_key_hash(name: str, key: PublicKey) -> bytes:
@@ -24,7 +24,7 @@ def verifier_key_string(name: str, key: PublicKey) -> str:
 
 def parse_verifier_key(text: str) -> tuple[str, bytes, PublicKey]:
     """Parse a verifier key string; check that its hash matches its name and key."""
-    m = _VKEY.match(text.strip())
+    m = _VKEY.fullmatch(text.strip())
     if not m:
         raise MalformedInput("not a note verifier key (<name>+<8 hex>+<base64>)", found=text[:120])
     name, hexhash, b64 = m.groups()

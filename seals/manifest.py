@@ -35,10 +35,10 @@ COMMITMENT_SCHEME = (
     "set_hash = RFC 6962 Merkle tree hash over leaf_hash(commitment) of the commitments sorted ascending; "
     "content_sha256 = heldout-case-v1"
 )
-GENERATION_PATTERN = re.compile(r"^(gen[1-9][0-9]{0,5}|public)$")
-TASK_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-LEDGER_ID_PATTERN = re.compile(r"^[0-9a-f]{20}$")
-HEX64 = re.compile(r"^[0-9a-f]{64}$")
+GENERATION_PATTERN = re.compile(r"(gen[1-9][0-9]{0,5}|public)")
+TASK_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+LEDGER_ID_PATTERN = re.compile(r"[0-9a-f]{20}")
+HEX64 = re.compile(r"[0-9a-f]{64}")
 MEMBERSHIPS = ("sealed", "public")
 BUDGET_BASES = ("default", "explicit", "public")
 RELEASE_MODES = ("full", "ladder")
@@ -55,7 +55,7 @@ def _bad(message: str, **evidence: Any) -> MalformedInput:
 
 
 def check_generation_name(name: Any) -> str:
-    if not isinstance(name, str) or not GENERATION_PATTERN.match(name):
+    if not isinstance(name, str) or not GENERATION_PATTERN.fullmatch(name):
         raise _bad("a generation is named genN (N = 1, 2, ...) or public", field="generation",
                    found=str(name)[:60])
     return name
@@ -88,7 +88,7 @@ class TaskCount:
     cases: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.task, str) or not TASK_PATTERN.match(self.task):
+        if not isinstance(self.task, str) or not TASK_PATTERN.fullmatch(self.task):
             raise _bad("a task name is lowercase letters, digits and '_' (e.g. bloodmnist_224)", field="tasks",
                        found=str(self.task)[:60])
         _int(self.cases, f"tasks.{self.task}.cases", low=1)
@@ -221,7 +221,7 @@ class SealManifest:
         if self.n_cases != total:
             raise _bad("n_cases must equal the sum of the task counts", field="n_cases", expected=total,
                        found=self.n_cases)
-        if not isinstance(self.set_hash, str) or not HEX64.match(self.set_hash):
+        if not isinstance(self.set_hash, str) or not HEX64.fullmatch(self.set_hash):
             raise _bad("set_hash must be 64 lowercase hex characters", field="set_hash")
         for name in ("created", "expiry"):
             moment = getattr(self, name)
@@ -245,7 +245,7 @@ class SealManifest:
             if self.predecessor in (self.generation, "public"):
                 raise _bad("predecessor must be an earlier sealed generation", field="predecessor",
                            found=self.predecessor)
-        if not isinstance(self.ledger_id, str) or not LEDGER_ID_PATTERN.match(self.ledger_id):
+        if not isinstance(self.ledger_id, str) or not LEDGER_ID_PATTERN.fullmatch(self.ledger_id):
             raise _bad("ledger_id must be 20 lowercase hex characters", field="ledger_id",
                        found=str(self.ledger_id)[:40])
         _int(self.entry_index, "entry_index", low=1)

@@ -31,20 +31,24 @@ from ledger import BlobStore, Ledger
 from seals import canonical_bytes, parse_json_object, parse_utc, sha256_hex
 from seals.manifest import SealManifest
 from tests.conftest import seeded_signer
-from tests.generations_support import EXPIRES, NOW, cli, init_store, openings, snapshot, write_npz
+from tests.generations_support import (
+    BLOODMNIST,
+    EXPIRES,
+    NOW,
+    cli,
+    init_store,
+    openings,
+    pooled_store,
+    snapshot,
+    write_npz,
+)
 
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setenv("HELDOUT_NOW", NOW)
-    store = tmp_path / "store"
-    ledger_id = init_store(store)
-    data = tmp_path / "data"
-    write_npz(data / "bloodmnist.npz", shape=(28, 28, 3), classes=8, seed=1)
-    write_npz(data / "breastmnist.npz", n_test=40, classes=2, seed=2)
-    for task in ("bloodmnist", "breastmnist"):
-        result = cli("pool", "add", task, str(data / f"{task}.npz"), "--split", "train", store=store)
-        assert result.exit_code == 0, result.output
+    store, ledger_id, data = pooled_store(tmp_path, BLOODMNIST,
+                                          ("breastmnist", {"n_test": 40, "classes": 2, "seed": 2}))
     return SimpleNamespace(store=store, ledger_id=ledger_id, data=data, key=seeded_signer(1).public_key.b64)
 
 
@@ -220,7 +224,7 @@ def test_sealed_generations_never_draw_cases_of_the_public_split(env: SimpleName
 
 def test_the_draw_is_determined_by_the_seed_and_the_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HELDOUT_NOW", NOW)
-    data = write_npz(tmp_path / "bloodmnist.npz", seed=5)
+    data = write_npz(tmp_path / "bloodmnist.npz", shape=(28, 28, 3), classes=8, seed=5)
     drawn = []
     for i in range(2):
         store = tmp_path / f"store{i}"

@@ -246,10 +246,14 @@ def _decode_entries(ctx: _Context) -> None:
 def _load_generations(ctx: _Context) -> None:
     try:
         ctx.generations = load_generations(sorted(ctx.entries.items()), ctx.now, blobs=ctx.blobs())
+        for anomaly in ctx.generations.anomalies:  # reported, and the audit goes on with the first entries
+            ctx.find("generations", anomaly, index=anomaly.evidence.get("index"))
     except HeldoutError as exc:
         ctx.find("generations", exc)
     try:
         ctx.supersessions = load_supersessions(sorted(ctx.entries.items()))
+        for anomaly in ctx.supersessions.anomalies:
+            ctx.find("spec", anomaly, index=anomaly.evidence.get("index"))
     except HeldoutError as exc:
         ctx.find("spec", exc)
 

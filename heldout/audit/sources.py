@@ -13,6 +13,7 @@ from heldout.generations.access import opening_path
 from heldout.generations.seal import reveal_path
 from heldout.store import Store
 from keys import HeldoutError, IncompleteError, TrustedKey, UsageError, VerificationError
+from keys.safeio import DOCUMENT_LIMIT, read_in
 from ledger import BlobStore, Checkpoint, Ledger, LedgerExport, ReplayReport, open_export
 from ledger.export import CHECKPOINTS, ENTRIES, SEALS
 from ledger.replay import ProgressFn
@@ -106,13 +107,19 @@ class OperatorSource:
 
     def seal_manifest(self, generation: str) -> tuple[bytes, str]:
         path = manifest_path(self.store, generation)
-        if not path.is_file():
+        data = self._read(path, "seal manifest")
+        if data is None:
             raise HeldoutError(f"the seal manifest of {generation} is missing", file=str(path))
-        return path.read_bytes(), str(path.relative_to(self.store.root))
+        return data, str(path.relative_to(self.store.root))
 
     def published_reveal(self, generation: str) -> tuple[bytes, str] | None:
         path = reveal_path(self.store, generation)
-        return (path.read_bytes(), self._relative(path)) if path.is_file() else None
+        data = self._read(path, "reveal")
+        return (data, self._relative(path)) if data is not None else None
+
+    def _read(self, path: Path, what: str) -> bytes | None:
+        # the store is read like an export: confined, regular files only, bounded (keys.safeio)
+        return read_in(self.store.root, str(path.relative_to(self.store.root)), limit=DOCUMENT_LIMIT, what=what)
 
     def private_opening(self, state: GenerationState) -> RevealDocument:
         try:
@@ -185,7 +192,7 @@ class ExportSource:
 
     def published_reveal(self, generation: str) -> tuple[bytes, str] | None:
         name = f"{generation}.reveal.json"
-        if not (self.export.folder / SEALS / name).is_file():
+        if not self.export.has_seal(name):
             return None
         return self.export.seal_bytes(name), f"{SEALS}/{name}"
 

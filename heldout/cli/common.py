@@ -118,7 +118,7 @@ NOW_ENV = "HELDOUT_NOW"
 def reference_time(at: str | None = None) -> datetime:
     """The one reference time of a command, read once: ``--at`` when given, else ``$HELDOUT_NOW`` (an ISO 8601
     time, for tests and rehearsals: typer commands cannot take a clock object), else the system clock."""
-    if at:
+    if at is not None:  # an empty --at is refused by the parser, not taken as now
         return parse_utc(at, what="--at", usage=True)
     env = os.environ.get(NOW_ENV)
     if env:

@@ -8,6 +8,8 @@ tests and rehearsals: typer commands cannot take a clock object), else the syste
 
 from __future__ import annotations
 
+import shutil
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,7 +45,7 @@ from heldout.generations import (
 )
 from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K
 from heldout.generations.ledgers import create_lock, ledger_signer
-from heldout.generations.seal import manifest_path
+from heldout.generations.verify import read_first_in
 from heldout.store import Store
 from keys import (
     MalformedInput,
@@ -55,6 +57,8 @@ from keys import (
     parse_key_argument,
 )
 from keys.files import write_atomic
+from keys.safeio import DOCUMENT_LIMIT, read_named
+from keys.signer import check_key_id
 from ledger import Ledger
 from seals import format_utc, parse_json_object, parse_utc
 
@@ -112,22 +116,34 @@ def init(
         raise UsageError(f"the store at {st.root} is already initialised (ledger {st.default_ledger_id()})",
                          path=str(st.default_ledger_file))
     now = command_now()
-    st.create()
-    existing = sorted(st.private_keys.glob("*.key"))
-    created_key = False
-    if existing or key_id is not None:
-        signer = st.load_signer(key_id)
-    else:
-        fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
-        signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
-        signer.save(st.private_key_path(signer.key_id))
-        st.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
-        created_key = True
-    with Ledger.create(st.ledgers, signer, name=name, now=now) as ledger:
-        create_lock(ledger)
-        st.set_default_ledger_id(ledger.ledger_id)
-        info = {"ledger_id": ledger.ledger_id, "store": str(st.root), "key_id": signer.key_id,
-                "key_created": created_key, "note_verifier_key": ledger.verifier_key}
+    # Everything the arguments decide is checked before the first file is made; a store this command
+    # creates is removed again if anything after that fails, so a refused init leaves nothing behind.
+    if not name.strip() or len(name) > 256 or not name.isprintable() or unicodedata.normalize("NFC", name) != name:
+        raise UsageError("--name is 1-256 printable characters (NFC)", field="name", found=repr(name)[:80])
+    if key_id is not None:
+        check_key_id(key_id)
+    fresh_store = not st.root.exists()
+    try:
+        st.create()
+        existing = sorted(st.private_keys.glob("*.key"))
+        created_key = False
+        if existing or key_id is not None:
+            signer = st.load_signer(key_id)
+        else:
+            fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
+            signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
+            signer.save(st.private_key_path(signer.key_id))
+            st.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
+            created_key = True
+        with Ledger.create(st.ledgers, signer, name=name, now=now) as ledger:
+            create_lock(ledger)
+            st.set_default_ledger_id(ledger.ledger_id)
+            info = {"ledger_id": ledger.ledger_id, "store": str(st.root), "key_id": signer.key_id,
+                    "key_created": created_key, "note_verifier_key": ledger.verifier_key}
+    except BaseException:
+        if fresh_store:
+            shutil.rmtree(st.root, ignore_errors=True)
+        raise
     if as_json:
         print_json(info)
         return
@@ -291,19 +307,19 @@ def verify_reveal_cmd(
     st = open_store(store)
     now = command_now(at)
     if from_dir is not None:
-        candidates = [from_dir / "seals" / f"{generation}.seal.json", from_dir / f"{generation}.seal.json"]
-        found = next((p for p in candidates if p.is_file()), None)
+        found = read_first_in(from_dir, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
+                              what="seal manifest")
         if found is None:
             raise UsageError(f"no {generation}.seal.json in {from_dir} or {from_dir}/seals", path=str(from_dir))
-        trusted = _trusted_key(parse_json_object(found.read_bytes(), what="seal manifest"), key, st)
+        trusted = _trusted_key(parse_json_object(found[0], what="seal manifest"), key, st)
         verdict = verify_folder_reveal(from_dir, generation, trusted, now)
     else:
-        path = manifest_path(st, generation)
+        published = read_first_in(st.seals, [f"{generation}.seal.json"], what="seal manifest")
         with open_ledger(st, ledger, read_only=True) as opened:
             # Without the published file the manifest comes from its blob; the operator's own ledger key
             # (named by the genesis entry of the ledger the store holds) is then the trusted one.
-            trusted = _trusted_key(parse_json_object(path.read_bytes(), what="seal manifest"), key, st) \
-                if path.is_file() else (parse_key_argument(key) if key is not None else opened.key)
+            trusted = _trusted_key(parse_json_object(published[0], what="seal manifest"), key, st) \
+                if published is not None else (parse_key_argument(key) if key is not None else opened.key)
             verdict = verify_store_reveal(st, opened, generation, trusted, now)
     if as_json:
         print_json(verdict.to_json())
@@ -357,16 +373,15 @@ def verify_member_cmd(
 
     Example: heldout verify-member member.json --from ./public-export --key KEY_B64"""
     st = open_store(store)
-    if not proof_file.is_file():
-        raise UsageError(f"no proof file at {proof_file}", path=str(proof_file))
-    proof_doc = parse_json_object(proof_file.read_bytes(), what="member proof")
+    proof_doc = parse_json_object(read_named(proof_file, limit=DOCUMENT_LIMIT, what="member proof"),
+                                  what="member proof")
     generation = str(proof_doc.get("generation"))
     folder = from_dir if from_dir is not None else st.seals
-    candidates = [folder / "seals" / f"{generation}.seal.json", folder / f"{generation}.seal.json"]
-    found = next((p for p in candidates if p.is_file()), None)
+    found = read_first_in(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
+                          what="seal manifest")
     if found is None:
         raise UsageError(f"no seal manifest for {generation!r} in {folder}", path=str(folder))
-    data = found.read_bytes()
+    data = found[0]
     proof = verify_member_proof(proof_doc, data, _trusted_key(parse_json_object(data), key, st))
     line = (f"case {proof.case_id} ({proof.task}, label {proof.label}) is a member of {proof.generation}: "
             f"leaf {proof.leaf_index} of {proof.tree_size} leads to set hash {proof.set_hash}")
@@ -397,10 +412,13 @@ def status(
         generations = load_generations(opened, now, blobs=BlobStore(st.blobs))
         head = {"size": opened.size, "root": opened.root().hex()}
         ledger_id = opened.ledger_id
+    anomalies = [{"message": a.message, **a.evidence} for a in generations.anomalies]
     if as_json:
         print_json({"ledger_id": ledger_id, "at": format_utc(now), "head": head,
-                    "generations": [g.to_json() for g in generations.values()]})
+                    "generations": [g.to_json() for g in generations.values()], "anomalies": anomalies})
         return
+    for anomaly in generations.anomalies:  # the log cannot be repaired: say so, and show the first entries
+        err_console.print(f"warning: the ledger contradicts itself: {anomaly.message}")
     shown = table(f"generations on ledger {ledger_id} at {format_utc(now)}",
                   ("generation", "state", "sealed → expires", "cases", "set hash", "bits used / budget", "bundles",
                    "note"), right=("bundles",))

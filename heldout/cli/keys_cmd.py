@@ -8,6 +8,7 @@ import typer
 
 from heldout.cli.common import JsonFlag, StoreOption, console, handle_errors, open_store, print_json, table
 from keys import Signer, TrustedKey, UsageError, verifier_key_string
+from keys.signer import check_key_id, check_key_name
 
 app = typer.Typer(help="Signing keys and the keyring of trusted public keys.", no_args_is_help=True)
 
@@ -27,9 +28,12 @@ def init(
     """Generate an Ed25519 signing key in the store's private folder and trust its public key.
 
     Example: heldout keys init --name lab-operator"""
+    check_key_name(name)  # before anything is created: a refused init leaves nothing
+    if key_id is not None:
+        check_key_id(key_id)
     st = open_store(store)
     st.create()
-    signer = Signer.generate(name=name, key_id=key_id or "pending")
+    signer = Signer.generate(name=name, key_id=key_id if key_id is not None else "pending")
     if key_id is None:
         signer = _rename(signer, f"{name}-{signer.public_key.fingerprint[:8]}")
     path = st.private_key_path(signer.key_id)

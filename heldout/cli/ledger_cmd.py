@@ -31,6 +31,7 @@ from heldout.cli.common import (
 )
 from heldout.store import Store
 from keys import MalformedInput, verifier_key_string
+from keys.safeio import read_named
 from ledger import (
     BlobStore,
     EntryRejected,
@@ -40,7 +41,13 @@ from ledger import (
     export_ledger,
     open_export,
 )
-from ledger.entries import MAX_ENTRY_BYTES, is_ledger_prefix
+from ledger.entries import (
+    MAX_ENTRY_BYTES,
+    RAW_APPEND_TYPES,
+    check_key_declaration,
+    is_ledger_prefix,
+    validate_entry,
+)
 from seals import canonical_bytes, format_utc, parse_json_object
 
 app = typer.Typer(help="The append-only ledger: entries, signed checkpoints, proofs, export and replay. "
@@ -113,11 +120,14 @@ def init(
 
 def _read_entry_file(path: Path) -> dict[str, Any]:
     if str(path) == "-":
-        data = sys.stdin.buffer.read()
-    elif not path.is_file():
+        data = sys.stdin.buffer.read(4 * MAX_ENTRY_BYTES + 1)
+    elif not path.exists():
         raise LedgerUsageError(f"no entry file at {path}", path=str(path))
     else:
-        data = path.read_bytes()
+        try:  # a regular file within the bound (a FIFO or a device is refused, never waited on)
+            data = read_named(path, limit=4 * MAX_ENTRY_BYTES, what="entry file")
+        except MalformedInput as exc:
+            raise EntryRejected(exc.message, **exc.evidence) from None
     if len(data) > 4 * MAX_ENTRY_BYTES:
         raise EntryRejected(f"entry file is {len(data)} bytes; an entry is at most {MAX_ENTRY_BYTES}",
                             expected=MAX_ENTRY_BYTES, found=len(data))
@@ -130,7 +140,8 @@ def _read_entry_file(path: Path) -> dict[str, Any]:
 @app.command("append")
 @handle_errors
 def append(
-    entry_type: Annotated[str, typer.Option("--type", help="Entry type (genesis is written by init only).")],
+    entry_type: Annotated[str, typer.Option(
+        "--type", help="Entry type: note or key (domain entries are written by their own commands).")],
     json_file: Annotated[Path, typer.Option("--json-file", help="JSON object of the entry ('-' for stdin).")],
     ledger: LedgerArg = None,
     store: StoreOption = None,
@@ -142,6 +153,12 @@ def append(
     file is refused); ``v`` defaults to 1 and ``created_utc`` to the reference time when absent.
 
     Example: echo '{"text": "hello"}' | heldout ledger append --type note --json-file -"""
+    if entry_type not in RAW_APPEND_TYPES:
+        raise EntryRejected(
+            f"ledger append writes only generic entries ({', '.join(sorted(RAW_APPEND_TYPES))}); a {entry_type!r} "
+            "entry is appended by its own command (init, seal, evaluate, retire, passport issue, spec "
+            "supersede), which checks it against the ledger", field="type", expected=sorted(RAW_APPEND_TYPES),
+            found=entry_type[:60])
     moment = reference_time(at)
     entry = _read_entry_file(json_file)
     if "type" in entry and entry["type"] != entry_type:
@@ -151,6 +168,9 @@ def append(
     st = open_store(store)
     signer = st.load_signer(key_id)
     with _open(store, ledger, read_only=False) as opened:
+        if entry_type == "key":
+            validate_entry(entry)
+            check_key_declaration(entry, opened.entries())
         index = opened.append(entry, signer=signer, now=moment)
         checkpoint = opened.latest_checkpoint()
     if as_json:

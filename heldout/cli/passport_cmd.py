@@ -29,6 +29,7 @@ from keys import (
     VerificationError,
     parse_key_argument,
 )
+from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger import Ledger, open_export
 from seals import PassportState, parse_json_object, verify_passport
 
@@ -40,7 +41,7 @@ EXIT_FOR_STATE = {PassportState.VALID: 0, PassportState.EXPIRED: 3, PassportStat
 def read_document_file(path: Path, *, what: str) -> dict:
     if not path.is_file():
         raise UsageError(f"no {what} file at {path}", path=str(path))
-    return parse_json_object(path.read_bytes(), what=f"{what} {path.name}")
+    return parse_json_object(read_named(path, limit=DOCUMENT_LIMIT, what=what), what=f"{what} {path.name}")
 
 
 def trusted_key_for(doc: dict, key: str | None, store: Path | None) -> PublicKey | TrustedKey:

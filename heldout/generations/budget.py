@@ -93,8 +93,9 @@ def make_budget(*, n: int, k: int = DEFAULT_K, delta: float = DEFAULT_DELTA, eps
     """The budget a seal records: the default from (n, k, delta, eps), or ``bits`` when given (explicit).
     Refuses (exit 2) a default that comes out at zero or below, saying which eps would make it positive."""
     if bits is not None:
-        if not math.isfinite(bits) or bits < 0:
-            raise UsageError("--budget-bits must be a non-negative number", field="budget_bits", found=bits)
+        if not math.isfinite(bits) or bits <= 0:
+            # a zero budget covers no release at all: every evaluation would be refused, so it is a mistake
+            raise UsageError("--budget-bits must be a positive number", field="budget_bits", found=bits)
         return LeakageBudget(bits=bits, basis="explicit", n=n, k=k, delta=delta,
                              eps=implied_eps(bits, n, k, delta), rule=EXPLICIT_RULE)
     value = default_budget_bits(n, k, delta, eps)

@@ -217,14 +217,27 @@ def _bundle_bits(index: int, entry: Mapping[str, Any], blobs: BlobSource | None)
     return charge_bits(evaluation)
 
 
+class Generations(dict[str, GenerationState]):
+    """The generations of a ledger by name, with the contradictions met while reading it (``anomalies``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.anomalies: list[VerificationError] = []
+
+
 def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]]], now: datetime, *,
-                     blobs: BlobSource | None = None) -> dict[str, GenerationState]:
+                     blobs: BlobSource | None = None) -> Generations:
     """Every generation sealed on ``ledger`` (a ``ledger.Ledger``, or ``(index, entry)`` pairs as an export
-    replay yields them), in seal order, judged at ``now``. Raises :class:`VerificationError` naming the entry
-    when the ledger contradicts itself (a name sealed twice, a retire or reveal of no sealed generation, a
-    second retire)."""
+    replay yields them), in seal order, judged at ``now``.
+
+    An append-only log cannot be repaired, so a contradiction in it (a name sealed twice, a retire or reveal
+    of no sealed generation, a second retire or reveal: written by a dishonest operator straight into the
+    database, or crafted into an export) must not stop every later command: the first entry counts, and each
+    contradiction is kept in ``anomalies`` (a :class:`VerificationError` naming the entry) for status and the
+    audit to report."""
     now = utc(now)
     pairs = ledger.entries() if hasattr(ledger, "entries") else ledger
+    out = Generations()
     states: dict[str, GenerationState] = {}
     bundles: dict[str, list[BundleRecord]] = {}
     updates: dict[str, dict[str, Any]] = {}
@@ -233,20 +246,29 @@ def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]
         name = entry.get("generation")
         if kind == "seal":
             if name in states:
-                raise VerificationError(
-                    f"entry {index} seals {name} again (first sealed at entry {states[name].seal_index})",
-                    index=index, field="generation", found=name)
-            states[str(name)] = _seal_state(index, entry, now)
+                out.anomalies.append(VerificationError(
+                    f"entry {index} seals {name} again (first sealed at entry {states[name].seal_index}); "
+                    "ignored", index=index, field="generation", found=name))
+                continue
+            try:
+                states[str(name)] = _seal_state(index, entry, now)
+            except VerificationError as exc:
+                out.anomalies.append(VerificationError(f"{exc.message}; ignored", **exc.evidence))
+                continue
             bundles[str(name)] = []
             updates[str(name)] = {}
         elif kind in ("retire", "reveal"):
             if name not in states:
-                raise VerificationError(f"entry {index} ({kind}) names {name!r}, which no earlier entry seals",
-                                        index=index, field="generation", found=str(name)[:60])
+                out.anomalies.append(VerificationError(
+                    f"entry {index} ({kind}) names {str(name)[:60]!r}, which no earlier entry seals; ignored",
+                    index=index, field="generation", found=str(name)[:60]))
+                continue
             done = updates[str(name)]
             if f"{kind}_index" in done:
-                raise VerificationError(f"entry {index}: {name} was already {kind}ed at entry "
-                                        f"{done[f'{kind}_index']}", index=index, field="type", found=kind)
+                out.anomalies.append(VerificationError(
+                    f"entry {index}: {name} was already {kind}ed at entry {done[f'{kind}_index']}; ignored",
+                    index=index, field="type", found=kind))
+                continue
             done[f"{kind}_index"] = index
             if kind == "retire":
                 done["retire_reason"] = str(entry.get("reason"))
@@ -257,7 +279,6 @@ def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]
             bundles[str(name)].append(BundleRecord(
                 index=index, model_id=str(entry.get("model_id")), task=str(entry.get("task")),
                 created=_time(entry, "created_utc", index), leakage_bits=_bundle_bits(index, entry, blobs)))
-    out: dict[str, GenerationState] = {}
     for name, state in states.items():
         out[name] = replace(state, **updates[name], bundles=tuple(bundles[name]))
     return out

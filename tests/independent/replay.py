@@ -51,7 +51,8 @@ PERTURBATIONS = ("brightness", "contrast", "defocus_blur", "detector_noise", "fi
 EXPORT_MEMBERS = {"format", "version", "ledger_id", "origin", "size", "root", "note_verifier_key", "checkpoints",
                   "blobs", "missing_blobs", "keys", "seals", "entries"}
 
-TEXT, HEX, TIME, KEY = "text", "hex64", "utc", "key"
+TEXT, HEX, TIME, KEY, NOTE = "text", "hex64", "utc", "key", "note text"
+MAX_NOTE_CHARS = 16384
 REQUIRED: dict[str, dict[str, str]] = {
     "genesis": {"name": TEXT, "key": KEY, "created_utc": TIME, "nonce": HEX},
     "key": {"key": KEY, "role": TEXT, "created_utc": TIME},
@@ -62,6 +63,7 @@ REQUIRED: dict[str, dict[str, str]] = {
     "reveal": {"generation": TEXT, "reveal_sha256": HEX, "created_utc": TIME},
     "passport": {"model_id": TEXT, "generation": TEXT, "passport_sha256": HEX, "created_utc": TIME},
     "spec": {"spec_version": TEXT, "superseded_by": TEXT, "effective_utc": TIME, "created_utc": TIME},
+    "note": {"text": NOTE, "created_utc": TIME},
 }
 
 
@@ -471,7 +473,8 @@ class _Replay:
             ok = {TEXT: isinstance(value, str) and 0 < len(value) <= 256,
                   HEX: isinstance(value, str) and bool(HEX64.match(value)),
                   TIME: isinstance(value, str) and _real_time(value),
-                  KEY: True}[check]
+                  KEY: True,
+                  NOTE: isinstance(value, str) and bool(value.strip()) and len(value) <= MAX_NOTE_CHARS}[check]
             if not ok:
                 raise ReplayFailure(ENTRIES, "entry", f"{where}: {member} is not a valid {check}")
             if check == KEY:
