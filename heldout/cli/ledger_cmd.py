@@ -26,6 +26,7 @@ from heldout.cli.common import (
     print_json,
     reference_time,
 )
+from heldout.staging import recover_if_staged
 from heldout.store import Store
 from keys import MalformedInput, b64encode, verifier_key_string
 from ledger import (
@@ -52,6 +53,7 @@ AtOption = Annotated[str | None, typer.Option("--at", help="Reference time (ISO 
 def _open(store: Path | None, ledger: str) -> Iterator[Ledger]:
     st = open_store(store)
     with Ledger.open(Ledger.locate(st.ledgers, ledger)) as opened:
+        recover_if_staged(st, opened)  # what a killed seal, retire, evaluate or passport issue left
         yield opened
 
 
