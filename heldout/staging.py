@@ -18,9 +18,9 @@ left beside its targets are removed. So a kill at any instant leaves the store, 
 if the operation never started or as if it completed; secret data (reveals, predictions of sealed
 generations) never reaches a public folder before its entry is logged.
 
-**Crash points.** ``crashpoint(name)`` kills the process with SIGKILL when ``$HELDOUT_CRASH_AT`` equals
-``name`` (and appends ``name`` to the file ``$HELDOUT_CRASH_TRACE`` when that is set): the hook of the
-kill-at-every-step test (tests/test_crash_atomicity.py). Unset, it costs two dictionary look-ups.
+**Crash points.** ``crashpoint(name)`` kills the process with SIGKILL when ``$HELDOUT_CRASH_AT`` names it (at
+once, or a given time later) and appends ``name`` to the file ``$HELDOUT_CRASH_TRACE`` when that is set: the
+hook of the kill-at-every-step test (tests/test_crash_atomicity.py). Unset, it costs two dictionary look-ups.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import os
 import secrets
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -56,13 +57,22 @@ _DESTINATIONS = {"public": ("seals", "passports"), "private": ("private/generati
 
 
 def crashpoint(name: str) -> None:
-    """The kill-at-every-step hook (module docstring)."""
+    """The kill-at-every-step hook (module docstring). ``$HELDOUT_CRASH_AT`` is ``<step>`` (killed there) or
+    ``<step>+<seconds>`` (killed that long after reaching the step, wherever the process then is: inside a
+    ledger transaction, an fsync, a rename)."""
     trace = os.environ.get(CRASH_TRACE_ENV)
     if trace:
         with open(trace, "a", encoding="utf-8") as handle:
-            handle.write(f"{name} {time.time():.6f}\n")
-    if os.environ.get(CRASH_ENV) == name:
+            handle.write(f"{name} {time.monotonic():.6f}\n")
+    target = os.environ.get(CRASH_ENV)
+    if target is None or not target.startswith(name):
+        return
+    if target == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    elif target[len(name)] == "+":
+        timer = threading.Timer(float(target[len(name) + 1:]), os.kill, (os.getpid(), signal.SIGKILL))
+        timer.daemon = True
+        timer.start()
 
 
 # --- the lock ---------------------------------------------------------------------------------------------

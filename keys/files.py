@@ -44,14 +44,19 @@ def write_private_file(path: Path, data: bytes) -> None:
         raise KeyFileError(f"refusing to overwrite existing private file {path}", path=str(path))
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
-    try:
-        os.fchmod(fd, PRIVATE_FILE_MODE)  # umask cannot widen it, but be explicit
-        os.write(fd, data)
-        os.fsync(fd)
+    try:  # the temporary file goes whatever happens (a full disk, an I/O error, path created meanwhile)
+        try:
+            os.fchmod(fd, PRIVATE_FILE_MODE)  # umask cannot widen it, but be explicit
+            view = memoryview(data)
+            while view:  # os.write may write less than asked
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(tmp, path)  # fails if someone created path meanwhile: never clobber a key
     finally:
-        os.close(fd)
-    os.link(tmp, path)  # fails if someone created path meanwhile: never clobber a key
-    os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
 
 
 def read_private_file(path: Path) -> bytes:

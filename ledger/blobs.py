@@ -7,6 +7,7 @@ is fsynced too). Reading re-hashes the content, so a tampered blob is never retu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -48,18 +49,17 @@ class BlobStore:
                                        expected=digest)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{digest}.tmp{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            pass  # a concurrent writer stored the same bytes first
+        try:  # the temporary file goes whatever happens (a full disk, an I/O error)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            with contextlib.suppress(FileExistsError):  # a concurrent writer stored the same bytes first
+                os.link(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
         fsync_dir(target.parent)
