@@ -318,6 +318,23 @@ def _committed(ledger: Ledger, intent: Mapping[str, Any]) -> bool:
     return True
 
 
+def _read_intent(path: Path, ledger: Ledger) -> dict[str, Any]:
+    """A staged operation's intent, refused (naming the folder) unless it has the shape :meth:`commit` writes."""
+    intent = parse_json_object(path.read_bytes(), what=str(path))
+    entries, files, size = intent.get("entries_sha256"), intent.get("files"), intent.get("size_before")
+    if intent.get("intent_version") != INTENT_VERSION or intent.get("ledger_id") != ledger.ledger_id \
+            or not isinstance(size, int) or isinstance(size, bool) or size < 0 \
+            or not isinstance(entries, list) or not entries or not all(isinstance(e, str) for e in entries) \
+            or not isinstance(files, list) or not all(
+                isinstance(f, dict) and f.get("kind") in ("blob", "public", "private")
+                and isinstance(f.get("sha256"), str) and isinstance(f.get("label"), str)
+                and (f["kind"] == "blob" or isinstance(f.get("dest"), str)) for f in files):
+        raise VerificationError(f"the staged operation in {path.parent} is damaged or not for ledger "
+                                f"{ledger.ledger_id}; look at it, then remove the folder", file=str(path),
+                                expected=ledger.ledger_id, found=intent.get("ledger_id"))
+    return intent
+
+
 def recover_staged(store: Store, ledger: Ledger) -> list[Recovered]:
     """Finish or discard every operation a killed command left for ``ledger``; the caller holds its lock."""
     root = staging_root(store, ledger.ledger_id)
@@ -334,10 +351,7 @@ def recover_staged(store: Store, ledger: Ledger) -> list[Recovered]:
             done.append(Recovered(operation, folder.name, "discarded"))
             crashpoint("recover.discarded")
             continue
-        intent = parse_json_object(intent_file.read_bytes(), what=str(intent_file))
-        if intent.get("ledger_id") != ledger.ledger_id or intent.get("intent_version") != INTENT_VERSION:
-            raise VerificationError(f"staged operation {folder} is not for this ledger", file=str(intent_file),
-                                    expected=ledger.ledger_id, found=intent.get("ledger_id"))
+        intent = _read_intent(intent_file, ledger)
         if _committed(ledger, intent):
             _publish(store, folder, intent, step="recover")
             outcome = "finished"

@@ -500,3 +500,20 @@ def test_export_carries_only_files_an_entry_names(prepared: Prepared, tmp_path: 
     exported = export_files(store, prepared.fixture.ledger_id, tmp_path / "out")
     assert exported == prepared.export
     assert f"blobs/sha256/{stray[:2]}/{stray}" not in exported
+
+
+def test_damaged_intent_is_refused_in_one_line(prepared: Prepared, tmp_path: Path) -> None:
+    """A staged intent that is not what an operation writes (hand-edited, truncated): the next command refuses
+    with one line naming the folder (exit 1), publishes nothing and deletes nothing."""
+    store = tmp_path / "store"
+    shutil.copytree(prepared.fixture.store, store)
+    folder = store / "private" / "staging" / prepared.fixture.ledger_id / "seal-1-000000000000"
+    folder.mkdir(parents=True, mode=0o700)
+    for body in (b'{"intent_version": 1, "files": "x"}', b'{"intent_version": 1', b"[]"):
+        (folder / "intent.json").write_bytes(body)
+        with command_clock(NOW):
+            result = cli("status", store=store)
+        assert result.exit_code == 1, result.output
+        assert "Traceback" not in result.output and str(folder.name) in result.output
+        assert (folder / "intent.json").read_bytes() == body
+    assert classify(store, prepared.fixture.ledger_id, prepared.before, "seal") == "never-started"
