@@ -43,7 +43,14 @@ from typing import Any
 
 from heldout.store import Store
 from keys import Signer, VerificationError
-from keys.files import PRIVATE_FILE_MODE, ensure_private_dir, fsync_dir, write_atomic, write_private_file
+from keys.files import (
+    PRIVATE_FILE_MODE,
+    ensure_private_dir,
+    fsync_dir,
+    write_atomic,
+    write_private_file,
+    write_synced,
+)
 from ledger import BlobStore, Ledger
 from ledger.entries import encode_entry
 from seals import canonical_bytes, parse_json_object
@@ -137,17 +144,6 @@ def _ensure_private_chain(store: Store, folder: Path) -> None:
         ensure_private_dir(current)
 
 
-def _write_new_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 _live: set[str] = set()  # staging folders of operations running in this process: recovery leaves them alone
 
 
@@ -173,7 +169,7 @@ class StagedOperation:
     def _stage(self, label: str, kind: str, dest: Path | None, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
         relative = None if dest is None else _check_dest(kind, dest.relative_to(self.store.root).as_posix())
-        _write_new_private(self.folder / str(len(self.files)), data)
+        write_synced(self.folder / str(len(self.files)), data, PRIVATE_FILE_MODE)
         self.files.append(_StagedFile(label=label, kind=kind, dest=relative, sha256=digest))
         crashpoint(f"{self.name}.staged.{label}")
         return digest
@@ -202,7 +198,7 @@ class StagedOperation:
         }
         crashpoint(f"{self.name}.before-intent")
         tmp = self.folder / f".{INTENT}.tmp"
-        _write_new_private(tmp, canonical_bytes(intent))
+        write_synced(tmp, canonical_bytes(intent), PRIVATE_FILE_MODE)
         os.replace(tmp, self.folder / INTENT)
         fsync_dir(self.folder)
         crashpoint(f"{self.name}.intent")

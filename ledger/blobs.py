@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from keys.files import fsync_dir
+from keys.files import fsync_dir, write_synced
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -50,14 +50,7 @@ class BlobStore:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{digest}.tmp{os.getpid()}")
         try:  # the temporary file goes whatever happens (a full disk, an I/O error)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_synced(tmp, data, 0o644, exclusive=False)
             with contextlib.suppress(FileExistsError):  # a concurrent writer stored the same bytes first
                 os.link(tmp, target)
         finally:
