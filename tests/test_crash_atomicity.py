@@ -19,8 +19,9 @@ no temporary file beside a published one, ``ledger export`` holding exactly the 
 export of a never-started store byte-identical to the one before), and ``audit`` clean. A never-started
 operation is run again and must complete. Kills inside the recovery itself are covered too.
 
-Sizes: every named step always; ``$HELDOUT_CRASH_KILLS`` random kills spread over the four operations (CI
-default 160). The counts per operation and final state are printed at the end of the random campaign.
+Sizes: every named step always (40 kills, 13 more inside recovery); ``$HELDOUT_CRASH_KILLS`` random kills
+spread over the four operations (CI default 150: commands that finish before their random time are run again
+until that many were killed). The counts per operation and final state are printed at the end of the random campaign.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="evaluate needs torch (harness extra)")
 
 REPO = Path(__file__).resolve().parent.parent
-RANDOM_KILLS = int(os.environ.get("HELDOUT_CRASH_KILLS", "160"))
+RANDOM_KILLS = int(os.environ.get("HELDOUT_CRASH_KILLS", "150"))
 WORKERS = max(1, int(os.environ.get("HELDOUT_CRASH_WORKERS", str(min(4, os.cpu_count() or 1)))))
 SEED = int(os.environ.get("HELDOUT_CRASH_SEED", "20261201"))
 PUBLIC = ("seals", "passports", "blobs")
@@ -241,18 +242,21 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Prepared:
     steps: dict[str, list[str]] = {}
     windows: dict[str, tuple[float, float]] = {}
     for op in NEW_TYPES:
-        copy = root / f"uncut-{op}"
-        shutil.copytree(fixture.store, copy)
-        trace = root / f"trace-{op}"
-        start = time.monotonic()
-        proc = run_cli(copy, operation_args(op, fixture), HELDOUT_CRASH_TRACE=str(trace))
-        out, err = proc.communicate(timeout=300)
-        whole = time.monotonic() - start
-        assert proc.returncode == 0, (op, out, err)
-        lines = [line.split() for line in trace.read_text().splitlines()]
-        steps[op] = [name for name, _ in lines]
-        windows[op] = (whole, float(lines[-1][1]) - float(lines[0][1]))
-        assert classify(copy, fixture.ledger_id, before, op) == "completed"
+        for attempt in range(2):  # the second run is warm (compiled modules, disk cache): its times count
+            copy = root / f"uncut-{op}-{attempt}"
+            shutil.copytree(fixture.store, copy)
+            trace = root / f"trace-{op}-{attempt}"
+            start = time.monotonic()
+            proc = run_cli(copy, operation_args(op, fixture), HELDOUT_CRASH_TRACE=str(trace))
+            out, err = proc.communicate(timeout=300)
+            whole = time.monotonic() - start
+            assert proc.returncode == 0, (op, out, err)
+            lines = [line.split() for line in trace.read_text().splitlines()]
+            steps[op] = [name for name, _ in lines]
+            busy = float(lines[-1][1]) - float(lines[0][1])
+            windows[op] = (min(whole, windows[op][0]), min(busy, windows[op][1])) if op in windows else (whole, busy)
+            assert classify(copy, fixture.ledger_id, before, op) == "completed"
+            shutil.rmtree(copy)
     return Prepared(fixture, before, export, steps, windows)
 
 
@@ -378,29 +382,34 @@ def test_kill_inside_recovery(prepared: Prepared, op: str, tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_random_kills(prepared: Prepared, tmp_path: Path) -> None:
-    """SIGKILL at random times, two ways in turn: from outside, a random delay after the command starts (over
-    its whole uncut run time), and from inside, a random delay after the operation starts staging (over its
-    busy window: anywhere in the staging, the ledger transaction, the fsyncs and renames of publishing)."""
+    """``$HELDOUT_CRASH_KILLS`` SIGKILLs at random times, two ways in turn: from outside, a random delay after
+    the command starts (over its whole uncut run time), and from inside, a random delay after the operation
+    starts staging (over its busy window: anywhere in the staging, the ledger transaction, the fsyncs and
+    renames of publishing)."""
     rng = random.Random(SEED)
     ops = list(NEW_TYPES)
     table: dict[str, Counter[tuple[str, str]]] = {f"{op} {how}": Counter() for op in ops
                                                   for how in ("outside", "inside")}
-    cases = []
-    for number in range(RANDOM_KILLS):
-        op = ops[number % len(ops)]
-        whole, busy = prepared.windows[op]
-        if number // len(ops) % 2 == 0:
-            cases.append(Kill(op, tmp_path / f"{number}", delay=rng.uniform(0.0, whole * 1.1)))
-        else:
-            cases.append(Kill(op, tmp_path / f"{number}",
-                              crash_at=f"{op}.staging+{rng.uniform(0.0, busy * 1.3):.4f}"))
-    for case, outcome in zip(cases, run_cases(prepared, cases), strict=True):
-        table[f"{case.op} {'outside' if case.delay is not None else 'inside'}"][outcome] += 1
+    attempts = 0
+    killed = 0
+    while killed < RANDOM_KILLS and attempts < 3 * RANDOM_KILLS:  # a delay may outlive the command: go on
+        cases = []
+        for _ in range(WORKERS * 2):
+            op = ops[attempts % len(ops)]
+            whole, busy = prepared.windows[op]
+            work = tmp_path / f"{attempts}"
+            if attempts // len(ops) % 2 == 0:
+                cases.append(Kill(op, work, delay=rng.uniform(0.0, whole)))
+            else:
+                cases.append(Kill(op, work, crash_at=f"{op}.staging+{rng.uniform(0.0, busy * 1.2):.4f}"))
+            attempts += 1
+        for case, outcome in zip(cases, run_cases(prepared, cases), strict=True):
+            table[f"{case.op} {'outside' if case.delay is not None else 'inside'}"][outcome] += 1
+            killed += outcome[0] != "not-killed"
     report = {key: {f"{raw} -> {settled}": n for (raw, settled), n in sorted(c.items())}
               for key, c in table.items()}
-    killed = sum(n for c in table.values() for (raw, _), n in c.items() if raw != "not-killed")
-    print(f"\nrandom kills: {killed} of {RANDOM_KILLS} commands killed;", json.dumps(report, indent=1))
-    assert killed >= RANDOM_KILLS // 2, report  # most land inside the command
+    print(f"\nrandom kills: {killed} of {attempts} commands killed;", json.dumps(report, indent=1))
+    assert killed >= RANDOM_KILLS, report
     for op in ops if RANDOM_KILLS >= 80 else ():  # both sides of the commit are hit (at CI size)
         states = {raw for raw, _ in table[f"{op} inside"]} | {raw for raw, _ in table[f"{op} outside"]}
         assert "never-started" in states and states & {"publishing", "completed"}, (op, report)
