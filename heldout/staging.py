@@ -88,7 +88,7 @@ def lock_path(ledger: Ledger) -> Path:
     return Path(ledger.path).with_name(f".{ledger.ledger_id}.generations.lock")
 
 
-_held: dict[str, tuple[int, int]] = {}  # lock path -> (descriptor, depth): the lock is re-entrant in a process
+_depth: dict[str, int] = {}  # lock path -> how many times this process holds it (the lock is re-entrant)
 
 
 @contextmanager
@@ -99,22 +99,20 @@ def ledger_lock(ledger: Ledger) -> Iterator[bool]:
     lock file is used, never the SQLite file itself: closing any descriptor of that file would drop SQLite's
     own POSIX locks held by this process."""
     key = str(lock_path(ledger))
-    if key in _held:
-        fd, depth = _held[key]
-        _held[key] = (fd, depth + 1)
+    if _depth.get(key):
+        _depth[key] += 1
         try:
             yield False
         finally:
-            fd, depth = _held[key]
-            _held[key] = (fd, depth - 1)
+            _depth[key] -= 1
         return
     fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        _held[key] = (fd, 1)
+        _depth[key] = 1
         yield True
     finally:
-        _held.pop(key, None)
+        _depth.pop(key, None)
         os.close(fd)  # releases the flock
 
 

@@ -86,8 +86,9 @@ class Picture:
     staging: list[str]
 
     @property
-    def hidden_public(self) -> list[str]:
-        return [p for p in self.public if Path(p).name.startswith(".")]
+    def hidden(self) -> list[str]:
+        """Temporary files (``.<name>.tmp<pid>``) that a killed write left, public or private."""
+        return [p for p in [*self.public, *self.private] if Path(p).name.startswith(".")]
 
 
 def _files(root: Path, folder: str, *, skip: str | None = None) -> dict[str, str]:
@@ -161,10 +162,10 @@ def classify(store: Path, ledger_id: str, before: Picture, op: str) -> str:
         assert rel in public, f"{op}: {rel} is public but no entry names it"
         assert _content_sha(store, rel) == public[rel], f"{op}: {rel} is not what its entry names"
     for rel in set(now.private) - set(before.private):
-        assert rel in private, f"{op}: unexpected private file {rel}"
+        assert rel in private or Path(rel).name.startswith("."), f"{op}: unexpected private file {rel}"
     complete = all(rel in now.public and _content_sha(store, rel) == digest for rel, digest in public.items()) \
         and private <= set(now.private)
-    if complete and not now.hidden_public:
+    if complete and not now.hidden:
         return "completed"  # what is left in private/staging is private, and the next command removes it
     intents = [p for p in (store / "private" / "staging").glob("*/*/intent.json")]
     assert intents, f"{op}: committed, files missing ({sorted(set(public) - set(now.public))}) and nothing staged"
@@ -185,7 +186,7 @@ def check_settled(store: Path, ledger_id: str, before: Picture, before_export: d
     if raw_state != "never-started":
         assert state == "completed", f"{op}: a logged operation was not completed"
     now = picture(store, ledger_id)
-    assert not now.staging and not now.hidden_public, (now.staging, now.hidden_public)
+    assert not now.staging and not now.hidden, (now.staging, now.hidden)
     exported = export_files(store, ledger_id, work / f"export-{len(list(work.iterdir()))}")
     if state == "never-started":
         assert exported == before_export, f"{op}: the export of a never-started operation differs"
