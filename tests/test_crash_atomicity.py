@@ -46,6 +46,10 @@ from typing import Any
 
 import pytest
 
+from heldout.generations import open_ledger
+from heldout.generations.ledgers import generations_lock
+from heldout.staging import lock_path
+from heldout.store import Store
 from keys.files import write_atomic, write_private_file
 from ledger import BlobStore, Ledger
 from ledger.entries import blob_references
@@ -527,3 +531,19 @@ def test_damaged_intent_is_refused_in_one_line(prepared: Prepared, tmp_path: Pat
         assert "Traceback" not in result.output and str(folder.name) in result.output
         assert (folder / "intent.json").read_bytes() == body
     assert classify(store, prepared.fixture.ledger_id, prepared.before, "seal") == "never-started"
+
+
+def test_operation_lock_is_reentrant_and_exclusive(prepared: Prepared, tmp_path: Path) -> None:
+    """An API caller that holds the lock may call an operation that takes it again (no self-deadlock);
+    another process cannot take it meanwhile, and can once it is released."""
+    store = tmp_path / "store"
+    shutil.copytree(prepared.fixture.store, store)
+    st = Store.open(store)
+    probe = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR)\n"
+             "try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+             "except BlockingIOError: sys.exit(3)\n")
+    with open_ledger(st) as ledger:
+        path = str(lock_path(ledger))
+        with generations_lock(ledger, st), generations_lock(ledger, st):
+            assert subprocess.run([sys.executable, "-c", probe, path], check=False).returncode == 3
+        assert subprocess.run([sys.executable, "-c", probe, path], check=False).returncode == 0
