@@ -54,7 +54,7 @@ from keys.files import write_atomic, write_private_file
 from ledger import BlobStore, Ledger
 from ledger.entries import blob_references
 from tests.audit_support import NOW, TASK, AuditFixture, build_store, command_clock
-from tests.generations_support import cli
+from tests.generations_support import cli, init_store, write_npz
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="evaluate needs torch (harness extra)")
@@ -547,3 +547,32 @@ def test_operation_lock_is_reentrant_and_exclusive(prepared: Prepared, tmp_path:
         with generations_lock(ledger, st), generations_lock(ledger, st):
             assert subprocess.run([sys.executable, "-c", probe, path], check=False).returncode == 3
         assert subprocess.run([sys.executable, "-c", probe, path], check=False).returncode == 0
+
+
+def test_evaluate_logs_all_tasks_or_none(tmp_path: Path) -> None:
+    """``evaluate`` on two tasks whose charges together exceed the budget while either alone fits: refused
+    (exit 4) with nothing logged and nothing stored, not one bundle of the two."""
+    store, data = tmp_path / "store", tmp_path / "data"
+    with command_clock(NOW):
+        ledger_id = init_store(store)
+    shapes = {"bloodmnist": ((28, 28, 3), 8), "breastmnist": ((28, 28), 2)}
+    for number, (task, (shape, classes)) in enumerate(shapes.items()):
+        write_npz(data / f"{task}.npz", n_test=40, classes=classes, shape=shape, seed=number)
+        pool = write_npz(tmp_path / "pool" / f"{task}.npz", n_test=40, classes=classes, shape=shape, seed=10 + number)
+        assert cli("pool", "add", task, str(pool), store=store).exit_code == 0
+    with command_clock(NOW):
+        sealed = cli("seal", "gen1", "--tasks", ",".join(shapes), "--per-task", "20", "--expires", "2027-03-01",
+                     "--budget-bits", "3500", "--seed", "1", store=store)
+    assert sealed.exit_code == 0, sealed.output
+    before = picture(store, ledger_id)
+    with command_clock(NOW):
+        both = cli("evaluate", "majority", "--generation", "gen1", "--tasks", ",".join(shapes), "--data-root",
+                   str(data), store=store)
+    assert both.exit_code == 4, both.output
+    after = picture(store, ledger_id)
+    assert (after.entries, after.public, after.staging) == (before.entries, before.public, [])
+    with command_clock(NOW):
+        one = cli("evaluate", "majority", "--generation", "gen1", "--tasks", "bloodmnist", "--data-root",
+                  str(data), store=store)
+    assert one.exit_code == 0, one.output
+    assert len(picture(store, ledger_id).entries) == len(before.entries) + 1
