@@ -19,7 +19,8 @@ no temporary file beside a published one, ``ledger export`` holding exactly the 
 export of a never-started store byte-identical to the one before), and ``audit`` clean. A never-started
 operation is run again and must complete. Kills inside the recovery itself are covered too.
 
-Sizes: every named step always (40 kills, 13 more inside recovery); ``$HELDOUT_CRASH_KILLS`` random kills
+Sizes: every named step always (40 kills today; 14 cases more kill an operation after its commit and then the
+next command at each step of its recovery: 28 kills); ``$HELDOUT_CRASH_KILLS`` random kills
 spread over the four operations (CI default 150: commands that finish before their random time are run again
 until that many were killed). The counts per operation and final state are printed at the end of the random campaign.
 """
