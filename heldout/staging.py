@@ -162,6 +162,7 @@ class StagedOperation:
         self.name = name
         self.folder = staging_root(store, ledger.ledger_id) / f"{name}-{os.getpid()}-{secrets.token_hex(6)}"
         self.files: list[_StagedFile] = []
+        self._data: list[bytes] = []
         self.committed = False
 
     def _stage(self, label: str, kind: str, dest: Path | None, data: bytes) -> str:
@@ -169,6 +170,7 @@ class StagedOperation:
         relative = None if dest is None else _check_dest(kind, dest.relative_to(self.store.root).as_posix())
         write_synced(self.folder / str(len(self.files)), data, PRIVATE_FILE_MODE)
         self.files.append(_StagedFile(label=label, kind=kind, dest=relative, sha256=digest))
+        self._data.append(data)
         crashpoint(f"{self.name}.staged.{label}")
         return digest
 
@@ -203,7 +205,7 @@ class StagedOperation:
         indices = self.ledger.append_batch(entries, signer=signer, now=now, expected_size=expected_size)
         self.committed = True
         crashpoint(f"{self.name}.committed")
-        _publish(self.store, self.folder, intent, step=self.name)
+        _publish(self.store, self.folder, intent, step=self.name, in_memory=self._data)
         _remove(self.folder)
         crashpoint(f"{self.name}.done")
         return indices
@@ -262,14 +264,20 @@ def _remove_temporaries(target: Path) -> None:
             leftover.unlink(missing_ok=True)
 
 
-def _publish(store: Store, folder: Path, intent: Mapping[str, Any], *, step: str) -> None:
-    """Publish every staged file of ``folder`` (idempotent: a file already published is left as it is)."""
+def _publish(store: Store, folder: Path, intent: Mapping[str, Any], *, step: str,
+             in_memory: Sequence[bytes] | None = None) -> None:
+    """Publish every staged file of ``folder`` (idempotent: publishing twice writes the same bytes twice).
+    ``in_memory``: the staged bytes, hashed when staged, from the operation itself; recovery reads each file
+    back and checks it against the intent."""
     blobs = BlobStore(store.blobs)
     for position, item in enumerate(intent["files"]):
-        data = (folder / str(position)).read_bytes()
-        if hashlib.sha256(data).hexdigest() != item["sha256"]:
-            raise VerificationError(f"staged file {folder / str(position)} does not match its intent",
-                                    file=str(folder / str(position)), expected=item["sha256"])
+        if in_memory is not None:
+            data = in_memory[position]
+        else:
+            data = (folder / str(position)).read_bytes()
+            if hashlib.sha256(data).hexdigest() != item["sha256"]:
+                raise VerificationError(f"staged file {folder / str(position)} does not match its intent",
+                                        file=str(folder / str(position)), expected=item["sha256"])
         if item["kind"] == "blob":
             _remove_temporaries(blobs.path(item["sha256"]))
             blobs.put(data)
