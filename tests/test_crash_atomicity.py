@@ -389,9 +389,9 @@ def test_kill_inside_recovery(prepared: Prepared, op: str, tmp_path: Path) -> No
 @pytest.mark.slow
 def test_random_kills(prepared: Prepared, tmp_path: Path) -> None:
     """``$HELDOUT_CRASH_KILLS`` SIGKILLs at random times, two ways in turn: from outside, a random delay after
-    the command starts (over its whole uncut run time), and from inside, a random delay after the operation
-    starts staging (over its busy window: anywhere in the staging, the ledger transaction, the fsyncs and
-    renames of publishing)."""
+    the command starts (over its whole uncut run time), and from inside, a random delay (up to half its busy
+    window) after a step drawn at random: anywhere in the staging, the ledger transaction, the fsyncs and
+    renames of publishing, the removal of the staging folder."""
     rng = random.Random(SEED)
     ops = list(NEW_TYPES)
     table: dict[str, Counter[tuple[str, str]]] = {f"{op} {how}": Counter() for op in ops
@@ -407,7 +407,8 @@ def test_random_kills(prepared: Prepared, tmp_path: Path) -> None:
             if attempts // len(ops) % 2 == 0:
                 cases.append(Kill(op, work, delay=rng.uniform(0.0, whole)))
             else:
-                cases.append(Kill(op, work, crash_at=f"{op}.staging+{rng.uniform(0.0, busy * 1.2):.4f}"))
+                anchor = rng.choice(prepared.steps[op])  # spread over the whole operation, both sides of the commit
+                cases.append(Kill(op, work, crash_at=f"{anchor}+{rng.uniform(0.0, busy / 2):.4f}"))
             attempts += 1
         for case, outcome in zip(cases, run_cases(prepared, cases), strict=True):
             table[f"{case.op} {'outside' if case.delay is not None else 'inside'}"][outcome] += 1
