@@ -5,8 +5,10 @@ imported inside :func:`evaluate_on_generation`, so every other command and the a
 
 For each task: the generation's cases (private pool or the official test split, checked against the seal),
 the task's training split from the data root (for trained models), one MedEval-1 evaluation, its leakage
-charge checked against the generation's budget (refused, exit 4, before anything is written), then the two
-blobs (evaluation JSON, predictions npz) and the ``bundle`` entry carrying their hashes and the charge.
+charge checked against the generation's budget (refused, exit 4, before anything is written), then, for all
+tasks at once and all or none, the two blobs per task (evaluation JSON, predictions npz) staged, the ``bundle``
+entries carrying their hashes and charges appended in one batch, and the blobs published (``heldout.staging``).
+The model runs without the generations lock; the charges are checked and logged under it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from heldout.generations import (
     ladder_release,
     load_generations,
 )
+from heldout.generations.ledgers import generations_lock
 from heldout.specs import load_supersessions, require_not_superseded
+from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import Signer, UsageError
 from ledger import BlobStore, Ledger
@@ -91,7 +95,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
         raise UsageError(f"{request.generation} has no task {unknown[0]!r}", field="tasks", found=unknown[0],
                          expected=sorted(state.tasks))
     split_origin = split_origin_for(request.generation, public=state.membership == "public")
-    outcomes: list[BundleOutcome] = []
+    finished: list[tuple[dict[str, Any], dict[str, Any], bytes]] = []
     for task in request.tasks:
         spec = task_spec(task)
         data = load_task(spec, request.data_root)
@@ -107,37 +111,63 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
         result = evaluate(model, task_data, spec, seed=request.seed, split_origin=split_origin,
                           device=request.device, progress=step, clock=lambda: now)
         entry = bundle_entry(result, generation=request.generation, created_utc=now)
-        outcomes.append(record_bundle(ledger, signer, blobs, entry, result.evaluation, result.predictions_npz,
-                                      now=now))
-    return outcomes
+        finished.append((entry, result.evaluation, result.predictions_npz))
+    return record_bundles(store, ledger, signer, finished, now=now)
 
 
-def record_bundle(ledger: Ledger, signer: Signer, blobs: BlobStore, entry: dict[str, Any],
-                  evaluation: dict[str, Any], predictions_npz: bytes, *, now: datetime) -> BundleOutcome:
-    """Charge a finished evaluation to its generation's budget and log it: refused (exit 4) before anything
-    is written when the charge would exceed the budget; otherwise both blobs are stored, then the entry
-    (carrying ``leakage_bits``) is appended. Callers hold the generations lock."""
-    generations = load_generations(ledger, now, blobs=blobs)
-    name = str(entry["generation"])
-    state = generations.get(name)
-    if state is None:
-        raise UsageError(f"no generation {name!r} is sealed on this ledger", field="generation", found=name)
-    require_not_superseded(load_supersessions(ledger.entries()), str(evaluation.get("spec_version")), now)
-    entry = dict(entry)
-    if state.release_mode == "ladder" and state.ladder_step is not None:
-        index_score = evaluation["composite"]["index"]
-        released = ladder_release(index_score, _best_released(ledger, name, str(entry["task"])),
-                                  state.ladder_step) if index_score is not None else None
-        bits = ladder_charge_bits(released is not None, state.ladder_step)
-        entry["ladder_released"] = released
-    else:
-        bits = charge_bits(evaluation)
-    entry["leakage_bits"] = round(bits, 6)
-    check_budget(generations, name, bits, now)
-    blobs.put(evaluation_bytes(evaluation))
-    blobs.put(predictions_npz)
-    index = ledger.append(entry, signer=signer, now=now)
-    return BundleOutcome(index=index, entry=entry, evaluation=evaluation)
+def record_bundle(store: Store, ledger: Ledger, signer: Signer, entry: dict[str, Any], evaluation: dict[str, Any],
+                  predictions_npz: bytes, *, now: datetime) -> BundleOutcome:
+    """:func:`record_bundles` for one bundle."""
+    return record_bundles(store, ledger, signer, [(entry, evaluation, predictions_npz)], now=now)[0]
+
+
+def record_bundles(store: Store, ledger: Ledger, signer: Signer,
+                   bundles: Sequence[tuple[dict[str, Any], dict[str, Any], bytes]], *,
+                   now: datetime) -> list[BundleOutcome]:
+    """Charge finished evaluations ``(entry, evaluation, predictions npz)`` to their generation's budget and
+    log them, all or none: refused (exit 4) before anything is written when the charges together would
+    exceed the budget; otherwise the blobs are staged, the entries (each carrying ``leakage_bits``) appended
+    in one batch, and only then the blobs published (``heldout.staging``: predictions on a sealed generation
+    never reach ``blobs/`` unlogged). Takes the generations lock."""
+    with generations_lock(ledger, store):
+        generations = load_generations(ledger, now, blobs=BlobStore(store.blobs))
+        supersessions = load_supersessions(ledger.entries())
+        charged: dict[str, float] = {}
+        best: dict[tuple[str, str], float | None] = {}
+        entries: list[dict[str, Any]] = []
+        for entry, evaluation, _ in bundles:
+            name = str(entry["generation"])
+            state = generations.get(name)
+            if state is None:
+                raise UsageError(f"no generation {name!r} is sealed on this ledger", field="generation",
+                                 found=name)
+            require_not_superseded(supersessions, str(evaluation.get("spec_version")), now)
+            entry = dict(entry)
+            if state.release_mode == "ladder" and state.ladder_step is not None:
+                index_score = evaluation["composite"]["index"]
+                key = (name, str(entry["task"]))
+                if key not in best:
+                    best[key] = _best_released(ledger, name, key[1])
+                released = ladder_release(index_score, best[key], state.ladder_step) \
+                    if index_score is not None else None
+                if released is not None:
+                    best[key] = released
+                bits = ladder_charge_bits(released is not None, state.ladder_step)
+                entry["ladder_released"] = released
+            else:
+                bits = charge_bits(evaluation)
+            entry["leakage_bits"] = round(bits, 6)
+            check_budget(generations, name, charged.get(name, 0.0) + bits, now)  # the batch's charges together
+            charged[name] = charged.get(name, 0.0) + bits
+            entries.append(entry)
+        with staged_operation(store, ledger, "evaluate") as staged:
+            for entry, (_, evaluation, predictions_npz) in zip(entries, bundles, strict=True):
+                task = str(entry["task"])
+                staged.blob(evaluation_bytes(evaluation), label=f"evaluation-{task}")
+                staged.blob(predictions_npz, label=f"predictions-{task}")
+            indices = staged.commit(entries, signer=signer, now=now)
+    return [BundleOutcome(index=index, entry=entry, evaluation=evaluation)
+            for index, entry, (_, evaluation, _) in zip(indices, entries, bundles, strict=True)]
 
 
 def bundle_rows(outcomes: Sequence[BundleOutcome]) -> list[dict[str, Any]]:

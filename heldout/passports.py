@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from heldout.generations import GenerationState, load_generations, manifest_path
+from heldout.generations.ledgers import generations_lock
 from heldout.specs import load_supersessions, require_not_superseded
+from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import (
     PublicKey,
@@ -27,7 +29,6 @@ from keys import (
     b64encode,
     verifier_key_string,
 )
-from keys.files import write_atomic
 from keys.safeio import DOCUMENT_LIMIT, read_in, require_in
 from ledger import BlobStore, Ledger, verify_checkpoint, verify_consistency, verify_inclusion
 from ledger.rfc6962 import leaf_hash
@@ -120,7 +121,14 @@ class IssuedPassport:
 def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, *, generation: str | None,
                    now: datetime) -> IssuedPassport:
     """Build, sign, log and write the passport of ``model_id``. Refuses (writing nothing) without a clean
-    audit at the head, on a generation that is not current, or when a blob it draws on fails its hash."""
+    audit at the head, on a generation that is not current, or when a blob it draws on fails its hash. Takes
+    the generations lock."""
+    with generations_lock(ledger, store):
+        return _issue_passport(store, ledger, signer, model_id, generation=generation, now=now)
+
+
+def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, *, generation: str | None,
+                    now: datetime) -> IssuedPassport:
     report, report_bytes = load_clean_audit(store, ledger)
     blobs = BlobStore(store.blobs)
     generations = load_generations(ledger, now, blobs=blobs)
@@ -214,11 +222,15 @@ def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, 
     }
     signed = sign_document(document, signer)
     data = canonical_bytes(signed)
-    digest = blobs.put(data)
-    index = ledger.append({"type": "passport", "v": 1, "model_id": model_id, "generation": state.name,
-                           "passport_sha256": digest, "created_utc": format_utc(now)}, signer=signer, now=now)
     path = passport_path(store, model_id, state.name)
-    write_atomic(path, data + b"\n")
+    # Staged until the passport entry is logged, then published (heldout.staging): no passport file or blob
+    # exists without its entry, and no entry stays without them once the next command has run.
+    with staged_operation(store, ledger, "passport") as staged:
+        digest = staged.blob(data, label="passport-blob")
+        staged.public_file(path, data + b"\n", label="passport")
+        index = staged.commit([{"type": "passport", "v": 1, "model_id": model_id, "generation": state.name,
+                                "passport_sha256": digest, "created_utc": format_utc(now)}],
+                              signer=signer, now=now)[0]
     return IssuedPassport(document=signed, path=path, index=index, sha256=digest)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from pathlib import Path
@@ -88,19 +87,27 @@ def write_private_file(path: Path, data: bytes) -> None:
     if path.exists():
         raise KeyFileError(f"refusing to overwrite existing private file {path}", path=str(path))
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
-    try:
-        try:
-            os.fchmod(fd, PRIVATE_FILE_MODE)  # umask cannot widen it, but be explicit
-            written = os.write(fd, data)
-            if written != len(data):  # a short write is a full disk that did not say so
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    try:  # the temporary file goes whatever happens (a full disk, an I/O error, path created meanwhile)
+        write_synced(tmp, data, PRIVATE_FILE_MODE)
         os.link(tmp, path)  # fails if someone created path meanwhile: never clobber a key
     finally:
-        tmp.unlink(missing_ok=True)  # on success the key lives on under its name; on failure nothing is left
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def write_synced(path: Path, data: bytes, mode: int, *, exclusive: bool = True) -> None:
+    """Create ``path`` with exactly ``mode``, write all of ``data`` and fsync it. ``exclusive``: refuse an
+    existing file; otherwise truncate it. A partial file may remain on failure: callers write temporaries."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = os.open(path, flags, mode)
+    try:
+        os.fchmod(fd, mode)  # umask cannot widen it, but be explicit
+        view = memoryview(data)
+        while view:  # os.write may write less than asked
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_private_file(path: Path, *, limit: int = DOCUMENT_LIMIT) -> bytes:

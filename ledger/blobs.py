@@ -7,12 +7,13 @@ is fsynced too). Reading re-hashes the content, so a tampered blob is never retu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 from pathlib import Path
 
-from keys.files import fsync_dir
+from keys.files import fsync_dir, write_synced
 from keys.safeio import BLOB_LIMIT, UnsafeFile, file_in, read_in
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
 
@@ -64,18 +65,10 @@ class BlobStore:
                                        expected=digest)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{digest}.tmp{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            pass  # a concurrent writer stored the same bytes first
+        try:  # the temporary file goes whatever happens (a full disk, an I/O error)
+            write_synced(tmp, data, 0o644, exclusive=False)
+            with contextlib.suppress(FileExistsError):  # a concurrent writer stored the same bytes first
+                os.link(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
         fsync_dir(target.parent)

@@ -13,7 +13,8 @@ Layout (format ``heldout-ledger-export``, version 1)::
                                   store holds; each file's name is its content's SHA-256
       keys/<key_id>.pub.json      public keys: the ledger's own (genesis and ``key`` entries) and the
                                   store's keyring (same format as the store's keys/)
-      seals/<name>                the store's published signed seal manifests, verbatim
+      seals/<name>                the store's published seal manifests and reveals, verbatim: only those
+                                  whose SHA-256 an exported entry names
 
 The manifest: ``{"format", "version", "ledger_id", "origin", "size", "root" (base64), "note_verifier_key",
 "checkpoints": [sizes], "blobs": [hex], "missing_blobs": [hex], "keys": [key ids], "seals": [names],
@@ -159,8 +160,12 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
     if seals is not None and seals.is_dir():
         for path in sorted(seals.iterdir()):
             if path.is_file() and not path.is_symlink() and not path.name.startswith("."):
-                _write_file(out / SEALS / path.name, path.read_bytes())
-                seal_names.append(path.name)
+                data = path.read_bytes()
+                # Only what an exported entry vouches for (a manifest_sha256, a reveal_sha256): a file that no
+                # entry names (left by a failed operation, or put there by hand) is never published.
+                if hashlib.sha256(data).hexdigest() in referenced:
+                    _write_file(out / SEALS / path.name, data)
+                    seal_names.append(path.name)
 
     manifest = {
         "format": EXPORT_FORMAT,

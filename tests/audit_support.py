@@ -28,9 +28,7 @@ from harness.models.base import ModelInfo
 from harness.run import EvaluationResult
 from heldout.evaluation import record_bundle
 from heldout.generations import generation_cases, ledger_signer, open_ledger
-from heldout.generations.ledgers import generations_lock
 from heldout.store import Store
-from ledger import BlobStore
 from seals import format_utc, parse_utc
 from tests.generations_support import cli, init_store, write_npz
 
@@ -92,12 +90,12 @@ def add_bundle(store: Path, generation: str, model_id: str, *, seed: int, skill:
     """Log one synthetic bundle on ``generation``; returns its ledger index."""
     st = Store.open(store)
     now = parse_utc(at)
-    with open_ledger(st) as ledger, generations_lock(ledger):
+    with open_ledger(st) as ledger:
         cases = generation_cases(st, generation, TASK, ledger=ledger, data_root=data_root)
         result = synthetic_result(model_id, np.asarray(cases.labels, dtype=np.int64), generation=generation,
                                   seed=seed, skill=skill, now=now)
         entry = bundle_entry(result, generation=generation, created_utc=now)
-        outcome = record_bundle(ledger, ledger_signer(st, ledger), BlobStore(st.blobs), entry, result.evaluation,
+        outcome = record_bundle(st, ledger, ledger_signer(st, ledger), entry, result.evaluation,
                                 result.predictions_npz, now=now)
     return outcome.index
 

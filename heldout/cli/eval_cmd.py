@@ -22,7 +22,6 @@ from heldout.cli.common import (
 )
 from heldout.evaluation import EvaluationRequest, bundle_rows, evaluate_on_generation
 from heldout.generations import ledger_signer, open_ledger
-from heldout.generations.ledgers import generations_lock
 from keys import UsageError
 
 
@@ -74,8 +73,7 @@ def evaluate_command(
                 bar.update(bars[task], completed=done, total=total,
                            description=f"{model} on {generation}/{task}: {step}")
 
-            with generations_lock(opened):
-                outcomes = evaluate_on_generation(st, opened, signer, request, now=now, progress=progress)
+            outcomes = evaluate_on_generation(st, opened, signer, request, now=now, progress=progress)
     finally:
         opened.close()
     if as_json:

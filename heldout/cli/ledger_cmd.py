@@ -29,6 +29,7 @@ from heldout.cli.common import (
     reference_time,
     table,
 )
+from heldout.generations.ledgers import open_ledger
 from heldout.store import Store
 from keys import MalformedInput, verifier_key_string
 from keys.safeio import read_named
@@ -65,8 +66,7 @@ AtOption = Annotated[str | None, typer.Option("--at", help="Reference time (ISO 
 def _open(store: Path | None, ledger: str | None, *, read_only: bool = True) -> Iterator[Ledger]:
     """The ledger LEDGER names (default: the store's); read-only unless the command writes."""
     st = open_store(store)
-    name = ledger if ledger is not None else st.default_ledger_id()
-    with Ledger.open(Ledger.locate(st.ledgers, name), read_only=read_only) as opened:
+    with open_ledger(st, ledger, read_only=read_only) as opened:
         yield opened
 
 

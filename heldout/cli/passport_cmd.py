@@ -17,7 +17,6 @@ from heldout.cli.common import (
     reference_time,
 )
 from heldout.generations import ledger_signer, open_ledger
-from heldout.generations.ledgers import generations_lock
 from heldout.passports import LedgerView, issue_passport, verify_passport_on_ledger
 from keys import (
     HeldoutError,
@@ -145,8 +144,7 @@ def issue(
     opened = open_ledger(st, ledger)
     try:
         signer = ledger_signer(st, opened)
-        with generations_lock(opened):
-            issued = issue_passport(st, opened, signer, model_id, generation=generation, now=now)
+        issued = issue_passport(st, opened, signer, model_id, generation=generation, now=now)
     finally:
         opened.close()
     if as_json:

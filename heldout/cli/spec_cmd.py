@@ -41,7 +41,7 @@ def supersede(
     now = reference_time()
     when = parse_utc(effective, what="--effective", usage=True)
     st = open_store(store)
-    with open_ledger(st, ledger) as opened, generations_lock(opened):
+    with open_ledger(st, ledger) as opened, generations_lock(opened, st):
         index = supersede_spec(opened, ledger_signer(st, opened), spec_version, superseded_by=by, effective=when,
                                now=now)
     if as_json:

@@ -6,7 +6,8 @@ per task) is checked against the sealed set hash, stored as a blob, copied to ``
 and ``{type: reveal, generation, reveal_sha256, created_utc}`` is appended in the same batch as the retire.
 The image blobs are also named in the reveal entry (``image_blobs: {<task>_sha256: ...}``) so a ledger export
 copies them. A generation already retired but not revealed can be revealed later (only the reveal is appended). Every
-check runs before anything is written; if the append fails, the files written are removed.
+check runs before anything is written; every file is staged under ``private/staging/`` and published only
+after the entries are logged (``heldout.staging``), so a failed or killed retire publishes nothing.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from heldout.generations.access import load_opening, opening_path
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.pools import load_pool_cases
 from heldout.generations.reveal import image_npz_bytes, reveal_bytes
-from heldout.generations.seal import _Undo, reveal_path
+from heldout.generations.seal import reveal_path
 from heldout.generations.state import RETIRE_REASONS, load_generations, utc
+from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import Signer, UsageError
 from keys.files import read_private_file
-from ledger import BlobStore, Ledger
+from ledger import Ledger
 from seals import format_utc, parse_json_object
 
 
@@ -48,7 +50,7 @@ def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: 
     now = utc(now)
     if with_images and not reveal:
         raise UsageError("--with-images goes with --reveal", field="with_images")
-    with generations_lock(ledger):
+    with generations_lock(ledger, store):
         generations = load_generations(ledger, now)
         state = generations.get(generation)
         if state is None:
@@ -71,26 +73,26 @@ def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: 
         if retire:
             entries.append({"type": "retire", "v": 1, "generation": generation, "reason": reason,
                             "created_utc": format_utc(now)})
-        undo = _Undo()
-        blobs = BlobStore(store.blobs)
         reveal_digest = None
         document = None
         if reveal:
             opening = load_opening(store, ledger.ledger_id, state)  # checked against the sealed set hash
             document = parse_json_object(read_private_file(
                 opening_path(store, ledger.ledger_id, generation, state.set_hash)), what="opening")
-        try:
+        # Every revealed byte waits in private/staging until the entries are logged (heldout.staging).
+        with staged_operation(store, ledger, "retire") as staged:
             if document is not None:
                 if with_images and state.membership != "public":
                     images: dict[str, str] = {}
                     for task in state.tasks:
                         ids = [o.case_id for o in opening.openings if o.task == task]
                         pixels, labels, _ = load_pool_cases(store, task, ids)
-                        images[task] = undo.blob(blobs, image_npz_bytes(ids, np.asarray(labels), pixels))
+                        images[task] = staged.blob(image_npz_bytes(ids, np.asarray(labels), pixels),
+                                                   label=f"images-{task}")
                     document["images"] = images
                 data = reveal_bytes(document)
-                reveal_digest = undo.blob(blobs, data)
-                undo.write(reveal_path(store, generation), data)
+                reveal_digest = staged.blob(data, label="reveal-blob")
+                staged.public_file(reveal_path(store, generation), data, label="reveal")
                 entry: dict[str, Any] = {"type": "reveal", "v": 1, "generation": generation,
                                          "reveal_sha256": reveal_digest, "created_utc": format_utc(now),
                                          "n_cases": state.n_cases}
@@ -98,10 +100,7 @@ def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: 
                     # Named in the entry too (as *_sha256 members) so that an export carries the images.
                     entry["image_blobs"] = {f"{task}_sha256": sha for task, sha in document["images"].items()}
                 entries.append(entry)
-            indices = ledger.append_batch(entries, signer=signer, now=now)
-        except BaseException:
-            undo.rollback()
-            raise
+            indices = staged.commit(entries, signer=signer, now=now)
     retire_index = indices[0] if retire else None
     reveal_index = indices[-1] if document is not None else None
     return RetireResult(generation=generation, retire_index=retire_index, reveal_index=reveal_index,

@@ -11,12 +11,13 @@ replace=False))``. The seed (random when not given) is recorded in the manifest.
 ``os.urandom``, never derived from the seed.
 
 **Order of writes, and the entry index.** Holding the generations lock: read the ledger size s, sign the
-manifest with ``entry_index = s``, write the private opening, ``seals/<gen>.seal.json`` and its blob, then
-append the seal entry (for ``public`` in one batch with its reveal entry, since its membership is public).
-If the append fails the files written are removed. The seal entry carries ``manifest_sha256``, the manifest
-its predicted index; if another writer (not a seal or retire: they take the same lock) appended in
-between, the indices differ: the generation is then retired at once (reason ``superseded``) and the
-command fails, so no manifest ever points at the wrong entry unnoticed.
+manifest with ``entry_index = s``, stage the private opening, ``seals/<gen>.seal.json`` and its blob under
+``private/staging/`` (``heldout.staging``), append the seal entry (for ``public`` in one batch with its reveal
+entry, since its membership is public), and only then publish the staged files. If the append fails, or the
+command is killed before it, nothing is published and the staging folder is discarded. The seal entry
+carries ``manifest_sha256``, the manifest its predicted index; the append is a compare-and-swap on that index
+(``expected_size``): if another writer appended in between, it is refused, nothing is published, and the
+command fails, so no manifest ever points at the wrong entry.
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ from heldout.generations.ledgers import generations_lock
 from heldout.generations.pools import pool_entries, pool_tasks
 from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
 from heldout.generations.state import GenerationState, load_generations, utc
+from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import MalformedInput, Signer, UsageError
-from keys.files import ensure_private_dir, write_atomic, write_private_file
 from ledger import AppendConflict, BlobStore, Ledger
 from seals import format_utc, sha256_hex
 from seals.manifest import (
@@ -183,39 +184,6 @@ def _seal_entry(manifest: SealManifest, digest: str) -> dict[str, Any]:
     }
 
 
-class _Undo:
-    """Files created by a seal or retire, removed again if the ledger append does not happen."""
-
-    def __init__(self) -> None:
-        self.created: list[Path] = []
-
-    def write(self, path: Path, data: bytes, *, private: bool = False) -> None:
-        if path.exists():
-            if path.read_bytes() == data:
-                return
-            if private:
-                raise UsageError(f"refusing to overwrite {path}", path=str(path))
-        if private:
-            ensure_private_dir(path.parent.parent.parent)
-            ensure_private_dir(path.parent.parent)
-            ensure_private_dir(path.parent)
-            write_private_file(path, data)
-        else:
-            write_atomic(path, data)
-        self.created.append(path)
-
-    def blob(self, blobs: BlobStore, data: bytes) -> str:
-        digest = sha256_hex(data)
-        if not blobs.has(digest):
-            blobs.put(data)
-            self.created.append(blobs.path(digest))
-        return digest
-
-    def rollback(self) -> None:
-        for path in reversed(self.created):
-            path.unlink(missing_ok=True)
-
-
 def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealRequest,
                     now: datetime) -> SealResult:
     """Seal ``request.generation`` on ``ledger`` at ``now`` (module docstring for the rules)."""
@@ -226,7 +194,7 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
     if request.ladder_step is not None and name == "public":
         raise UsageError("the public generation is released in full: --ladder-step does not apply",
                          field="ladder_step")
-    with generations_lock(ledger):
+    with generations_lock(ledger, store):
         generations = load_generations(ledger, now)
         if name in generations:
             raise UsageError(f"generation {name} is already sealed on this ledger (entry "
@@ -265,26 +233,26 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
         opening = reveal_bytes({**draft, "manifest_sha256": digest})
         entries: list[Mapping[str, Any]] = [_seal_entry(manifest, digest)]
 
-        undo = _Undo()
-        blobs = BlobStore(store.blobs)
         try:
-            undo.write(opening_path(store, ledger.ledger_id, name, manifest.set_hash), opening, private=True)
-            undo.write(manifest_path(store, name), data)
-            undo.blob(blobs, data)
-            if name == "public":
-                reveal_digest = undo.blob(blobs, opening)
-                undo.write(reveal_path(store, name), opening)
-                entries.append({"type": "reveal", "v": 1, "generation": name, "reveal_sha256": reveal_digest,
-                                "created_utc": format_utc(now), "n_cases": manifest.n_cases})
-            # The manifest records its entry index: refuse (and undo) rather than log it anywhere else.
-            indices = ledger.append_batch(entries, signer=signer, now=now, expected_size=manifest.entry_index)
+            with staged_operation(store, ledger, "seal") as staged:
+                staged.private_file(opening_path(store, ledger.ledger_id, name, manifest.set_hash), opening,
+                                    label="opening")
+                staged.public_file(manifest_path(store, name), data, label="manifest")
+                staged.blob(data, label="manifest-blob")
+                if name == "public":
+                    reveal_digest = staged.blob(opening, label="reveal-blob")
+                    staged.public_file(reveal_path(store, name), opening, label="reveal")
+                    entries.append({"type": "reveal", "v": 1, "generation": name,
+                                    "reveal_sha256": reveal_digest, "created_utc": format_utc(now),
+                                    "n_cases": manifest.n_cases})
+                # The manifest records its entry index: refuse (and discard) rather than log it anywhere else.
+                indices = staged.commit(entries, signer=signer, now=now, expected_size=manifest.entry_index)
         except AppendConflict as exc:
-            undo.rollback()
             raise UsageError(f"another writer appended to the ledger while {name} was being sealed; nothing was "
                              "sealed: run the seal again", generation=name, **exc.evidence) from None
-        except BaseException:
-            undo.rollback()
-            raise
+        written = (opening_path(store, ledger.ledger_id, name, manifest.set_hash), manifest_path(store, name),
+                   BlobStore(store.blobs).path(digest),
+                   *((reveal_path(store, name),) if name == "public" else ()))
     return SealResult(manifest=manifest, signed=signed, manifest_sha256=digest,
                       manifest_path=manifest_path(store, name), seal_index=indices[0],
-                      reveal_index=indices[1] if len(indices) > 1 else None, written=tuple(undo.created))
+                      reveal_index=indices[1] if len(indices) > 1 else None, written=written)
