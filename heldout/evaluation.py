@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.metrics import SPEC_VERSION, evaluation_bytes, split_origin_for
+from harness.metrics import evaluation_bytes, split_origin_for
 from heldout.generations import (
     charge_bits,
     check_budget,
@@ -26,7 +26,7 @@ from heldout.generations import (
     ladder_release,
     load_generations,
 )
-from heldout.specs import load_supersessions, require_not_superseded
+from heldout.specs import current_spec_version, load_supersessions, require_not_superseded
 from heldout.store import Store
 from keys import Signer, UsageError
 from ledger import BlobStore, Ledger
@@ -85,7 +85,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
         raise UsageError(f"no generation {request.generation!r} is sealed on this ledger", field="generation",
                          found=request.generation, expected=sorted(generations))
     state.require_current(now)
-    require_not_superseded(load_supersessions(ledger.entries()), SPEC_VERSION, now)
+    spec_version = current_spec_version(load_supersessions(ledger.entries()), now)
     unknown = [t for t in request.tasks if t not in state.tasks]
     if unknown:
         raise UsageError(f"{request.generation} has no task {unknown[0]!r}", field="tasks", found=unknown[0],
@@ -105,7 +105,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
                 progress(_task, description, done, total)
 
         result = evaluate(model, task_data, spec, seed=request.seed, split_origin=split_origin,
-                          device=request.device, progress=step, clock=lambda: now)
+                          device=request.device, progress=step, clock=lambda: now, spec_version=spec_version)
         entry = bundle_entry(result, generation=request.generation, created_utc=now)
         outcomes.append(record_bundle(ledger, signer, blobs, entry, result.evaluation, result.predictions_npz,
                                       now=now))
@@ -122,7 +122,13 @@ def record_bundle(ledger: Ledger, signer: Signer, blobs: BlobStore, entry: dict[
     state = generations.get(name)
     if state is None:
         raise UsageError(f"no generation {name!r} is sealed on this ledger", field="generation", found=name)
-    require_not_superseded(load_supersessions(ledger.entries()), str(evaluation.get("spec_version")), now)
+    supersessions = load_supersessions(ledger.entries())
+    require_not_superseded(supersessions, str(evaluation.get("spec_version")), now)
+    current = current_spec_version(supersessions, now)
+    if evaluation.get("spec_version") != current or entry.get("spec_version") != current:
+        raise UsageError(f"new evaluations use the current spec, {current}; this one is "
+                         f"{evaluation.get('spec_version')!r}", field="spec_version", expected=current,
+                         found=evaluation.get("spec_version"))
     entry = dict(entry)
     if state.release_mode == "ladder" and state.ladder_step is not None:
         index_score = evaluation["composite"]["index"]
