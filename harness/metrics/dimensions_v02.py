@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from fractions import Fraction
 from functools import cache
 from typing import Any
 
@@ -23,7 +22,7 @@ from numpy.typing import NDArray
 from keys.errors import MalformedInput
 
 from . import spec, spec_v02
-from .core import FloatArray, IntArray, cohen_kappa, roc_auc
+from .core import FloatArray, IntArray, cohen_kappa, counts_above_chance, roc_auc
 
 Dimension = dict[str, Any]
 Rows = NDArray[np.float64]  # one value per weights row (NaN where undefined)
@@ -79,9 +78,7 @@ def above_chance(correct: IntArray, totals: IntArray, n_classes: int) -> NDArray
     margin = n_classes * ordered_sum(ratio) - present.sum(axis=1)
     out = margin > 0
     for row in np.flatnonzero(np.abs(margin) <= 1e-9):
-        exact = sum((Fraction(int(c), int(t)) for c, t in zip(correct[row], totals[row], strict=True) if t > 0),
-                    Fraction(0))
-        out[row] = n_classes * exact > int(present[row].sum())
+        out[row] = counts_above_chance(correct[row].tolist(), totals[row].tolist(), n_classes)
     return out
 
 
