@@ -34,6 +34,7 @@ import numpy as np
 from harness.metrics import (
     StoredPredictions,
     evaluation_bytes,
+    first_difference,
     labels_bytes,
     split_origin_for,
 )
@@ -453,11 +454,16 @@ def _require_numpy_explains(metrics: SpecMetrics, index: int, recorded: dict[str
         return
     n_test = recorded.get("n_test")
     members = metrics.stream_dependent_members(n_test if isinstance(n_test, int) else 0)
-    if _without(prepare(rederived), members) != _without(prepare(recorded), members):
-        return
-    if "composite" in members and prepare(metrics.composite_of(recorded.get("dimensions") or {})) != \
-            prepare(recorded.get("composite")):
-        return
+    outside = first_difference(_without(prepare(rederived), members), _without(prepare(recorded), members))
+    if outside is None and "composite" in members:
+        outside = first_difference(prepare(metrics.composite_of(recorded.get("dimensions") or {})),
+                                   prepare(recorded.get("composite")), "composite")
+    if outside is not None:
+        path, expected, found = outside
+        raise VerificationError(
+            f"re-derived evaluation differs at {path}: expected {expected!r} (re-derived), found {found!r} "
+            f"(recorded); computed under numpy {recorded_version}, audited under numpy {np.__version__}, but "
+            "this member does not depend on numpy's random streams", path=path, expected=expected, found=found)
     raise IncompleteError(
         f"bundle entry {index} was computed under numpy {recorded_version} and this auditor has numpy "
         f"{np.__version__}: {', '.join(members)} depend on numpy's random streams and do not re-derive here; "

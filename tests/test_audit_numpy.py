@@ -1,0 +1,85 @@
+"""A v0.1 bundle computed under another numpy version (issue 12 section 3): v0.1 draws its bootstrap and subset
+from numpy ``Generator`` methods, which numpy keeps stable only within a version, so each v0.1 evaluation
+records ``numpy_version``. When the auditor's numpy differs and only the members those draws decide differ, the
+audit reports the bundle as not re-derived here (exit 5) naming both versions, not as tampering; any other
+difference is still tampering (exit 1), and so is a stream difference under the same numpy version."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from heldout.cli import app
+from tests.audit_support import NOW, AuditFixture, add_bundle, build_store, command_clock
+
+OTHER_NUMPY = "1.26.4" if np.__version__ != "1.26.4" else "2.4.6"
+runner = CliRunner()
+
+
+@pytest.fixture
+def fixture(tmp_path: Path) -> AuditFixture:
+    return build_store(tmp_path, bundles_per_generation=1)
+
+
+def other_stream(numpy_version: str, *, also: str | None = None):
+    """The evaluation as another numpy's bootstrap stream would have made it: another ci95."""
+    def edit(evaluation: dict[str, Any]) -> dict[str, Any]:
+        changed = copy.deepcopy(evaluation)
+        changed["numpy_version"] = numpy_version
+        low, high = changed["dimensions"]["accuracy"]["ci95"]
+        changed["dimensions"]["accuracy"]["ci95"] = [low - 0.0123, high + 0.0045]
+        if also == "score":
+            changed["dimensions"]["accuracy"]["score"] += 7.0
+        return changed
+    return edit
+
+
+def audit(fixture: AuditFixture) -> tuple[int, dict[str, Any]]:
+    with command_clock(NOW):
+        result = runner.invoke(app, ["audit", fixture.ledger_id, "--json", "--store", str(fixture.store)])
+    return result.exit_code, json.loads(result.output)
+
+
+def test_v01_evaluations_logged_here_record_the_numpy_version_and_audit_clean(fixture: AuditFixture) -> None:
+    code, report = audit(fixture)
+    assert code == 0 and report["rederived"] == report["bundles"] == 3
+    blobs = list((fixture.store / "blobs").rglob("*"))
+    evaluations = [json.loads(p.read_bytes()) for p in blobs if p.is_file() and p.read_bytes()[:1] == b"{"]
+    recorded = [e["numpy_version"] for e in evaluations if "dimensions" in e]
+    assert recorded and set(recorded) == {np.__version__}
+
+
+def test_another_numpys_stream_is_reported_naming_both_versions_not_as_tampering(fixture: AuditFixture) -> None:
+    index = add_bundle(fixture.store, "gen1", "model_other_numpy", seed=7, data_root=fixture.data_root,
+                       edit=other_stream(OTHER_NUMPY))
+    code, report = audit(fixture)
+    print(json.dumps(report["not_rederived"], indent=1))
+    assert code == 5 and report["findings"] == []
+    (entry,) = report["not_rederived"]
+    assert entry["index"] == index
+    assert OTHER_NUMPY in entry["reason"] and np.__version__ in entry["reason"]
+    assert entry["evidence"]["numpy_recorded"] == OTHER_NUMPY
+    assert entry["evidence"]["numpy_auditor"] == np.__version__
+    assert "dimensions.accuracy.ci95" in entry["reason"]
+
+
+def test_another_numpy_does_not_excuse_a_changed_score(fixture: AuditFixture) -> None:
+    index = add_bundle(fixture.store, "gen1", "model_forged", seed=7, data_root=fixture.data_root,
+                       edit=other_stream(OTHER_NUMPY, also="score"))
+    code, report = audit(fixture)
+    assert code == 1
+    assert any(f["index"] == index and "dimensions.accuracy.score" in f["message"] for f in report["findings"])
+
+
+def test_a_different_stream_under_the_same_numpy_is_tampering(fixture: AuditFixture) -> None:
+    index = add_bundle(fixture.store, "gen1", "model_same_numpy", seed=7, data_root=fixture.data_root,
+                       edit=other_stream(np.__version__))
+    code, report = audit(fixture)
+    assert code == 1 and report["not_rederived"] == []
+    assert any(f["index"] == index and "ci95" in f["message"] for f in report["findings"])
