@@ -349,6 +349,14 @@ def _baccs(weights: FloatArray, predictions: list[IntArray], labels: IntArray,
             for correct in corrects]
 
 
+def _argmax_baccs(weights: FloatArray, stacked_probs: NDArray[Any], labels: IntArray,
+                  n_classes: int) -> tuple[list[Rows], list[NDArray[np.bool_]]]:
+    """Balanced accuracy rows and above-chance tests of the top-1 predictions of each probability table."""
+    scored = _baccs(weights, [np.argmax(np.asarray(probs, dtype=np.float64), axis=1) for probs in stacked_probs],
+                    labels, n_classes)
+    return [bacc for bacc, _ in scored], [bacc_above for _, bacc_above in scored]
+
+
 def robustness(weights: FloatArray, clean: IntArray, perturbed: Mapping[str, NDArray[Any]], labels: IntArray,
                n_classes: int, names: tuple[str, ...], kind: str) -> tuple[Dimension, Rows]:
     """Retention of chance-corrected bacc under each perturbation and severity, on the subset;
@@ -420,10 +428,7 @@ def spec_sensitivity(weights: FloatArray, template_probs: NDArray[Any] | None, l
     (counts 0) when no template is above chance (integer test)."""
     if template_probs is None:
         return None, None
-    scored_templates = _baccs(weights, [np.argmax(np.asarray(template_probs[i], dtype=np.float64), axis=1)
-                                        for i in range(len(spec.TEMPLATES))], labels, n_classes)
-    baccs = [bacc for bacc, _ in scored_templates]
-    above = [bacc_above for _, bacc_above in scored_templates]
+    baccs, above = _argmax_baccs(weights, template_probs, labels, n_classes)
     ccs = np.stack([np.where(a, cc(b, n_classes), 0.0) for a, b in zip(above, baccs, strict=True)], axis=1)
     best = ccs.max(axis=1)
     worst = ccs.min(axis=1)
@@ -460,10 +465,7 @@ def limited_data(weights: FloatArray, fraction_probs: NDArray[Any] | None, label
     when the 100% model is not above chance (integer test)."""
     if fraction_probs is None:
         return None, None
-    scored_fractions = _baccs(weights, [np.argmax(np.asarray(fraction_probs[i], dtype=np.float64), axis=1)
-                                        for i in range(len(spec.TRAINING_FRACTIONS))], labels, n_classes)
-    baccs = [bacc for bacc, _ in scored_fractions]
-    above = [bacc_above for _, bacc_above in scored_fractions]
+    baccs, above = _argmax_baccs(weights, fraction_probs, labels, n_classes)
     full = cc(baccs[-1], n_classes)
     full_above = above[-1]
     retentions = [np.where(full_above, np.clip(np.divide(cc(b, n_classes), full, out=np.zeros(full.shape),

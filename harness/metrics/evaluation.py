@@ -200,10 +200,17 @@ def build_evaluation(meta: EvaluationMeta, predictions: StoredPredictions, label
                              found=predictions.n_classes)
     dimensions = compute_dimensions(predictions, labels, seed=meta.seed, seconds_total=meta.seconds_total,
                                     device=meta.device, parameters=meta.parameters, metadata=metadata)
+    return evaluation_object(meta, dimensions, composite(dimensions), spec_version=spec.SPEC_VERSION)
+
+
+def evaluation_object(meta: EvaluationMeta, dimensions: dict[str, Any], composite_object: dict[str, Any], *,
+                      spec_version: str) -> dict[str, Any]:
+    """The evaluation object around computed dimensions and composite: the meta's fields, ``limitations``
+    (subgroup basis and metadata flag from the subgroup dimension), ``numpy_version`` when the meta has one."""
     subgroup_dimension = dimensions["subgroup"]
     evaluation = {
         "code_fingerprint": meta.code_fingerprint,
-        "composite": composite(dimensions),
+        "composite": composite_object,
         "device": meta.device,
         "dimensions": dimensions,
         "domain": meta.domain,
@@ -220,7 +227,7 @@ def build_evaluation(meta: EvaluationMeta, predictions: StoredPredictions, label
         "n_test": meta.n_test,
         "runtime_s": round(float(meta.runtime_s), 1),
         "seed": meta.seed,
-        "spec_version": spec.SPEC_VERSION,
+        "spec_version": spec_version,
         "split_origin": meta.split_origin,
         "task": meta.task,
         "task_name": meta.task_name,

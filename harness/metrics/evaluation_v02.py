@@ -26,7 +26,7 @@ from .dimensions_v02 import (
     uncertainty,
 )
 from .draws import BOOTSTRAP_STREAM, SUBSET_STREAM, sample_without_replacement, stratified_bootstrap_counts, stream
-from .evaluation import EvaluationMeta
+from .evaluation import EvaluationMeta, evaluation_object
 from .stored import StoredPredictions
 
 
@@ -100,28 +100,4 @@ def build_evaluation(meta: EvaluationMeta, predictions: StoredPredictions, label
         raise MalformedInput("a v0.2 evaluation records no numpy_version (its draws do not depend on it)",
                              field="numpy_version", found=meta.numpy_version)
     dimensions, index = compute(meta, predictions, labels)
-    return {
-        "code_fingerprint": meta.code_fingerprint,
-        "composite": index,
-        "device": meta.device,
-        "dimensions": dimensions,
-        "domain": meta.domain,
-        "kind": meta.kind,
-        "limitations": {
-            "has_real_subgroup_metadata": False,
-            "n_train_available": meta.limitations["n_train_available"],
-            "notes": meta.limitations["notes"],
-            "subgroup_basis": spec.SUBGROUP_BASIS_NO_METADATA,
-            "train_capped": meta.limitations["train_capped"],
-        },
-        "modality": meta.modality,
-        "n_classes": meta.n_classes,
-        "n_test": meta.n_test,
-        "runtime_s": round(float(meta.runtime_s), 1),
-        "seed": meta.seed,
-        "spec_version": spec_v02.SPEC_VERSION,
-        "split_origin": meta.split_origin,
-        "task": meta.task,
-        "task_name": meta.task_name,
-        "timestamp": meta.timestamp,
-    }
+    return evaluation_object(meta, dimensions, index, spec_version=spec_v02.SPEC_VERSION)

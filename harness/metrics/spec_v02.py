@@ -9,19 +9,13 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Final
 
+from . import spec
+
 SPEC_VERSION: Final = "MedEval-1 v0.2"
 
-#: Composite weights: v0.1's without cost (cost is reported beside the index, not in it).
-COMPOSITE_WEIGHTS: Final = MappingProxyType({
-    "accuracy": 0.22,
-    "acquisition": 0.17,
-    "corruption": 0.14,
-    "calibration": 0.13,
-    "subgroup": 0.10,
-    "spec_sensitivity": 0.08,
-    "limited_data": 0.08,
-    "uncertainty": 0.05,
-})
+#: Composite weights: v0.1's without cost (cost is reported beside the index, not in it), in v0.1's order.
+COMPOSITE_WEIGHTS: Final = MappingProxyType({name: weight for name, weight in spec.COMPOSITE_WEIGHTS.items()
+                                             if name != "cost"})
 #: Bootstrap replicates: B + 1 = 1000 puts both percentile bounds on order statistics (25th and 975th).
 B: Final = 999
 CI_LEVEL: Final = 0.95
