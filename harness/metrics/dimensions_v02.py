@@ -261,6 +261,27 @@ def harmonic_table(n: int) -> tuple[float, ...]:
     return tuple(table)
 
 
+ROW_CHUNK = 64
+
+
+def _tie_block_curve(weights: FloatArray, order: IntArray, correct: IntArray, starts: IntArray,
+                     harmonic: FloatArray) -> tuple[Rows, IntArray, tuple[Any, Any, Any, Any]]:
+    """For a chunk of weight rows: the tie-block risk-coverage AUC, the total correct, and the first row's
+    (blocks' cumulative weight after, before, correct before, rate) for the selective accuracies."""
+    n = int(order.shape[0])
+    w = weights[:, order].astype(np.int64)
+    block_weight = np.add.reduceat(w, starts, axis=1)
+    block_correct = np.add.reduceat(w * correct[None, :], starts, axis=1)
+    after = np.cumsum(block_weight, axis=1)
+    before = after - block_weight
+    correct_after = np.cumsum(block_correct, axis=1)
+    correct_before = correct_after - block_correct
+    rate = np.divide(block_correct, block_weight, out=np.zeros(block_weight.shape), where=block_weight > 0)
+    terms = block_correct + (correct_before - before * rate) * (harmonic[after] - harmonic[before])
+    terms = np.where(block_weight > 0, terms, 0.0)
+    return ordered_sum(terms) / n, correct_after[:, -1], (after[0], before[0], correct_before[0], rate[0])
+
+
 def uncertainty(weights: FloatArray, probs: FloatArray, predictions: IntArray, labels: IntArray) -> tuple[
         Dimension, Rows]:
     """Selective prediction with ties as units: cases sorted by confidence, each block of equal confidence
@@ -273,19 +294,13 @@ def uncertainty(weights: FloatArray, probs: FloatArray, predictions: IntArray, l
     ordered = confidence[order]
     starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
     correct = (predictions == labels)[order].astype(np.int64)
-    w = weights[:, order].astype(np.int64)
-    block_weight = np.add.reduceat(w, starts, axis=1)
-    block_correct = np.add.reduceat(w * correct[None, :], starts, axis=1)
-    after = np.cumsum(block_weight, axis=1)
-    before = after - block_weight
-    correct_after = np.cumsum(block_correct, axis=1)
-    correct_before = correct_after - block_correct
     harmonic = np.asarray(harmonic_table(n))
-    rate = np.divide(block_correct, block_weight, out=np.zeros(block_weight.shape), where=block_weight > 0)
-    terms = block_correct + (correct_before - before * rate) * (harmonic[after] - harmonic[before])
-    terms = np.where(block_weight > 0, terms, 0.0)
-    auc = ordered_sum(terms) / n
-    total_correct = correct_after[:, -1]
+    # Rows are independent: worked through in chunks so the (rows, blocks) temporaries stay small.
+    chunks = [_tie_block_curve(weights[start:start + ROW_CHUNK], order, correct, starts, harmonic)
+              for start in range(0, weights.shape[0], ROW_CHUNK)]
+    auc = np.concatenate([chunk[0] for chunk in chunks])
+    total_correct = np.concatenate([chunk[1] for chunk in chunks])
+    after, before, correct_before, rate = chunks[0][2]
     acc = total_correct / n
     oracle = (total_correct + total_correct * (harmonic[n] - harmonic[total_correct])) / n
     applicable = (total_correct > 0) & (total_correct < n)
@@ -299,8 +314,8 @@ def uncertainty(weights: FloatArray, probs: FloatArray, predictions: IntArray, l
     }
     for suffix, coverage in spec.SELECTIVE_COVERAGES:
         kept = max(1, round(coverage * n))
-        j = int(np.searchsorted(after[0], kept, side="left"))
-        expected = correct_before[0, j] + (kept - before[0, j]) * rate[0, j]
+        j = int(np.searchsorted(after, kept, side="left"))
+        expected = correct_before[j] + (kept - before[j]) * rate[j]
         out[f"selective_acc_at_{suffix}"] = float(expected / kept)
     applies = bool(applicable[0])
     if not applies:

@@ -54,24 +54,27 @@ def rejection_limit(m: int) -> int:
     return TWO_64 - (TWO_64 % m)
 
 
-def uniform_below(words: WordSource, bounds: NDArray[np.int64]) -> NDArray[np.int64]:
-    """One uniform integer in ``0..bounds[i]-1`` for each i, in order: draw i takes the next word ``u``; if
-    ``u >= 2^64 - (2^64 mod m)`` it is discarded and the next word is taken; the draw is ``u mod m``.
+def uniform_below(words: WordSource, bounds: NDArray[np.int64], repeats: int = 1) -> NDArray[np.int64]:
+    """One uniform integer in ``0..m-1`` for each bound m of ``bounds`` repeated ``repeats`` times, in order:
+    each draw takes the next word ``u``; if ``u >= 2^64 - (2^64 mod m)`` it is discarded and the next word is
+    taken; the draw is ``u mod m``.
 
     Vectorised when no word is rejected (probability below ``m / 2^64`` per draw); otherwise the same
     definition is applied sequentially, so both paths give the same values from the same words."""
-    bounds = np.asarray(bounds, dtype=np.int64)
-    if bounds.ndim != 1 or (bounds.size and bounds.min() < 1):
+    pattern = np.asarray(bounds, dtype=np.int64)
+    if pattern.ndim != 1 or (pattern.size and pattern.min() < 1) or repeats < 0:
         raise MalformedInput("uniform bounds must be a 1-D array of positive integers")
+    bounds = np.tile(pattern, repeats)
     count = int(bounds.size)
     if count == 0:
         return np.zeros(0, dtype=np.int64)
     drawn = words(count)
     unsigned_bounds = bounds.astype(np.uint64)
-    # 2^64 mod m == (2^64 - m) mod m, computed in uint64 without overflow.
-    limits = np.uint64(0) - (np.uint64(0) - unsigned_bounds) % unsigned_bounds
-    wraps = limits == 0  # m a power of two: nothing is rejected
-    rejected = ~wraps & (drawn >= limits)
+    # 2^64 mod m == (2^64 - m) mod m, computed in uint64 without overflow, once per bound of the pattern; a
+    # limit of 0 means m is a power of two and nothing is rejected.
+    unsigned_pattern = pattern.astype(np.uint64)
+    limits = np.tile(np.uint64(0) - (np.uint64(0) - unsigned_pattern) % unsigned_pattern, repeats)
+    rejected = (limits != 0) & (drawn >= limits)
     if not rejected.any():
         return (drawn % unsigned_bounds).astype(np.int64)
     out = np.empty(count, dtype=np.int64)
@@ -116,7 +119,7 @@ def stratified_bootstrap_counts(words: WordSource, labels: NDArray[np.int64], n_
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     # bound of each draw position within one replicate: the size of the class the position belongs to
     bounds_one = np.repeat(sizes, sizes).astype(np.int64)
-    draws = uniform_below(words, np.tile(bounds_one, replicates)).reshape(replicates, n)
+    draws = uniform_below(words, bounds_one, replicates).reshape(replicates, n)
     chosen = order[draws + np.repeat(starts, sizes)[None, :]]
     flat = chosen + (np.arange(replicates, dtype=np.int64) * n)[:, None]
     counts = np.bincount(flat.reshape(-1), minlength=replicates * n)
