@@ -83,3 +83,37 @@ def test_a_different_stream_under_the_same_numpy_is_tampering(fixture: AuditFixt
     code, report = audit(fixture)
     assert code == 1 and report["not_rederived"] == []
     assert any(f["index"] == index and "ci95" in f["message"] for f in report["findings"])
+
+
+def test_above_1200_cases_the_subset_members_are_set_aside_and_the_composite_still_checked() -> None:
+    """n_test > 1200: the robustness subset is a numpy draw too, so corruption, acquisition, spec_sensitivity
+    and the composite are set aside; the composite must still follow from the recorded dimension scores."""
+    from harness.metrics import composite
+    from harness.metrics.registry import metrics_for
+    from heldout.audit.run import _require_numpy_explains
+    from keys import IncompleteError, VerificationError
+    from seals import parse_utc
+    from seals.canonical import prepare
+    from tests.audit_support import synthetic_result
+
+    labels = np.random.default_rng(5).integers(0, 8, 1500)
+    result = synthetic_result("m", labels, generation="gen1", seed=3, skill=0.6, now=parse_utc(NOW))
+    rederived = result.evaluation
+    elsewhere = copy.deepcopy(rederived)  # what another numpy's subset would have given
+    elsewhere["numpy_version"] = OTHER_NUMPY
+    elsewhere["dimensions"]["corruption"]["score"] += 1.2345678
+    elsewhere["dimensions"]["accuracy"]["ci95"] = [0.1, 0.2]
+    elsewhere["composite"] = composite(elsewhere["dimensions"])
+    recorded = prepare(elsewhere)
+    rederived_here = {**rederived, "numpy_version": OTHER_NUMPY}
+    metrics = metrics_for("MedEval-1 v0.1")
+    with pytest.raises(IncompleteError, match="dimensions.corruption") as caught:
+        _require_numpy_explains(metrics, 9, recorded, rederived_here)
+    assert caught.value.evidence["numpy_recorded"] == OTHER_NUMPY
+    forged = {**recorded, "composite": {**recorded["composite"], "index": recorded["composite"]["index"] + 0.01}}
+    with pytest.raises(VerificationError, match="composite.index"):
+        _require_numpy_explains(metrics, 9, forged, rederived_here)
+    forged_score = copy.deepcopy(recorded)
+    forged_score["dimensions"]["calibration"]["score"] += 3.0  # not subset-dependent: tampering
+    with pytest.raises(VerificationError, match="dimensions.calibration.score"):
+        _require_numpy_explains(metrics, 9, forged_score, rederived_here)
