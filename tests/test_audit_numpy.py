@@ -15,8 +15,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from harness.metrics import composite
+from harness.metrics.registry import metrics_for
+from heldout.audit.run import _require_numpy_explains
 from heldout.cli import app
-from tests.audit_support import NOW, AuditFixture, add_bundle, build_store, command_clock
+from keys import IncompleteError, VerificationError
+from seals import parse_utc
+from seals.canonical import prepare
+from tests.audit_support import NOW, AuditFixture, add_bundle, build_store, command_clock, synthetic_result
 
 OTHER_NUMPY = "1.26.4" if np.__version__ != "1.26.4" else "2.4.6"
 runner = CliRunner()
@@ -88,14 +94,6 @@ def test_a_different_stream_under_the_same_numpy_is_tampering(fixture: AuditFixt
 def test_above_1200_cases_the_subset_members_are_set_aside_and_the_composite_still_checked() -> None:
     """n_test > 1200: the robustness subset is a numpy draw too, so corruption, acquisition, spec_sensitivity
     and the composite are set aside; the composite must still follow from the recorded dimension scores."""
-    from harness.metrics import composite
-    from harness.metrics.registry import metrics_for
-    from heldout.audit.run import _require_numpy_explains
-    from keys import IncompleteError, VerificationError
-    from seals import parse_utc
-    from seals.canonical import prepare
-    from tests.audit_support import synthetic_result
-
     labels = np.random.default_rng(5).integers(0, 8, 1500)
     result = synthetic_result("m", labels, generation="gen1", seed=3, skill=0.6, now=parse_utc(NOW))
     rederived = result.evaluation
@@ -107,13 +105,13 @@ def test_above_1200_cases_the_subset_members_are_set_aside_and_the_composite_sti
     recorded = prepare(elsewhere)
     rederived_here = {**rederived, "numpy_version": OTHER_NUMPY}
     metrics = metrics_for("MedEval-1 v0.1")
-    with pytest.raises(IncompleteError, match="dimensions.corruption") as caught:
+    with pytest.raises(IncompleteError, match=r"dimensions\.corruption") as caught:
         _require_numpy_explains(metrics, 9, recorded, rederived_here)
     assert caught.value.evidence["numpy_recorded"] == OTHER_NUMPY
     forged = {**recorded, "composite": {**recorded["composite"], "index": recorded["composite"]["index"] + 0.01}}
-    with pytest.raises(VerificationError, match="composite.index"):
+    with pytest.raises(VerificationError, match=r"composite\.index"):
         _require_numpy_explains(metrics, 9, forged, rederived_here)
     forged_score = copy.deepcopy(recorded)
     forged_score["dimensions"]["calibration"]["score"] += 3.0  # not subset-dependent: tampering
-    with pytest.raises(VerificationError, match="dimensions.calibration.score"):
+    with pytest.raises(VerificationError, match=r"dimensions\.calibration\.score"):
         _require_numpy_explains(metrics, 9, forged_score, rederived_here)
