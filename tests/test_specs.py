@@ -108,6 +108,11 @@ def test_evaluation_uses_the_successor_once_superseded(fixture: AuditFixture,
     assert audit.exit_code == 0, audit.output
     report = json.loads(audit.output)
     assert report["rederived"] == report["bundles"]
+    issued = run(fixture, "passport", "issue", "majority", "--generation", "gen2")
+    assert issued.exit_code == 0, issued.output
+    path = fixture.store / "passports" / "majority__gen2.passport.json"
+    assert json.loads(path.read_text())["spec_version"] == "MedEval-1 v0.2"
+    assert run(fixture, "passport", "verify", str(path)).exit_code == 0
 
 
 @pytest.mark.harness
