@@ -14,7 +14,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import ArrayLike
 
-from keys.errors import IncompleteError
+from keys.errors import IncompleteError, MalformedInput
 
 from . import evaluation as v01
 from . import evaluation_v02 as v02
@@ -68,7 +68,12 @@ class SpecMetrics:
         return members
 
     def composite_of(self, dimensions: Mapping[str, Any]) -> dict[str, Any]:
-        """v0.1's composite from recorded dimensions (used to check it when the dimensions cannot be)."""
+        """The composite of recorded dimension objects, for a version whose composite is a function of the
+        dimension scores alone (v0.1): the audit checks it when the dimensions themselves cannot be
+        re-derived under another numpy. v0.2's composite also needs the bootstrap rows, and nothing in v0.2
+        depends on numpy's streams, so it is never asked."""
+        if not self.numpy_streams:
+            raise MalformedInput(f"{self.version}: the composite is not a function of the recorded scores")
         return composite_v01(dimensions)
 
 
