@@ -416,13 +416,14 @@ def robustness(weights: FloatArray, clean: IntArray, perturbed: Mapping[str, NDA
             "mean_retention": float(mean_rows[0]) if scored else None,
             "retention_by_severity": [float(r[0]) for r in retentions] if scored else None,
         }
-    score = 100.0 * ordered_sum(np.stack(perturbation_means, axis=1)) / len(names)
+    mean_retention = ordered_sum(np.stack(perturbation_means, axis=1)) / len(names)
+    score = 100.0 * mean_retention
     out: Dimension = {"basis": spec.ACQUISITION_BASIS} if kind == "acquisition" else {}
     out.update({
         "clean_reference_cc": max(0.0, float(clean_cc[0])),
         "mean_agreement": scalar_sum(agreements) / len(agreements),
         "mean_kappa": scalar_sum(kappas) / len(kappas) if kappas else None,
-        "mean_retention": float(score[0]) / 100.0 if scored else None,
+        "mean_retention": float(mean_retention[0]) if scored else None,
         "n_cases": n_cases,
         "per_perturbation": per_perturbation,
         "score": float(score[0]) if scored else None,
@@ -448,7 +449,8 @@ def spec_sensitivity(weights: FloatArray, template_probs: NDArray[Any] | None, l
     best = ccs.max(axis=1)
     worst = ccs.min(axis=1)
     any_above: NDArray[np.bool_] = np.asarray(np.stack(above, axis=1).any(axis=1))
-    score = 100.0 * np.divide(worst, best, out=np.zeros(best.shape), where=any_above)
+    retention = np.divide(worst, best, out=np.zeros(best.shape), where=any_above)
+    score = 100.0 * retention
     scored = bool(any_above[0])
     point = ccs[0]
     best_index, worst_index = int(np.argmax(point)), int(np.argmin(point))
@@ -459,7 +461,7 @@ def spec_sensitivity(weights: FloatArray, template_probs: NDArray[Any] | None, l
         "n_specs": len(spec.TEMPLATES),
         "per_spec": {template_id: {"balanced_accuracy": float(baccs[i][0]), "chance_corrected": float(point[i]),
                                    "spec": text} for i, (template_id, text) in enumerate(spec.TEMPLATES)},
-        "retention": float(score[0]) / 100.0 if scored else None,
+        "retention": float(retention[0]) if scored else None,
         "score": float(score[0]) if scored else None,
         "score_ci95": ci95(score),
         "scored": scored,
