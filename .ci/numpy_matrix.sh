@@ -2,7 +2,7 @@
 # The numpy matrix (issue 12 section 3): re-derive the fixed MedEval-1 v0.2 corpus byte for byte under the
 # oldest numpy the project supports and the newest, each in a small core-only venv (no torch).
 #   .ci/numpy_matrix.sh                 # oldest = 1.26.4 (pyproject: numpy>=1.26), newest = latest on PyPI
-#   NUMPY_VERSIONS="1.26.4 2.4.6" .ci/numpy_matrix.sh
+#   NUMPY_VERSIONS="1.26.4 2.4.6" PYTHON=python3.11 .ci/numpy_matrix.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -10,7 +10,7 @@ versions=${NUMPY_VERSIONS:-"1.26.4 latest"}
 for version in $versions; do
   venv=".ci/venv-numpy-$version"
   rm -rf "$venv"
-  python3 -m venv "$venv"
+  "${PYTHON:-python3}" -m venv "$venv"
   if [ "$version" = latest ]; then spec=numpy; else spec="numpy==$version"; fi
   "$venv/bin/python" -m pip install -q . "$spec" pytest
   installed=$("$venv/bin/python" -c 'import numpy; print(numpy.__version__)')
