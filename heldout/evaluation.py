@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.metrics import SPEC_VERSION, evaluation_bytes, split_origin_for
+from harness.metrics import evaluation_bytes, split_origin_for
 from heldout.generations import (
     charge_bits,
     check_budget,
@@ -29,7 +29,7 @@ from heldout.generations import (
     load_generations,
 )
 from heldout.generations.ledgers import generations_lock
-from heldout.specs import load_supersessions, require_not_superseded
+from heldout.specs import current_spec_version, load_supersessions, require_not_superseded
 from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import Signer, UsageError
@@ -89,7 +89,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
         raise UsageError(f"no generation {request.generation!r} is sealed on this ledger", field="generation",
                          found=request.generation, expected=sorted(generations))
     state.require_current(now)
-    require_not_superseded(load_supersessions(ledger.entries()), SPEC_VERSION, now)
+    spec_version = current_spec_version(load_supersessions(ledger.entries()), now)
     unknown = [t for t in request.tasks if t not in state.tasks]
     if unknown:
         raise UsageError(f"{request.generation} has no task {unknown[0]!r}", field="tasks", found=unknown[0],
@@ -109,7 +109,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
                 progress(_task, description, done, total)
 
         result = evaluate(model, task_data, spec, seed=request.seed, split_origin=split_origin,
-                          device=request.device, progress=step, clock=lambda: now)
+                          device=request.device, progress=step, clock=lambda: now, spec_version=spec_version)
         entry = bundle_entry(result, generation=request.generation, created_utc=now)
         finished.append((entry, result.evaluation, result.predictions_npz))
     return record_bundles(store, ledger, signer, finished, now=now)
@@ -132,6 +132,7 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
     with generations_lock(ledger, store):
         generations = load_generations(ledger, now, blobs=BlobStore(store.blobs))
         supersessions = load_supersessions(ledger.entries())
+        current = current_spec_version(supersessions, now)
         charged: dict[str, float] = {}
         best: dict[tuple[str, str], float | None] = {}
         entries: list[dict[str, Any]] = []
@@ -142,6 +143,10 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                 raise UsageError(f"no generation {name!r} is sealed on this ledger", field="generation",
                                  found=name)
             require_not_superseded(supersessions, str(evaluation.get("spec_version")), now)
+            if evaluation.get("spec_version") != current or entry.get("spec_version") != current:
+                raise UsageError(f"new evaluations use the current spec, {current}; this one is "
+                                 f"{evaluation.get('spec_version')!r}", field="spec_version", expected=current,
+                                 found=evaluation.get("spec_version"))
             entry = dict(entry)
             if state.release_mode == "ladder" and state.ladder_step is not None:
                 index_score = evaluation["composite"]["index"]

@@ -6,11 +6,12 @@ Used by the audit, passport and tamper tests and by ``bench/audit_bench.py``."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,8 @@ class AuditFixture:
 
 
 def synthetic_result(model_id: str, labels: np.ndarray, *, generation: str, seed: int, skill: float,
-                     now: datetime, prompts: bool = False) -> EvaluationResult:
+                     now: datetime, prompts: bool = False,
+                     edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> EvaluationResult:
     """An evaluation of a made-up model whose clean probabilities put ``skill`` extra mass on the truth."""
     rng = np.random.default_rng(seed)
     n = labels.shape[0]
@@ -76,8 +78,10 @@ def synthetic_result(model_id: str, labels: np.ndarray, *, generation: str, seed
         n_classes=N_CLASSES, n_test=n, runtime_s=1.0, seed=seed,
         split_origin=split_origin_for(generation, public=generation == "public"), task=TASK,
         task_name="Peripheral blood cells (8-class)", timestamp=format_utc(now), seconds_total=0.5,
-        parameters=1000)
+        parameters=1000, numpy_version=np.__version__)
     evaluation = build_evaluation(meta, predictions, labels)
+    if edit is not None:  # an evaluation as computed elsewhere (another numpy), or forged
+        evaluation = edit(evaluation)
     info = ModelInfo(model_id=model_id, model_name=f"synthetic {model_id}", family="synthetic",
                      params="made-up probabilities for tests", parameters=1000, behaviour_version="1.0.0",
                      code_fingerprint="000000000000")
@@ -86,14 +90,15 @@ def synthetic_result(model_id: str, labels: np.ndarray, *, generation: str, seed
 
 
 def add_bundle(store: Path, generation: str, model_id: str, *, seed: int, skill: float = 0.6, at: str = NOW,
-               data_root: Path | None = None) -> int:
+               data_root: Path | None = None,
+               edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
     """Log one synthetic bundle on ``generation``; returns its ledger index."""
     st = Store.open(store)
     now = parse_utc(at)
     with open_ledger(st) as ledger:
         cases = generation_cases(st, generation, TASK, ledger=ledger, data_root=data_root)
         result = synthetic_result(model_id, np.asarray(cases.labels, dtype=np.int64), generation=generation,
-                                  seed=seed, skill=skill, now=now)
+                                  seed=seed, skill=skill, now=now, edit=edit)
         entry = bundle_entry(result, generation=generation, created_utc=now)
         outcome = record_bundle(st, ledger, ledger_signer(st, ledger), entry, result.evaluation,
                                 result.predictions_npz, now=now)

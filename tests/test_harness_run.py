@@ -75,6 +75,7 @@ def test_cnn_small_evaluation_object(cnn_run: CnnRun) -> None:
     assert evaluation["timestamp"] == "2026-08-01T19:59:26+00:00" and evaluation["seed"] == SEED
     assert evaluation["split_origin"] == "official released split" and evaluation["device"] == "cpu"
     assert evaluation["code_fingerprint"] == code_fingerprint()
+    assert evaluation["spec_version"] == "MedEval-1 v0.1" and evaluation["numpy_version"] == np.__version__
     assert evaluation["limitations"]["n_train_available"] == 2000
     assert evaluation["limitations"]["train_capped"] is False
     dimensions = evaluation["dimensions"]

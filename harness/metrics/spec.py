@@ -1,4 +1,4 @@
-"""The constants of MedEval-1 v0.1 (../shared/MEDEVAL-1.md), in one place.
+"""The constants of MedEval-1 v0.1 (docs/MEDEVAL-1.md), in one place.
 
 Everything the harness and the audit must agree on that is not a formula lives here: the template texts,
 the perturbation names in the spec's order, the composite weights, the subset cap and the bootstrap size.

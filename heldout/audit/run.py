@@ -29,14 +29,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from harness.metrics import (
     StoredPredictions,
-    check_rederived,
     evaluation_bytes,
+    first_difference,
     labels_bytes,
-    rederive,
     split_origin_for,
 )
+from harness.metrics.registry import SpecMetrics, metrics_for
 from heldout.audit.report import AuditReport, Finding, Unrederived
 from heldout.audit.sources import AuditSource
 from heldout.generations import (
@@ -57,6 +59,7 @@ from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.rfc6962 import leaf_hash
 from ledger.tree import HashTree, MemoryNodes
 from seals import Passport, format_utc, parse_json_object, parse_utc, sha256_hex, verify_document
+from seals.canonical import prepare
 from seals.manifest import SealManifest
 
 AuditProgress = Callable[[str, int, int], None]
@@ -362,7 +365,8 @@ def _check_bundles(ctx: _Context, tick: AuditProgress) -> None:
         except IncompleteError as exc:
             ctx.report.not_rederived.append(Unrederived(
                 index=index, generation=str(entry.get("generation")), task=str(entry.get("task")),
-                model_id=str(entry.get("model_id")), reason=exc.message))
+                model_id=str(entry.get("model_id")), reason=exc.message,
+                evidence={k: v for k, v in exc.evidence.items() if k != "index" and isinstance(v, (str, int))}))
         except HeldoutError as exc:
             ctx.find("bundle", exc, index=index)
         tick("bundles", done, len(bundles))
@@ -404,17 +408,23 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
         raise VerificationError(f"bundle entry {index}: the labels of {name}/{entry.get('task')} are not the ones "
                                 "the bundle was scored against", index=index, field="labels_hash",
                                 expected=entry["labels_hash"], found=labels_hash)
+    # The bundle is re-derived under the spec version its evaluation names (unknown: incomplete, exit 5).
+    metrics = metrics_for(evaluation.get("spec_version"))
     # One comparison does it when all is well: the re-derived evaluation's canonical bytes are the stored blob's
     # bytes (so the blob is canonical, and every member re-derives). Only a mismatch pays for working out which.
     canonical = True
     try:
         predictions = StoredPredictions.from_npz_bytes(predictions_data, n_test=int(labels.shape[0]),
                                                        n_classes=evaluation.get("n_classes"))
-        if evaluation_bytes(rederive(evaluation, predictions, labels)) != evaluation_data:
+        rederived = metrics.rederive(evaluation, predictions, labels)
+        if evaluation_bytes(rederived) != evaluation_data:
             canonical = evaluation_bytes(evaluation) == evaluation_data
             if canonical:
-                check_rederived(evaluation, predictions, labels)  # raises naming the first member that differs
+                _require_numpy_explains(metrics, index, evaluation, rederived)
+                metrics.check_rederived(evaluation, predictions, labels)  # raises naming the first difference
                 raise VerificationError("the re-derived evaluation's canonical bytes differ from the stored ones")
+    except IncompleteError:
+        raise
     except HeldoutError as exc:
         raise VerificationError(f"bundle entry {index} does not re-derive: {exc.message}", index=index,
                                 **{k: v for k, v in exc.evidence.items() if k != "index"}) from None
@@ -422,6 +432,72 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
         raise VerificationError(f"the evaluation blob of entry {index} is not canonical JSON", index=index,
                                 file=ctx.source.blob_file(str(entry["evaluation_sha256"])))
     ctx.report.rederived += 1
+
+
+def _without(value: Any, members: tuple[str, ...], path: str = "") -> Any:
+    """``value`` (prepared JSON) with the members at the dotted paths ``members`` removed."""
+    if not isinstance(value, dict):
+        return value
+    kept = {}
+    for key, item in value.items():
+        child = f"{path}.{key}" if path else key
+        if child not in members:
+            kept[key] = _without(item, members, child)
+    return kept
+
+
+#: The recorded composite was computed from unrounded scores, the check below from the recorded (6-dp) ones:
+#: the index may differ by the scores' rounding (0.5e-6, weighted mean) plus its own (0.5e-6).
+COMPOSITE_ROUNDING = 1.0e-6 + 1e-12
+
+
+def _composite_difference(metrics: SpecMetrics, recorded: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """Does the recorded composite follow from the recorded dimension scores (coverage and the dimensions
+    scored exactly, the index within the rounding)? The first member that does not, else None."""
+    try:
+        expected = prepare(metrics.composite_of(recorded.get("dimensions") or {}))
+    except HeldoutError:
+        return "composite", "a composite of the recorded dimensions", "dimensions it cannot be computed from"
+    found = recorded.get("composite")
+    if not isinstance(found, dict):
+        return "composite", expected, found
+    for member in ("coverage", "dimensions_scored"):
+        if expected.get(member) != found.get(member):
+            return f"composite.{member}", expected.get(member), found.get(member)
+    index, recorded_index = expected.get("index"), found.get("index")
+    if (index is None) != (recorded_index is None) or (
+            index is not None and not (isinstance(recorded_index, (int, float)) and not isinstance(recorded_index, bool)
+                                       and abs(index - recorded_index) <= COMPOSITE_ROUNDING)):
+        return "composite.index", index, recorded_index
+    return None
+
+
+def _require_numpy_explains(metrics: SpecMetrics, index: int, recorded: dict[str, Any],
+                            rederived: dict[str, Any]) -> None:
+    """When an evaluation computed under another numpy version does not re-derive, tell numpy's stream
+    change apart from tampering: every member that does not depend on numpy's ``Generator`` streams must
+    still re-derive exactly (else the caller reports the first difference as tampering), and the recorded
+    composite must follow from the recorded dimensions; then the bundle is reported as not re-derivable
+    here (exit 5), naming both numpy versions and the members that could not be checked."""
+    recorded_version = recorded.get("numpy_version")
+    if not metrics.numpy_streams or not isinstance(recorded_version, str) or recorded_version == np.__version__:
+        return
+    n_test = recorded.get("n_test")
+    members = metrics.stream_dependent_members(n_test if isinstance(n_test, int) else 0)
+    outside = first_difference(_without(prepare(rederived), members), _without(prepare(recorded), members))
+    if outside is None and "composite" in members:
+        outside = _composite_difference(metrics, recorded)
+    if outside is not None:
+        path, expected, found = outside
+        raise VerificationError(
+            f"re-derived evaluation differs at {path}: expected {expected!r} (re-derived), found {found!r} "
+            f"(recorded); computed under numpy {recorded_version}, audited under numpy {np.__version__}, but "
+            "this member does not depend on numpy's random streams", path=path, expected=expected, found=found)
+    raise IncompleteError(
+        f"bundle entry {index} was computed under numpy {recorded_version} and this auditor has numpy "
+        f"{np.__version__}: {', '.join(members)} depend on numpy's random streams and do not re-derive here; "
+        f"everything else does. Re-run the audit under numpy {recorded_version} to check them",
+        index=index, numpy_recorded=recorded_version, numpy_auditor=np.__version__, members=", ".join(members))
 
 
 def _check_charge(index: int, entry: Mapping[str, Any], evaluation: dict[str, Any], state: GenerationState) -> None:

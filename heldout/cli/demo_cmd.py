@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -48,6 +48,9 @@ def heldout_command() -> str:
             return "heldout"
         return shlex.quote(str(beside))
     return f"{shlex.quote(sys.executable)} -m heldout"
+
+
+NOW_ENV = "HELDOUT_NOW"
 TASKS = ("bloodmnist", "breastmnist", "pneumoniamnist")
 MODELS = ("majority", "linear_probe", "cnn_small")
 SIZES = {"n_train": 300, "n_val": 40, "n_test": 150, "pool": 260, "per_task": 80}
@@ -76,8 +79,21 @@ class Demo:
         console.print(Rule(f"[bold]step {self.step_no}: {title}", align="left"))
         console.print(why)
 
-    def run(self, args: Sequence[str], *, expect: int = 0, store: bool = True, script: bool = False) -> None:
-        """Run one heldout command in-process as a user would, and require its exit code."""
+    def run(self, args: Sequence[str], *, expect: int = 0, store: bool = True, script: bool = False,
+            at: datetime | None = None) -> None:
+        """Run one heldout command in-process as a user would, and require its exit code; ``at``: run it at
+        that reference time (``$HELDOUT_NOW``, as a rehearsal of a later day would)."""
+        if at is not None:
+            previous = os.environ.get(NOW_ENV)
+            os.environ[NOW_ENV] = format_utc(at)
+            try:
+                self.run(args, expect=expect, store=store, script=script)
+            finally:
+                if previous is None:
+                    os.environ.pop(NOW_ENV, None)
+                else:
+                    os.environ[NOW_ENV] = previous
+            return
         from heldout.cli import app
 
         visible = [*args, *(["--store", str(self.store)] if store else [])]
@@ -188,6 +204,27 @@ def run_demo(store: Path, *, fast: bool) -> None:
           store=False, expect=4)
     d.run(["passport", "verify", str(gen2_passport), "--from", str(export), "--key", key["public_key_b64"]],
           store=False)
+
+    d.say("announce MedEval-1 v0.2 through the ledger",
+          "v0.1's composite rewards consistency, so a model with no skill (majority) scores well above zero;\n"
+          "v0.2 gates every other dimension on accuracy's ci95 being above chance, scores uncertainty against the\n"
+          "model's own accuracy, reports a ci95 for every number, and draws its randomness from raw PCG64 words\n"
+          "so any numpy re-derives it (docs/MEDEVAL-1.2.md). From the effective date v0.1 passports lapse and\n"
+          "new evaluations use v0.2.")
+    effective = reference_time() + day
+    later = effective + timedelta(hours=1)
+    d.run(["spec", "supersede", "MedEval-1 v0.1", "--by", "MedEval-1 v0.2", "--effective", format_utc(effective)])
+    d.run(["spec", "list"])
+
+    d.say("a day later: evaluate under v0.2",
+          "The same majority model on the public generation, now under v0.2: its index is 0 (no skill shown).\n"
+          "The gen2 passport (v0.1) has lapsed; the audit re-derives each bundle under its own spec version.")
+    d.run(["evaluate", "majority", "--generation", "public", "--tasks", tasks_arg, "--data-root", str(data)],
+          at=later)
+    d.run(["evaluate", "cnn_small", "--generation", "public", "--tasks", tasks[0], "--data-root", str(data)],
+          at=later)
+    d.run(["passport", "verify", str(gen2_passport)], at=later, expect=4)
+    d.run([ledger_id], script=True, at=later)
     console.print(Rule())
     console.print(f"[bold green]demo complete[/] in {d.elapsed():.0f} s. Store: {store}")
     for line in try_lines(store, ledger_id):
