@@ -27,7 +27,7 @@ from harness.metrics import (
 from harness.models.base import ModelInfo
 from harness.run import EvaluationResult
 from heldout.evaluation import record_bundle
-from heldout.generations import generation_cases, ledger_signer, open_ledger
+from heldout.generations import generation_cases, ledger_signer, load_generations, open_ledger
 from heldout.generations.ledgers import generations_lock
 from heldout.store import Store
 from ledger import BlobStore
@@ -49,7 +49,7 @@ class AuditFixture:
 
 
 def synthetic_result(model_id: str, labels: np.ndarray, *, generation: str, seed: int, skill: float,
-                     now: datetime, prompts: bool = False) -> EvaluationResult:
+                     now: datetime, prompts: bool = False, split_origin: str | None = None) -> EvaluationResult:
     """An evaluation of a made-up model whose clean probabilities put ``skill`` extra mass on the truth."""
     rng = np.random.default_rng(seed)
     n = labels.shape[0]
@@ -76,7 +76,7 @@ def synthetic_result(model_id: str, labels: np.ndarray, *, generation: str, seed
         code_fingerprint="000000000000", device="cpu", domain="medicine", kind="image",
         limitations={"n_train_available": None, "notes": None, "train_capped": False}, modality="Microscopy",
         n_classes=N_CLASSES, n_test=n, runtime_s=1.0, seed=seed,
-        split_origin=split_origin_for(generation, public=generation == "public"), task=TASK,
+        split_origin=split_origin or split_origin_for(generation, public=generation == "public"), task=TASK,
         task_name="Peripheral blood cells (8-class)", timestamp=format_utc(now), seconds_total=0.5,
         parameters=1000)
     evaluation = build_evaluation(meta, predictions, labels)
@@ -94,11 +94,12 @@ def add_bundle(store: Path, generation: str, model_id: str, *, seed: int, skill:
     now = parse_utc(at)
     with open_ledger(st) as ledger, generations_lock(ledger):
         cases = generation_cases(st, generation, TASK, ledger=ledger, data_root=data_root)
+        state = load_generations(ledger, now)[generation]
         result = synthetic_result(model_id, np.asarray(cases.labels, dtype=np.int64), generation=generation,
-                                  seed=seed, skill=skill, now=now)
+                                  seed=seed, skill=skill, now=now, split_origin=state.split_origin(TASK))
         entry = bundle_entry(result, generation=generation, created_utc=now)
         outcome = record_bundle(ledger, ledger_signer(st, ledger), BlobStore(st.blobs), entry, result.evaluation,
-                                result.predictions_npz, now=now)
+                                result.predictions_npz, now=now, store=st)
     return outcome.index
 
 

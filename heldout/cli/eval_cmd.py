@@ -77,8 +77,18 @@ def evaluate_command(
     if as_json:
         print_json([o.to_json() for o in outcomes])
         return
-    table = Table(title=f"{model} on {generation}")
     rows = bundle_rows(outcomes)
+    if any(o.withheld for o in outcomes):  # only the released values are public until retirement
+        table = Table(title=f"{model} on {generation} ({outcomes[0].entry['release']['mode']} release)")
+        for column in ("entry", "task", "n_test", "released value", "leakage bits"):
+            table.add_column(column, justify="left" if column == "task" else "right")
+        for row in rows:
+            table.add_row(str(row["index"]), row["task"], str(row["n_test"]),
+                          "no improvement" if row.get("released") is None else _fmt(row["released"]),
+                          _fmt(row["leakage_bits"]))
+        console.print(table)
+        return
+    table = Table(title=f"{model} on {generation}")
     for column in ("entry", "task", "n_test", "bal. acc.", "AUC", "composite", "coverage", "leakage bits"):
         table.add_column(column, justify="right" if column not in ("task",) else "left")
     for row in rows:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.provenance import file_provenance
 from heldout.generations.cases import (
     ImageArray,
     LabelArray,
@@ -97,6 +98,8 @@ class PoolAddResult:
     repeated_in_file: int
     pool_size: int
     chunk: str | None
+    origin: str = "local"  # harness.provenance: official (medmnist MD5), synthetic or local
+    file_sha256: str = ""
 
     def to_json(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -110,6 +113,7 @@ def add_pool(store: Store, task: str, path: Path, split: str = "test", *,
     if not store.private.is_dir():
         raise UsageError(f"no store at {store.root}; run: heldout init", path=str(store.root))
     arrays = read_split(path, split)
+    provenance = file_provenance(path, task)
     existing_chunks = _chunks(store, task)
     if existing_chunks:
         shape = _chunk_image_shape(existing_chunks[0])
@@ -147,7 +151,8 @@ def add_pool(store: Store, task: str, path: Path, split: str = "test", *,
         write_private_file(pool_dir(store, task) / chunk_name, buffer.getvalue())
     return PoolAddResult(task=task, file=str(path), split=split, read=len(hashes), added=len(keep),
                          already_in_pool=already, repeated_in_file=repeated,
-                         pool_size=len(existing) + len(keep), chunk=chunk_name)
+                         pool_size=len(existing) + len(keep), chunk=chunk_name, origin=provenance.origin,
+                         file_sha256=provenance.sha256)
 
 
 def load_pool_cases(store: Store, task: str, case_ids: Sequence[str]) -> tuple[ImageArray, LabelArray,

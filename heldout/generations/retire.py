@@ -18,17 +18,18 @@ from typing import Any
 
 import numpy as np
 
-from heldout.generations.access import load_opening, opening_path
+from heldout.generations.access import load_opening, noise_path, opening_path, withheld_blobs_path
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.pools import load_pool_cases
+from heldout.generations.release import THRESHOLDOUT, WITHHOLDING_MODES
 from heldout.generations.reveal import image_npz_bytes, reveal_bytes
 from heldout.generations.seal import _Undo, reveal_path
-from heldout.generations.state import RETIRE_REASONS, load_generations, utc
+from heldout.generations.state import RETIRE_REASONS, GenerationState, load_generations, utc
 from heldout.store import Store
 from keys import Signer, UsageError
 from keys.files import read_private_file
 from ledger import BlobStore, Ledger
-from seals import format_utc, parse_json_object
+from seals import format_utc, parse_json_object, sha256_hex
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class RetireResult:
     reveal_index: int | None
     reveal_sha256: str | None
     note: str | None = None
+    published: int = 0  # withheld blobs made public by this retirement
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -102,7 +104,36 @@ def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: 
         except BaseException:
             undo.rollback()
             raise
+        # Only once the retirement is logged: the withheld bundles and the noise secret become public.
+        published = publish_withheld(store, ledger, state)
     retire_index = indices[0] if retire else None
     reveal_index = indices[-1] if document is not None else None
     return RetireResult(generation=generation, retire_index=retire_index, reveal_index=reveal_index,
-                        reveal_sha256=reveal_digest, note=note)
+                        reveal_sha256=reveal_digest, note=note, published=published)
+
+
+def publish_withheld(store: Store, ledger: Ledger, state: GenerationState) -> int:
+    """Move a retired ladder / Thresholdout generation's withheld blobs (and its noise secret) into the public
+    blob store, where the export finds them through the bundle entries (and the seal entry's noise_sha256) that
+    committed their SHA-256 at evaluation time. Idempotent (a retry after a crash finishes the job); returns
+    how many blobs were published."""
+    if state.release_mode not in WITHHOLDING_MODES:
+        return 0
+    public = BlobStore(store.blobs)
+    withheld = BlobStore(withheld_blobs_path(store, ledger.ledger_id))
+    count = 0
+    for _, entry in ledger.entries(state.seal_index):
+        if entry.get("type") != "bundle" or entry.get("generation") != state.name:
+            continue
+        for member in ("evaluation_sha256", "predictions_sha256"):
+            digest = str(entry.get(member))
+            if withheld.has(digest):
+                public.put(withheld.get(digest))  # re-hashed on the way
+                withheld.path(digest).unlink()
+                count += 1
+    if state.release_mode == THRESHOLDOUT:
+        secret = read_private_file(noise_path(store, ledger.ledger_id, state.name, state.set_hash))
+        if sha256_hex(secret) == state.release.get("noise_sha256"):
+            public.put(secret)
+            count += 1
+    return count
