@@ -182,10 +182,17 @@ def _uniform(secret: bytes, bundle: int, draw: str, task: str) -> float:
     return (word + 0.5) / 2.0**64
 
 
+def laplace_quantile(u: float, scale: float) -> float:
+    """The Laplace(0, scale) inverse CDF at u in (0, 1): -scale * sign(u - 1/2) * ln(1 - 2|u - 1/2|)."""
+    if not 0 < u < 1:
+        raise UsageError("a uniform draw lies in (0, 1)", found=u)
+    centred = u - 0.5
+    return -scale * math.copysign(1.0, centred) * math.log(1.0 - 2.0 * abs(centred))
+
+
 def laplace(secret: bytes, scale: float, *, bundle: int, draw: str, task: str) -> float:
     """One Laplace(scale) draw by inverse CDF from the keyed uniform (module docstring)."""
-    u = _uniform(secret, bundle, draw, task) - 0.5
-    return -scale * math.copysign(1.0, u) * math.log(1.0 - 2.0 * abs(u))
+    return laplace_quantile(_uniform(secret, bundle, draw, task), scale)
 
 
 @dataclass(frozen=True)
