@@ -18,9 +18,8 @@ bench/adaptive_attack.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import math
+from collections.abc import Callable
 
 import numpy as np
 
