@@ -772,7 +772,11 @@ class _Replay:
                     if member in entry and evaluation.get(member) != entry[member]:
                         raise ReplayFailure(file, "bundle", f"evaluation {member} disagrees with entry {index}")
                 public = seal[1].get("membership") == "public"
-                if evaluation.get("split_origin") != ("official released split" if public else name):
+                source = (seal[1].get("sources") or {}).get(entry["task"]) or {}
+                origin = source.get("origin") or "unrecorded"
+                expected = name if not public else "official released split" if origin == "official" else \
+                    f"{origin} split sha256:{source.get('sha256') or 'unrecorded'}"
+                if evaluation.get("split_origin") != expected:
                     raise ReplayFailure(file, "bundle", f"evaluation split_origin is not {name}'s")
                 if self.superseded(evaluation.get("spec_version"), index, entry["created_utc"]):
                     raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made under a superseded spec")
