@@ -406,6 +406,10 @@ def status(
         if g.release_mode in ("ladder", "thresholdout"):
             notes.append(f"{g.release_mode} step {g.ladder_step}" + (" (withholding)" if g.withholding else ""))
         budget = "public" if g.budget_bits is None else f"{g.bits_used:.1f} / {g.budget_bits:.1f}"
+        covered = [f for f in g.current_guarantee() if f["eps"] is not None]
+        if covered:  # the weakest guarantee in force now, on the scale its statistic is published on
+            worst = min(covered, key=lambda f: f["n"])
+            notes.append(f"eps now {worst['eps']} ({worst['family']}, n = {worst['n']})")
         table.add_row(
             g.name, f"[{styles[g.state]}]{g.state}[/]", f"{format_utc(g.created)[:10]} → {format_utc(g.expiry)[:10]}",
             "\n".join(f"{t} {n}" for t, n in g.tasks.items()), g.set_hash[:12], budget, str(len(g.bundles)),
