@@ -165,6 +165,9 @@ REFUSALS = {
     "full budget that cannot pay for one evaluation": (
         ["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "50", "--expires", EXPIRES, "--budget-bits", "100"],
         "a budget of 100.00 bits cannot pay for one evaluation in full release"),
+    "--eps 0.1 on 50 cases: refused at the seal, with the numbers": (
+        ["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "50", "--expires", EXPIRES, "--eps", "0.1"],
+        "and eps = 0.1 is"),
     "ladder budget that cannot pay for one answer": (
         ["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "50", "--expires", EXPIRES, "--budget-bits", "5",
          "--ladder-step", "1"], "a budget of 5.00 bits cannot pay for one evaluation in ladder release"),
