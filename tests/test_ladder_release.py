@@ -19,6 +19,7 @@ from heldout.generations.access import withheld_blobs_path
 from heldout.store import Store
 from tests.audit_support import N_CLASSES, NOW, TASK, add_bundle, command_clock
 from tests.generations_support import cli, init_store, runner, write_npz
+from tests.independent.replay import replay_export
 
 MODELS = [("majority_like", 0.0), ("weak", 0.1), ("weak_again", 0.05), ("fair", 0.2), ("good", 0.3)]
 STEP = 1.0
@@ -121,6 +122,7 @@ def test_ladder_generation_releases_only_ladder_values_until_retired(ladder: dic
         if path.is_file():
             outputs[f"export {path.relative_to(export)}"] = path.read_bytes().decode("utf-8", "replace")
     assert not committed & {p.name for p in export.rglob("*")}  # no withheld blob in the export
+    replay_export(export, ledger_id)  # the replay written from docs/FORMATS.md alone accepts it too
     third = stranger("audit", ledger_id, "--from", str(export), "--json", "--out", str(root / "third.json"))
     assert third.exit_code == 5, third.output
     outputs["third-party audit"] = third.output
@@ -141,6 +143,7 @@ def test_ladder_generation_releases_only_ladder_values_until_retired(ladder: dic
     after = root / "export-after"
     assert cli("ledger", "export", ledger_id, str(after), store=store).exit_code == 0
     assert committed <= {p.name for p in (after / "blobs" / "sha256").rglob("*")}
+    replay_export(after, ledger_id)
     complete = stranger("audit", ledger_id, "--from", str(after), "--json", "--out", str(root / "third-after.json"))
     assert complete.exit_code == 0, complete.output
     report = json.loads(complete.output)
