@@ -874,7 +874,8 @@ class _Replay:
                     raise ReplayFailure(file, "passport", f"bundles[{k}].{member} is not entry {at}'s")
             withheld = {"kind": "withheld-bundle", "task": bundle.get("task"), "release": bundle.get("release"),
                         "evaluation_sha256": bundle.get("evaluation_sha256"),
-                        "note": "evaluation withheld until the generation is retired; only the released value is public"}
+                        "note": "evaluation withheld until the generation is retired; "
+                                "only the released value is public"}
             if "release" in bundle and evaluation == withheld:
                 continue
             if hashlib.sha256(jcs(evaluation)).hexdigest() != bundle["evaluation_sha256"]:
