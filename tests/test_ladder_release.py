@@ -227,3 +227,57 @@ def test_admission_is_decided_before_the_model_runs_on_the_worst_case(ladder: di
     check_budget(generations, "gen1", worst, now)  # 400 bits pay for it
     with pytest.raises(BudgetExhausted):
         check_budget(generations, "gen1", worst + (state.bits_left or 0.0) + 1.0, now)  # exit 4, nothing run
+
+
+def test_an_inflated_ladder_value_is_caught_by_the_operator_audit_and_by_anyone_after_retirement(
+        ladder: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dishonest operator publishes a ladder value above what the committed evaluation scores, with a charge
+    that fits the transcript: a stranger cannot tell before retirement (exit 5), the operator's audit names it
+    at once, and after retirement the published blob (the one committed at evaluation time) convicts it."""
+    import numpy as np
+
+    from harness.bundle import bundle_entry
+    from harness.metrics import evaluation_bytes
+    from heldout.generations import Transcript, answer_bits, generation_cases, ledger_signer, load_generations
+    from heldout.generations.release import transcripts
+    from ledger import BlobStore
+    from seals import parse_utc
+    from tests.audit_support import synthetic_result
+
+    store: Path = ladder["store"]
+    st = Store.open(store)
+    now = parse_utc(NOW)
+    with open_ledger(st) as ledger:
+        state = load_generations(ledger, now)["gen1"]
+        labels = np.asarray(generation_cases(st, "gen1", TASK, ledger=ledger).labels, dtype=np.int64)
+        result = synthetic_result("inflated", labels, generation="gen1", seed=99, skill=0.0, now=now,
+                                  split_origin=state.split_origin(TASK))
+        transcript = transcripts(ledger.entries(state.seal_index), "gen1").get(TASK, Transcript())
+        fake = (transcript.best() or 0.0) + 5.0  # far above a no-skill model's score
+        entry = bundle_entry(result, generation="gen1", created_utc=now)
+        bits = answer_bits("ladder", transcript, True, STEP)
+        entry["release"] = {"mode": "ladder", "value": fake, "label_dependent": True, "bits": bits,
+                            "score": "dimensions.accuracy.score"}
+        entry["leakage_bits"] = bits
+        withheld = BlobStore(withheld_blobs_path(st, ledger.ledger_id))
+        withheld.put(evaluation_bytes(result.evaluation))
+        withheld.put(result.predictions_npz)
+        index = ledger.append(entry, signer=ledger_signer(st, ledger), now=now)
+    monkeypatch.setenv("HELDOUT_NOW", "2026-09-02T00:00:00Z")
+    export = ladder["root"] / "export"
+    assert cli("ledger", "export", ladder["ledger_id"], str(export), store=store).exit_code == 0
+    before = stranger("audit", ladder["ledger_id"], "--from", str(export), "--json", "--out",
+                      str(ladder["root"] / "r0.json"))
+    assert before.exit_code == 5, before.output  # consistent with the transcript: nothing to see yet
+    operator = cli("audit", ladder["ledger_id"], "--json", store=store)
+    assert operator.exit_code == 1
+    assert any(f["index"] == index and "released value is not the ladder answer" in f["message"]
+               for f in json.loads(operator.output)["findings"])
+    assert cli("retire", "gen1", "--reason", "expired", "--reveal", store=store).exit_code == 0
+    after = ladder["root"] / "after"
+    assert cli("ledger", "export", ladder["ledger_id"], str(after), store=store).exit_code == 0
+    convicted = stranger("audit", ladder["ledger_id"], "--from", str(after), "--json", "--out",
+                         str(ladder["root"] / "r1.json"))
+    assert convicted.exit_code == 1
+    assert any(f["index"] == index and "released value is not the ladder answer" in f["message"]
+               for f in json.loads(convicted.output)["findings"])
