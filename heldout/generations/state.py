@@ -8,9 +8,9 @@ A generation exists once a ``seal`` entry names it. At a reference time ``now`` 
 * ``expired``: ``now`` is at or after its expiry;
 * ``current``: otherwise, i.e. from its seal time until its expiry, unless retired.
 
-Budget use is the sum of the ``leakage_bits`` each ``bundle`` entry on the generation carries (the
-evaluation command writes ``charge_bits(evaluation)`` there; the audit recomputes it from the evaluation
-blob). A bundle entry without ``leakage_bits`` is charged from its evaluation blob when a blob store is
+Budget use is the seal's ``statement_bits`` (the smallest class sizes its manifest states) plus the sum of the
+``leakage_bits`` each ``bundle`` entry on the generation carries (the evaluation command writes the charge of
+its release mode there; the audit recomputes it). A bundle entry without ``leakage_bits`` is charged from its evaluation blob when a blob store is
 given, and is otherwise reported as incomplete (exit 5).
 """
 
@@ -113,6 +113,7 @@ class GenerationState:
 
     @property
     def release_step(self) -> float | None:
+        """The rounding step of ladder and Thresholdout releases (held in ``ladder_step`` for older callers)."""
         return self.ladder_step
 
     @property
