@@ -10,8 +10,8 @@ A generation exists once a ``seal`` entry names it. At a reference time ``now`` 
 
 Budget use is the seal's ``statement_bits`` (the smallest class sizes its manifest states) plus the sum of the
 ``leakage_bits`` each ``bundle`` entry on the generation carries (the evaluation command writes the charge of
-its release mode there; the audit recomputes it). A bundle entry without ``leakage_bits`` is charged from its evaluation blob when a blob store is
-given, and is otherwise reported as incomplete (exit 5).
+its release mode there; the audit recomputes it). A bundle entry without ``leakage_bits`` is charged from its
+evaluation blob when a blob store is given, and is otherwise reported as incomplete (exit 5).
 """
 
 from __future__ import annotations
