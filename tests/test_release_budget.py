@@ -165,7 +165,8 @@ def stranger(*args: str) -> Any:
     return runner.invoke(app, list(args), catch_exceptions=False)
 
 
-def test_thresholdout_generation_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def thresholdout_store(tmp_path: Path) -> tuple[Path, str, Path]:
+    """public and a Thresholdout gen1 (T = 4, sigma = 1 on the 0-100 score) of bloodmnist, no bundles yet."""
     store = tmp_path / "store"
     data = tmp_path / "data"
     with command_clock(NOW):
@@ -178,6 +179,11 @@ def test_thresholdout_generation_end_to_end(tmp_path: Path, monkeypatch: pytest.
                       "--budget-bits", "400", "--thresholdout", "--threshold", "4", "--sigma", "1", "--seed", "1")):
             result = cli(*args, store=store)
             assert result.exit_code == 0, result.output
+    return store, ledger_id, data
+
+
+def test_thresholdout_generation_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, ledger_id, data = thresholdout_store(tmp_path)
     manifest = json.loads((store / "seals" / "gen1.seal.json").read_text())
     assert manifest["release"]["mode"] == "thresholdout" and len(manifest["release"]["noise_sha256"]) == 64
     skills = (0.2, 0.5, 0.9, 1.4)
@@ -202,3 +208,45 @@ def test_thresholdout_generation_end_to_end(tmp_path: Path, monkeypatch: pytest.
     assert manifest["release"]["noise_sha256"] in {p.name for p in (after / "blobs").rglob("*")}
     complete = stranger("audit", ledger_id, "--from", str(after), "--json", "--out", str(tmp_path / "r2.json"))
     assert complete.exit_code == 0, complete.output
+
+
+def test_a_thresholdout_answer_on_the_wrong_branch_is_named_by_the_operator_audit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dishonest operator releases a model's (flattering) public estimate at 0 bits although its held-out
+    score is far from it, so the noise it committed to at seal time says the answer was over the threshold."""
+    import numpy as np
+
+    from harness.bundle import bundle_entry
+    from harness.metrics import evaluation_bytes
+    from heldout.evaluation import public_estimate
+    from heldout.generations import generation_cases, ledger_signer, load_generations, open_ledger
+    from heldout.generations.access import withheld_blobs_path
+    from heldout.store import Store
+    from ledger import BlobStore
+    from seals import parse_utc
+    from tests.audit_support import synthetic_result
+
+    store, ledger_id, data = thresholdout_store(tmp_path)
+    public_index = add_bundle(store, "public", "liar", seed=5, skill=3.0, data_root=data)  # scores ~100 in public
+    st = Store.open(store)
+    now = parse_utc(NOW)
+    with open_ledger(st) as ledger:
+        state = load_generations(ledger, now)["gen1"]
+        labels = np.asarray(generation_cases(st, "gen1", TASK, ledger=ledger).labels, dtype=np.int64)
+        result = synthetic_result("liar", labels, generation="gen1", seed=6, skill=0.0, now=now,
+                                  split_origin=state.split_origin(TASK))  # no skill on the held-out cases
+        _, estimate = public_estimate(ledger, BlobStore(st.blobs), "liar", TASK)
+        entry = bundle_entry(result, generation="gen1", created_utc=now)
+        entry["release"] = {"mode": "thresholdout", "value": round(estimate, 6), "label_dependent": False,
+                            "bits": 0.0, "score": "dimensions.accuracy.score",
+                            "public_estimate": round(estimate, 6), "public_bundle": public_index}
+        entry["leakage_bits"] = 0.0
+        withheld = BlobStore(withheld_blobs_path(st, ledger.ledger_id))
+        withheld.put(evaluation_bytes(result.evaluation))
+        withheld.put(result.predictions_npz)
+        index = ledger.append(entry, signer=ledger_signer(st, ledger), now=now)
+    monkeypatch.setenv("HELDOUT_NOW", "2026-09-02T00:00:00Z")
+    operator = cli("audit", ledger_id, "--json", store=store)
+    assert operator.exit_code == 1, operator.output
+    assert any(f["index"] == index and "Thresholdout branch" in f["message"]
+               for f in json.loads(operator.output)["findings"])
