@@ -103,6 +103,8 @@ def test_ladder_generation_releases_only_ladder_values_until_retired(ladder: dic
 
     outputs: dict[str, str] = {}
     outputs["status"] = cli("status", "--json", store=store).output
+    gen1 = next(g for g in json.loads(outputs["status"])["generations"] if g["generation"] == "gen1")
+    assert gen1["release"]["label_dependent_answers"] == len([v for v in values if v is not None])
     operator = cli("audit", ledger_id, "--json", store=store)
     assert operator.exit_code == 0, operator.output  # the operator re-derives every withheld bundle
     outputs["operator audit"] = operator.output

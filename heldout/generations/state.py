@@ -51,10 +51,14 @@ class BundleRecord:
     task: str
     created: datetime
     leakage_bits: float
+    #: ladder / Thresholdout: whether its answer released something label-dependent (an improvement, an
+    #: over-threshold answer); None on full-release generations
+    label_dependent: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "model_id": self.model_id, "task": self.task,
-                "created_utc": format_utc(self.created), "leakage_bits": self.leakage_bits}
+                "created_utc": format_utc(self.created), "leakage_bits": self.leakage_bits,
+                "label_dependent": self.label_dependent}
 
 
 @dataclass(frozen=True)
@@ -199,7 +203,10 @@ class GenerationState:
             "manifest_sha256": self.manifest_sha256,
             "release": {"mode": self.release_mode, "step": self.ladder_step,
                         **{k: v for k, v in self.release.items() if k in ("threshold", "sigma", "noise_sha256")},
-                        "withholding": self.withholding},
+                        "withholding": self.withholding,
+                        # Dwork et al.'s budget B counts these (over-threshold answers); Blum & Hardt's ladder
+                        # its improvements: the answers that carry information about the labels
+                        "label_dependent_answers": sum(1 for b in self.bundles if b.label_dependent)},
             "sources": {task: dict(source) for task, source in self.sources.items()},
             "budget": {"bits": self.budget_bits, "used": self.bits_used, "left": self.bits_left,
                        "statement_bits": self.statement_bits, "guarantee_now": self.current_guarantee()},
@@ -267,6 +274,12 @@ def _bundle_bits(index: int, entry: Mapping[str, Any], blobs: BlobSource | None)
     return charge_bits(evaluation)
 
 
+def _label_dependent(entry: Mapping[str, Any]) -> bool | None:
+    release = entry.get("release")
+    flag = release.get("label_dependent") if isinstance(release, Mapping) else None
+    return flag if isinstance(flag, bool) else None
+
+
 def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]]], now: datetime, *,
                      blobs: BlobSource | None = None) -> dict[str, GenerationState]:
     """Every generation sealed on ``ledger`` (a ``ledger.Ledger``, or ``(index, entry)`` pairs as an export
@@ -306,7 +319,8 @@ def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]
         elif kind == "bundle" and name in states:
             bundles[str(name)].append(BundleRecord(
                 index=index, model_id=str(entry.get("model_id")), task=str(entry.get("task")),
-                created=_time(entry, "created_utc", index), leakage_bits=_bundle_bits(index, entry, blobs)))
+                created=_time(entry, "created_utc", index), leakage_bits=_bundle_bits(index, entry, blobs),
+                label_dependent=_label_dependent(entry)))
     out: dict[str, GenerationState] = {}
     for name, state in states.items():
         out[name] = replace(state, **updates[name], bundles=tuple(bundles[name]))
