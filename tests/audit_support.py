@@ -6,11 +6,12 @@ Used by the audit, passport and tamper tests and by ``bench/audit_bench.py``."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,16 +22,18 @@ from harness.metrics import (
     EvaluationMeta,
     StoredPredictions,
     build_evaluation,
+    evaluation_bytes,
     split_origin_for,
     subset_indices,
 )
 from harness.models.base import ModelInfo
 from harness.run import EvaluationResult
 from heldout.evaluation import record_bundle
-from heldout.generations import generation_cases, ledger_signer, load_generations, open_ledger
+from heldout.generations import GenerationState, generation_cases, ledger_signer, load_generations, open_ledger
+from heldout.generations.access import withheld_blobs_path
 from heldout.generations.ledgers import generations_lock
 from heldout.store import Store
-from ledger import BlobStore
+from ledger import BlobStore, Ledger
 from seals import format_utc, parse_utc
 from tests.generations_support import cli, init_store, write_npz
 
@@ -101,6 +104,27 @@ def add_bundle(store: Path, generation: str, model_id: str, *, seed: int, skill:
         outcome = record_bundle(ledger, ledger_signer(st, ledger), BlobStore(st.blobs), entry, result.evaluation,
                                 result.predictions_npz, now=now, store=st)
     return outcome.index
+
+
+def log_withheld_bundle(store: Path, generation: str, model_id: str, *, seed: int, skill: float,
+                        release: Callable[[Ledger, GenerationState], dict[str, Any]], at: str = NOW) -> int:
+    """Log a bundle on a ladder / Thresholdout generation as a dishonest operator would: a real evaluation,
+    its blobs withheld as the evaluate command withholds them, but the ``release`` record (and its charge)
+    that ``release(ledger, state)`` chooses. Returns its ledger index."""
+    st = Store.open(store)
+    now = parse_utc(at)
+    with open_ledger(st) as ledger:
+        state = load_generations(ledger, now)[generation]
+        labels = np.asarray(generation_cases(st, generation, TASK, ledger=ledger).labels, dtype=np.int64)
+        result = synthetic_result(model_id, labels, generation=generation, seed=seed, skill=skill, now=now,
+                                  split_origin=state.split_origin(TASK))
+        entry = bundle_entry(result, generation=generation, created_utc=now)
+        entry["release"] = release(ledger, state)
+        entry["leakage_bits"] = entry["release"]["bits"]
+        withheld = BlobStore(withheld_blobs_path(st, ledger.ledger_id))
+        withheld.put(evaluation_bytes(result.evaluation))
+        withheld.put(result.predictions_npz)
+        return ledger.append(entry, signer=ledger_signer(st, ledger), now=now)
 
 
 @contextmanager

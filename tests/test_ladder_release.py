@@ -236,35 +236,18 @@ def test_an_inflated_ladder_value_is_caught_by_the_operator_audit_and_by_anyone_
     """A dishonest operator publishes a ladder value above what the committed evaluation scores, with a charge
     that fits the transcript: a stranger cannot tell before retirement (exit 5), the operator's audit names it
     at once, and after retirement the published blob (the one committed at evaluation time) convicts it."""
-    import numpy as np
-
-    from harness.bundle import bundle_entry
-    from harness.metrics import evaluation_bytes
-    from heldout.generations import Transcript, answer_bits, generation_cases, ledger_signer, load_generations
+    from heldout.generations import Transcript, answer_bits
     from heldout.generations.release import transcripts
-    from ledger import BlobStore
-    from seals import parse_utc
-    from tests.audit_support import synthetic_result
+    from tests.audit_support import log_withheld_bundle
+
+    def inflated(ledger: Any, state: Any) -> dict[str, Any]:
+        transcript = transcripts(ledger.entries(state.seal_index), "gen1").get(TASK, Transcript())
+        fake = (transcript.best() or 0.0) + 5.0  # far above a no-skill model's score, and a valid ladder step
+        return {"mode": "ladder", "value": fake, "label_dependent": True,
+                "bits": answer_bits("ladder", transcript, True, STEP), "score": "dimensions.accuracy.score"}
 
     store: Path = ladder["store"]
-    st = Store.open(store)
-    now = parse_utc(NOW)
-    with open_ledger(st) as ledger:
-        state = load_generations(ledger, now)["gen1"]
-        labels = np.asarray(generation_cases(st, "gen1", TASK, ledger=ledger).labels, dtype=np.int64)
-        result = synthetic_result("inflated", labels, generation="gen1", seed=99, skill=0.0, now=now,
-                                  split_origin=state.split_origin(TASK))
-        transcript = transcripts(ledger.entries(state.seal_index), "gen1").get(TASK, Transcript())
-        fake = (transcript.best() or 0.0) + 5.0  # far above a no-skill model's score
-        entry = bundle_entry(result, generation="gen1", created_utc=now)
-        bits = answer_bits("ladder", transcript, True, STEP)
-        entry["release"] = {"mode": "ladder", "value": fake, "label_dependent": True, "bits": bits,
-                            "score": "dimensions.accuracy.score"}
-        entry["leakage_bits"] = bits
-        withheld = BlobStore(withheld_blobs_path(st, ledger.ledger_id))
-        withheld.put(evaluation_bytes(result.evaluation))
-        withheld.put(result.predictions_npz)
-        index = ledger.append(entry, signer=ledger_signer(st, ledger), now=now)
+    index = log_withheld_bundle(store, "gen1", "inflated", seed=99, skill=0.0, release=inflated)
     monkeypatch.setenv("HELDOUT_NOW", "2026-09-02T00:00:00Z")
     export = ladder["root"] / "export"
     assert cli("ledger", "export", ladder["ledger_id"], str(export), store=store).exit_code == 0

@@ -214,37 +214,21 @@ def test_a_thresholdout_answer_on_the_wrong_branch_is_named_by_the_operator_audi
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A dishonest operator releases a model's (flattering) public estimate at 0 bits although its held-out
     score is far from it, so the noise it committed to at seal time says the answer was over the threshold."""
-    import numpy as np
-
-    from harness.bundle import bundle_entry
-    from harness.metrics import evaluation_bytes
     from heldout.evaluation import public_estimate
-    from heldout.generations import generation_cases, ledger_signer, load_generations, open_ledger
-    from heldout.generations.access import withheld_blobs_path
     from heldout.store import Store
     from ledger import BlobStore
-    from seals import parse_utc
-    from tests.audit_support import synthetic_result
+    from tests.audit_support import log_withheld_bundle
 
     store, ledger_id, data = thresholdout_store(tmp_path)
     public_index = add_bundle(store, "public", "liar", seed=5, skill=3.0, data_root=data)  # scores ~100 in public
-    st = Store.open(store)
-    now = parse_utc(NOW)
-    with open_ledger(st) as ledger:
-        state = load_generations(ledger, now)["gen1"]
-        labels = np.asarray(generation_cases(st, "gen1", TASK, ledger=ledger).labels, dtype=np.int64)
-        result = synthetic_result("liar", labels, generation="gen1", seed=6, skill=0.0, now=now,
-                                  split_origin=state.split_origin(TASK))  # no skill on the held-out cases
-        _, estimate = public_estimate(ledger, BlobStore(st.blobs), "liar", TASK)
-        entry = bundle_entry(result, generation="gen1", created_utc=now)
-        entry["release"] = {"mode": "thresholdout", "value": round(estimate, 6), "label_dependent": False,
-                            "bits": 0.0, "score": "dimensions.accuracy.score",
-                            "public_estimate": round(estimate, 6), "public_bundle": public_index}
-        entry["leakage_bits"] = 0.0
-        withheld = BlobStore(withheld_blobs_path(st, ledger.ledger_id))
-        withheld.put(evaluation_bytes(result.evaluation))
-        withheld.put(result.predictions_npz)
-        index = ledger.append(entry, signer=ledger_signer(st, ledger), now=now)
+
+    def flattering(ledger: Any, state: Any) -> dict[str, Any]:
+        _, estimate = public_estimate(ledger, BlobStore(Store.open(store).blobs), "liar", TASK)
+        return {"mode": "thresholdout", "value": round(estimate, 6), "label_dependent": False, "bits": 0.0,
+                "score": "dimensions.accuracy.score", "public_estimate": round(estimate, 6),
+                "public_bundle": public_index}
+
+    index = log_withheld_bundle(store, "gen1", "liar", seed=6, skill=0.0, release=flattering)  # no skill held out
     monkeypatch.setenv("HELDOUT_NOW", "2026-09-02T00:00:00Z")
     operator = cli("audit", ledger_id, "--json", store=store)
     assert operator.exit_code == 1, operator.output
