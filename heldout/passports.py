@@ -16,6 +16,7 @@ from typing import Any
 
 from heldout.generations import GenerationState, load_generations, manifest_path
 from heldout.generations.ledgers import generations_lock
+from heldout.generations.release import cited_evaluation_matches, withheld_view
 from heldout.specs import load_supersessions, require_not_superseded
 from heldout.staging import staged_operation
 from heldout.store import Store
@@ -147,16 +148,22 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
     evaluations, cited, sources = [], [], []
     for task in sorted(latest):
         index, entry = latest[task]
-        evaluation_data = blobs.get(entry["evaluation_sha256"])  # re-hashed: a tampered blob is refused here
-        blobs.get(entry["predictions_sha256"])
-        evaluations.append(parse_json_object(evaluation_data, what=f"evaluation of entry {index}"))
+        withheld = "release" in entry and state.withholding
+        if withheld:  # ladder / Thresholdout before retirement: only the released value is public
+            evaluations.append(withheld_view(entry))
+        else:
+            evaluation_data = blobs.get(entry["evaluation_sha256"])  # re-hashed: a tampered blob is refused here
+            blobs.get(entry["predictions_sha256"])
+            evaluations.append(parse_json_object(evaluation_data, what=f"evaluation of entry {index}"))
         proof = ledger.inclusion_proof(index, checkpoint.size)
         cited.append({"index": index, "task": task, "leaf_hash_b64": b64encode(proof.leaf_hash),
                       "evaluation_sha256": entry["evaluation_sha256"],
                       "predictions_sha256": entry["predictions_sha256"],
                       "inclusion_proof": [b64encode(h) for h in proof.path]})
         for member in ("evaluation_sha256", "predictions_sha256"):
-            sources.append({"path": str(blobs.path(entry[member]).relative_to(store.root)), "sha256": entry[member]})
+            if not withheld:
+                sources.append({"path": str(blobs.path(entry[member]).relative_to(store.root)),
+                                "sha256": entry[member]})
     manifest_file = manifest_path(store, state.name)
     sources = [
         {"path": str(audit_report_path(store, ledger.ledger_id).relative_to(store.root)),
@@ -307,7 +314,7 @@ def verify_passport_on_ledger(doc: Any, trusted: PublicKey | TrustedKey, view: L
             raise VerificationError(f"cited bundle {index} carries another evaluation", index=index,
                                     field=f"computed.heldout.bundles[{position}].evaluation_sha256")
         evaluation = verdict.passport.evaluations[position]
-        if sha256_hex(canonical_bytes(evaluation)) != entry.get("evaluation_sha256"):
+        if not cited_evaluation_matches(evaluation, entry, lambda e: sha256_hex(canonical_bytes(e))):
             raise VerificationError(f"evaluation {position} of the passport is not the one bundle {index} logged",
                                     index=index, field=f"computed.evaluations[{position}]")
     generations = load_generations(view.entries(), at)

@@ -60,7 +60,7 @@ CRASH_TRACE_ENV = "HELDOUT_CRASH_TRACE"
 INTENT = "intent.json"
 INTENT_VERSION = 1
 #: where each kind of staged file may be published, relative to the store root
-_DESTINATIONS = {"public": ("seals", "passports"), "private": ("private/generations",)}
+_DESTINATIONS = {"public": ("seals", "passports"), "private": ("private/generations", "private/withheld")}
 
 
 def crashpoint(name: str) -> None:
@@ -183,7 +183,8 @@ class StagedOperation:
         self._stage(label, "public", path, data)
 
     def private_file(self, path: Path, data: bytes, *, label: str) -> None:
-        """Stage a private file of the store (under ``private/generations/``), published 0600, never replaced."""
+        """Stage a private file of the store (under ``private/generations/`` or ``private/withheld/``), published
+        0600, never replaced."""
         self._stage(label, "private", path, data)
 
     def commit(self, entries: Sequence[Mapping[str, Any]], *, signer: Signer, now: datetime,

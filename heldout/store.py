@@ -2,7 +2,8 @@
 
 ``ledgers/`` SQLite ledgers; ``blobs/sha256/`` content-addressed files; ``seals/`` signed seal manifests;
 ``keys/`` trusted public keys; ``passports/``; ``audit/`` reports; ``private/`` (0700) private keys, pools,
-salts and sealed labels. Nothing under ``private/`` is exported, logged or printed.
+salts and sealed labels, Thresholdout noise secrets, and ``private/withheld/`` the blobs of bundles on ladder and
+Thresholdout generations until they are retired. Nothing under ``private/`` is exported, logged or printed.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from heldout.generations import (
     check_budget,
     default_budget_bits,
     implied_eps,
-    ladder_charge_bits,
     ladder_release,
     load_generations,
     make_budget,
@@ -107,12 +106,6 @@ def test_ladder_releases_only_a_step_improvement_rounded_to_the_step() -> None:
     assert ladder_release(80.26, 70.0, 0.5) == 80.5
     with pytest.raises(UsageError):
         ladder_release(1.0, None, 0.0)
-
-
-def test_ladder_charges_are_a_prefix_code() -> None:
-    assert ladder_charge_bits(False, 1.0) == 1.0
-    assert ladder_charge_bits(True, 1.0) == round(1 + math.log2(101), 6)
-    assert ladder_charge_bits(True, 0.5) == round(1 + math.log2(201), 6)
 
 
 # --- states and admission ---------------------------------------------------------------------------------

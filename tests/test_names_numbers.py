@@ -44,11 +44,11 @@ def refused(env: SimpleNamespace, *args: str, code: int = 2) -> str:
 @pytest.mark.parametrize("name", ["gen7\n", "gen7\r\n", " gen7", "gen7 ", "gen\u0667", "ＧＥＮ7", "gen7/x", ""])
 def test_a_generation_name_is_matched_as_a_whole(env: SimpleNamespace, name: str) -> None:
     refused(env, "seal", name, "--tasks", "bloodmnist", "--per-task", "10", "--expires", EXPIRES,
-            "--budget-bits", "10")
+            "--budget-bits", "5000")
 
 
 def test_gen7_with_a_newline_is_not_sealed_beside_gen7(env: SimpleNamespace) -> None:
-    args = ("--tasks", "bloodmnist", "--per-task", "10", "--expires", EXPIRES, "--budget-bits", "10")
+    args = ("--tasks", "bloodmnist", "--per-task", "10", "--expires", EXPIRES, "--budget-bits", "5000")
     assert cli("seal", "gen7", *args, store=env.store).exit_code == 0
     refused(env, "seal", "gen7\n", *args)
 
@@ -105,7 +105,7 @@ def test_generation_names_in_documents_are_whole(name: str) -> None:
 
 def test_an_empty_at_is_refused_not_taken_as_now(env: SimpleNamespace) -> None:
     output = refused(env, "seal", "gen3", "--tasks", "bloodmnist", "--per-task", "10", "--expires", EXPIRES,
-                     "--budget-bits", "10", "--at", "")
+                     "--budget-bits", "5000", "--at", "")
     assert "--at" in output
 
 
@@ -127,7 +127,7 @@ def test_integers_beyond_2_53_in_an_entry_are_refused(env: SimpleNamespace, tmp_
 @pytest.mark.parametrize("seed", [str(2**53), str(2**64)])
 def test_a_seed_beyond_2_53_is_refused_before_sealing(env: SimpleNamespace, seed: str) -> None:
     refused(env, "seal", "gen3", "--tasks", "bloodmnist", "--per-task", "10", "--expires", EXPIRES,
-            "--budget-bits", "10", "--seed", seed)
+            "--budget-bits", "5000", "--seed", seed)
 
 
 # --- pool files -------------------------------------------------------------------------------------------------

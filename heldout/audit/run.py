@@ -36,22 +36,27 @@ from harness.metrics import (
     evaluation_bytes,
     first_difference,
     labels_bytes,
-    split_origin_for,
 )
 from harness.metrics.registry import SpecMetrics, metrics_for
 from heldout.audit.report import AuditReport, Finding, Unrederived
 from heldout.audit.sources import AuditSource
 from heldout.generations import (
+    WITHHOLDING_MODES,
     GenerationState,
     RevealDocument,
+    Transcript,
+    answer_bits,
     charge_bits,
     check_manifest_binding,
-    ladder_charge_bits,
+    ladder_release,
     load_generations,
+    released_score,
     revealed_labels,
+    transcripts,
     verify_reveal,
 )
 from heldout.generations.access import check_opening
+from heldout.generations.release import cited_evaluation_matches, last_over_threshold, thresholdout_answer
 from heldout.specs import Supersession, load_supersessions
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError, b64decode_strict
 from ledger import blob_references, verify_checkpoint, verify_inclusion
@@ -392,14 +397,27 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
         raise VerificationError(f"bundle entry {index} was evaluated while {name} was not current",
                                 index=index, field="created_utc", expected=f"{format_utc(state.created)} .. "
                                 f"{format_utc(state.expiry)}", found=format_utc(created))
+    withholding = state.release_mode in WITHHOLDING_MODES
+    if withholding:
+        _check_release_record(ctx, index, entry, state)
+        for member in ("evaluation_sha256", "predictions_sha256"):
+            digest = entry.get(member)
+            if isinstance(digest, str) and not ctx.source.has_blob(digest):
+                raise IncompleteError(
+                    f"bundle entry {index}: its evaluation and predictions are withheld under {state.release_mode} "
+                    f"release until {name} is retired" if state.retire_index is None else
+                    f"bundle entry {index}: {name} is retired but its withheld blobs are not published",
+                    index=index, field=member)
+    elif "release" in entry:
+        raise VerificationError(f"bundle entry {index} carries a release record on a full-release generation",
+                                index=index, field="release")
     evaluation_data = ctx.blob(entry.get("evaluation_sha256"), index=index, what="evaluation_sha256")
     evaluation = parse_json_object(evaluation_data, what=f"evaluation of entry {index}")
     _require_spec_in_force(ctx, index, "bundle", evaluation.get("spec_version"), created)
     for member in ("task", "seed", "code_fingerprint", "n_test", "split_origin", "device"):
         if member in entry:
             _expect(index, member, entry[member], evaluation.get(member))
-    _expect(index, "split_origin", split_origin_for(name, public=state.membership == "public"),
-            evaluation.get("split_origin"))
+    _expect(index, "split_origin", state.split_origin(str(entry.get("task"))), evaluation.get("split_origin"))
     if "leakage_bits" in entry:
         _check_charge(index, entry, evaluation, state)
     predictions_data = ctx.blob(entry.get("predictions_sha256"), index=index, what="predictions_sha256")
@@ -431,6 +449,8 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
     if not canonical:
         raise VerificationError(f"the evaluation blob of entry {index} is not canonical JSON", index=index,
                                 file=ctx.source.blob_file(str(entry["evaluation_sha256"])))
+    if withholding:
+        _check_release_value(ctx, index, entry, state, evaluation)
     ctx.report.rederived += 1
 
 
@@ -498,16 +518,91 @@ def _require_numpy_explains(metrics: SpecMetrics, index: int, recorded: dict[str
         f"{np.__version__}: {', '.join(members)} depend on numpy's random streams and do not re-derive here; "
         f"everything else does. Re-run the audit under numpy {recorded_version} to check them",
         index=index, numpy_recorded=recorded_version, numpy_auditor=np.__version__, members=", ".join(members))
+def _history(ctx: _Context, state: GenerationState, index: int) -> list[tuple[int, dict[str, Any]]]:
+    return [(i, e) for i, e in sorted(ctx.entries.items()) if state.seal_index < i < index]
+
+
+def _check_release_record(ctx: _Context, index: int, entry: Mapping[str, Any], state: GenerationState) -> None:
+    """What anyone can check of a withheld bundle from public data: its release record is one the mechanism
+    could have produced after the transcript before it, and its charge is that answer's description length."""
+    release = entry.get("release")
+    task = str(entry.get("task"))
+    step = state.release_step
+    if not isinstance(release, dict) or release.get("mode") != state.release_mode or step is None:
+        raise VerificationError(f"bundle entry {index} on {state.name} lacks its {state.release_mode} release record",
+                                index=index, field="release")
+    transcript = transcripts(_history(ctx, state, index), state.name).get(task, Transcript())
+    dependent = release.get("label_dependent")
+    value = release.get("value")
+    if not isinstance(dependent, bool):
+        raise VerificationError(f"bundle entry {index}: release.label_dependent is not a boolean", index=index,
+                                field="release.label_dependent")
+    if state.release_mode == "ladder":
+        best = transcript.best()
+        if dependent != (value is not None) or (value is not None and (
+                not isinstance(value, (int, float)) or round(round(value / step) * step, 6) != value
+                or (best is not None and value < best + step - 1e-9))):
+            raise VerificationError(f"bundle entry {index}: {value!r} is not a ladder answer after best {best}",
+                                    index=index, field="release.value", found=value)
+    else:
+        estimate = release.get("public_estimate")
+        public_index = release.get("public_bundle")
+        public_entry = ctx.entries.get(public_index) if isinstance(public_index, int) else None
+        if public_entry is None or not isinstance(public_index, int) or public_entry.get("type") != "bundle" \
+                or public_entry.get("generation") != "public" \
+                or public_entry.get("model_id") != entry.get("model_id") or public_entry.get("task") != task \
+                or public_index >= index:
+            raise VerificationError(f"bundle entry {index}: its public estimate cites no earlier public bundle of "
+                                    "the same model and task", index=index, field="release.public_bundle")
+        public_eval = parse_json_object(ctx.blob(public_entry.get("evaluation_sha256"), index=public_index,
+                                                 what="evaluation_sha256"), what=f"evaluation of entry {public_index}")
+        score = released_score(public_eval)
+        if score is None or estimate != round(score, 6) or (not dependent and value != estimate):
+            raise VerificationError(f"bundle entry {index}: the public estimate is not the public bundle's score",
+                                    index=index, field="release.public_estimate", expected=score, found=estimate)
+    try:
+        bits = answer_bits(state.release_mode, transcript, dependent, step)
+    except HeldoutError as exc:
+        raise VerificationError(f"bundle entry {index}: {exc.message}", index=index, field="release") from None
+    if release.get("bits") != bits or entry.get("leakage_bits") != bits:
+        raise VerificationError(f"bundle entry {index}: its charge is not the description length of its answer",
+                                index=index, field="leakage_bits", expected=bits, found=entry.get("leakage_bits"))
+
+
+def _check_release_value(ctx: _Context, index: int, entry: Mapping[str, Any], state: GenerationState,
+                         evaluation: Mapping[str, Any]) -> None:
+    """With the withheld evaluation at hand (operator, or after retirement): the released value is the
+    mechanism's answer for the score the evaluation holds."""
+    release = entry["release"]
+    task = str(entry.get("task"))
+    step = state.release_step
+    assert step is not None
+    history = _history(ctx, state, index)
+    transcript = transcripts(history, state.name).get(task, Transcript())
+    score = released_score(evaluation)
+    if state.release_mode == "ladder":
+        expected = None if score is None else ladder_release(score, transcript.best(), step)
+    else:
+        secret = ctx.source.noise_secret(state)
+        answer = thresholdout_answer(score if score is not None else float("nan"), float(release["public_estimate"]),
+                                     secret=secret, threshold=float(state.release["threshold"]),
+                                     sigma=float(state.release["sigma"]), step=step, task=task, bundle=index,
+                                     last_over_threshold=last_over_threshold(history, state.name, task))
+        expected = answer.value
+        if answer.over_threshold != release.get("label_dependent"):
+            raise VerificationError(f"bundle entry {index}: the Thresholdout branch is not the one its noise gives",
+                                    index=index, field="release.label_dependent",
+                                    expected=answer.over_threshold, found=release.get("label_dependent"))
+    if expected != release.get("value"):
+        raise VerificationError(f"bundle entry {index}: the released value is not the {state.release_mode} answer "
+                                "for the evaluation's score", index=index, field="release.value", expected=expected,
+                                found=release.get("value"))
 
 
 def _check_charge(index: int, entry: Mapping[str, Any], evaluation: dict[str, Any], state: GenerationState) -> None:
     found = entry["leakage_bits"]
-    if state.release_mode == "ladder" and state.ladder_step is not None:
-        allowed = {round(ladder_charge_bits(r, state.ladder_step), 6) for r in (True, False)}
-        if found not in allowed:
-            raise VerificationError(f"bundle entry {index}: leakage_bits is not a ladder charge", index=index,
-                                    field="leakage_bits", expected=sorted(allowed), found=found)
-        return
+    if state.release_mode in WITHHOLDING_MODES:
+        return  # checked against the transcript by _check_release_record
     expected = round(charge_bits(evaluation), 6)
     if found != expected:
         raise VerificationError(f"bundle entry {index}: leakage_bits does not match its evaluation", index=index,
@@ -574,7 +669,7 @@ def check_passport_document(ctx: _Context, index: int, entry: Mapping[str, Any],
                                     f"{passport.model_id}", index=index, field=f"computed.heldout.bundles[{position}]")
         proof = [b64decode_strict(h, what="inclusion proof") for h in ref.get("inclusion_proof", [])]
         verify_inclusion(bundle_index, size, leaf_hash(ctx.entry_bytes[bundle_index]), proof, root)
-        if sha256_hex(evaluation_bytes(evaluation)) != cited_entry.get("evaluation_sha256"):
+        if not cited_evaluation_matches(evaluation, cited_entry, lambda e: sha256_hex(evaluation_bytes(e))):
             raise VerificationError(f"passport of entry {index}: evaluation {position} is not the one bundle "
                                     f"entry {bundle_index} recorded", index=index,
                                     field=f"computed.evaluations[{position}]")

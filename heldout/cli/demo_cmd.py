@@ -137,7 +137,8 @@ def run_demo(store: Path, *, fast: bool) -> None:
     d.say("write task data in the official MedMNIST layout",
           "No network here: synthetic files with the official keys, dtypes, shapes and class counts, and a\n"
           "learnable class structure. 'official' plays the released dataset; 'incoming' plays new, unreleased\n"
-          "cases that the operator keeps private.")
+          "cases that the operator keeps private. Only a file with medmnist's MD5 is labelled official: these\n"
+          "are labelled 'synthetic' with their SHA-256 in the public seal and in every evaluation on it.")
     for i, task in enumerate(tasks):
         d.run(["data", "synth", task, "--out", str(data), "--n-train", str(SIZES["n_train"]),
                "--n-val", str(SIZES["n_val"]), "--n-test", str(SIZES["n_test"]), "--seed", str(10 + i)], store=False)

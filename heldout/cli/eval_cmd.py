@@ -79,9 +79,20 @@ def evaluate_command(
     if as_json:
         print_json([o.to_json() for o in outcomes])
         return
+    rows = bundle_rows(outcomes)
+    if any(o.withheld for o in outcomes):  # only the released values are public until retirement
+        released_columns = ("entry", "task", "n_test", "released value", "leakage bits")
+        shown = table(f"{model} on {generation} ({outcomes[0].entry['release']['mode']} release)",
+                      released_columns, right=tuple(c for c in released_columns if c != "task"))
+        for row in rows:
+            shown.add_row(str(row["index"]), row["task"], str(row["n_test"]),
+                          "no improvement" if row.get("released") is None else _fmt(row["released"]),
+                          _fmt(row["leakage_bits"]))
+        console.print(shown)
+        return
     columns = ("entry", "task", "n_test", "bal. acc.", "AUC", "composite", "coverage", "leakage bits")
     shown = table(f"{model} on {generation}", columns, right=tuple(c for c in columns if c != "task"))
-    for row in bundle_rows(outcomes):
+    for row in rows:
         shown.add_row(str(row["index"]), row["task"], str(row["n_test"]), _fmt(row["balanced_accuracy"]),
                       _fmt(row["auc"]), _fmt(row["composite"]), _fmt(row["coverage"]), _fmt(row["leakage_bits"]))
     console.print(shown)

@@ -222,6 +222,15 @@ def seal(
     eps: Annotated[float, typer.Option("--eps", help="Target error in the default budget.")] = DEFAULT_EPS,
     ladder_step: Annotated[float | None, typer.Option(
         "--ladder-step", help="Ladder release: publish a score only when it beats the best by this step.")] = None,
+    thresholdout: Annotated[bool, typer.Option(
+        "--thresholdout", help="Thresholdout release (Dwork et al. 2015): a public estimate unless the held-out "
+                               "score differs by more than --threshold plus noise.")] = False,
+    threshold: Annotated[float | None, typer.Option(
+        "--threshold", help="Thresholdout's T on the 0-100 score scale.")] = None,
+    sigma: Annotated[float | None, typer.Option(
+        "--sigma", help="Thresholdout's Laplace scale sigma on the 0-100 score scale.")] = None,
+    step: Annotated[float, typer.Option(
+        "--step", help="Thresholdout: released values are rounded to this step.")] = 1.0,
     data_root: Annotated[Path | None, typer.Option(
         "--data-root", help="public only: folder of the official <task>.npz files.")] = None,
     store: StoreOption = None,
@@ -237,7 +246,7 @@ def seal(
         generation=generation, tasks=tuple(_comma_list(tasks)),
         expiry=parse_utc(expires, what="--expires", usage=True), per_task=per_task, seed=seed,
         budget_bits=budget_bits, k=expected_models, delta=delta, eps=eps, ladder_step=ladder_step,
-        data_root=data_root)
+        data_root=data_root, thresholdout=thresholdout, threshold=threshold, sigma=sigma, thresholdout_step=step)
     with open_ledger(st, ledger) as opened:
         signer = ledger_signer(st, opened)
         with console.status(f"sealing {generation}"):
@@ -252,6 +261,10 @@ def seal(
     console.print(f"sealed {m.generation} at entry {result.seal_index}: {m.n_cases} cases ({counts})")
     console.print(f"set hash {m.set_hash}; expires {format_utc(m.expiry)}; {budget}; release {m.release.mode}")
     console.print(f"manifest {result.manifest_path} (sha256 {result.manifest_sha256})")
+    for family in m.leakage_budget.families:
+        eps_text = "not covered" if family.get("eps") is None else f"eps {family['eps']}"
+        console.print(f"  {family['family']}: n = {family['n']}, {eps_text} at the whole budget "
+                      f"({family['statistics']} statistics)")
 
 
 # --- retire ---------------------------------------------------------------------------------------------------
@@ -431,9 +444,13 @@ def status(
             notes.append("due for retirement")
         if g.revealed:
             notes.append(f"revealed (entry {g.reveal_index})")
-        if g.release_mode == "ladder":
-            notes.append(f"ladder step {g.ladder_step}")
+        if g.release_mode in ("ladder", "thresholdout"):
+            notes.append(f"{g.release_mode} step {g.ladder_step}" + (" (withholding)" if g.withholding else ""))
         budget = "public" if g.budget_bits is None else f"{g.bits_used:.1f} / {g.budget_bits:.1f}"
+        covered = [f for f in g.current_guarantee() if f["eps"] is not None]
+        if covered:  # the weakest guarantee in force now, on the scale its statistic is published on
+            worst = min(covered, key=lambda f: f["n"])
+            notes.append(f"eps now {worst['eps']} ({worst['family']}, n = {worst['n']})")
         shown.add_row(
             g.name, f"[{styles[g.state]}]{g.state}[/]", f"{format_utc(g.created)[:10]} → {format_utc(g.expiry)[:10]}",
             "\n".join(f"{t} {n}" for t, n in g.tasks.items()), g.set_hash[:12], budget, str(len(g.bundles)),

@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from harness.metrics.npz import read_npz_file
+from harness.provenance import check_known_task
 from keys import MalformedInput, UsageError
 from seals import jcs_bytes
 
@@ -39,10 +40,11 @@ LabelArray = NDArray[np.int64]
 
 
 def check_task(task: str) -> str:
+    """A task name MedEval-1 knows (``harness.provenance``), else a usage error before anything is written."""
     if not isinstance(task, str) or not TASK_PATTERN.fullmatch(task):
         raise UsageError(f"task {task!r} is not a task name (lowercase letters, digits, '_'; e.g. bloodmnist)",
                          found=str(task)[:60])
-    return task
+    return check_known_task(task)
 
 
 def content_header(shape: tuple[int, ...], label: int) -> bytes:

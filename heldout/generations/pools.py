@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from harness.metrics.npz import read_npz_file
+from harness.provenance import file_provenance
 from heldout.generations.cases import (
     ImageArray,
     LabelArray,
@@ -111,6 +112,8 @@ class PoolAddResult:
     repeated_in_file: int
     pool_size: int
     chunk: str | None
+    origin: str = "local"  # harness.provenance: official (medmnist MD5), synthetic or local
+    file_sha256: str = ""
 
     def to_json(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -148,6 +151,7 @@ def add_pool(store: Store, task: str, path: Path, split: str = "test", *,
         raise UsageError(f"no store at {store.root}; run: heldout init", path=str(store.root))
     arrays = read_split(path, split)
     check_against_task_info(task, arrays, path)
+    provenance = file_provenance(path, task)
     existing_chunks = _chunks(store, task)
     if existing_chunks:
         shape = _chunk_image_shape(existing_chunks[0])
@@ -185,7 +189,8 @@ def add_pool(store: Store, task: str, path: Path, split: str = "test", *,
         write_private_file(pool_dir(store, task) / chunk_name, buffer.getvalue())
     return PoolAddResult(task=task, file=str(path), split=split, read=len(hashes), added=len(keep),
                          already_in_pool=already, repeated_in_file=repeated,
-                         pool_size=len(existing) + len(keep), chunk=chunk_name)
+                         pool_size=len(existing) + len(keep), chunk=chunk_name, origin=provenance.origin,
+                         file_sha256=provenance.sha256)
 
 
 def load_pool_cases(store: Store, task: str, case_ids: Sequence[str]) -> tuple[ImageArray, LabelArray,

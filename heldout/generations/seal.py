@@ -32,12 +32,21 @@ from typing import Any
 
 import numpy as np
 
-from heldout.generations.access import opening_path, used_case_ids
-from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K, make_budget, public_budget
+from harness.provenance import FileProvenance, file_provenance, n_classes
+from heldout.generations.access import noise_path, opening_path, used_case_ids
+from heldout.generations.budget import (
+    DEFAULT_DELTA,
+    DEFAULT_EPS,
+    DEFAULT_K,
+    TaskShape,
+    make_budget,
+    public_budget,
+)
 from heldout.generations.cases import check_task, content_hashes, public_case_ids, read_split
 from heldout.generations.commitments import SALT_BYTES
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.pools import pool_entries, pool_tasks
+from heldout.generations.release import FULL, LADDER, NOISE_BYTES, THRESHOLDOUT
 from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
 from heldout.generations.state import GenerationState, load_generations, utc
 from heldout.staging import staged_operation
@@ -68,6 +77,11 @@ class SealRequest:
     eps: float = DEFAULT_EPS
     ladder_step: float | None = None
     data_root: Path | None = None
+    thresholdout: bool = False
+    threshold: float | None = None
+    sigma: float | None = None
+    #: Rounding step of Thresholdout's released values (the ladder uses ``ladder_step``).
+    thresholdout_step: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,28 @@ class SealResult:
                 "manifest_path": str(self.manifest_path), "set_hash": self.manifest.set_hash,
                 "tasks": self.manifest.task_counts, "expiry_utc": format_utc(self.manifest.expiry),
                 "leakage_budget": self.manifest.leakage_budget.to_json(), "seed": self.manifest.seed}
+
+
+def _release_mode(request: SealRequest) -> tuple[str, float | None]:
+    """(mode, step) from the request, refusing contradictory or incomplete release options (exit 2)."""
+    if request.thresholdout:
+        if request.ladder_step is not None:
+            raise UsageError("choose one release mode: --ladder-step or --thresholdout", field="release")
+        if request.threshold is None or request.sigma is None:
+            raise UsageError("--thresholdout needs --threshold T and --sigma S (on the 0-100 score scale)",
+                             field="release")
+        for label, value in (("--threshold", request.threshold), ("--sigma", request.sigma),
+                             ("--step", request.thresholdout_step)):
+            if not 0 < value <= 100:
+                raise UsageError(f"{label} must be in (0, 100]", field="release", found=value)
+        return THRESHOLDOUT, request.thresholdout_step
+    if request.threshold is not None or request.sigma is not None:
+        raise UsageError("--threshold and --sigma go with --thresholdout", field="release")
+    if request.ladder_step is not None:
+        if not 0 < request.ladder_step <= 100:
+            raise UsageError("--ladder-step must be in (0, 100]", field="ladder_step", found=request.ladder_step)
+        return LADDER, request.ladder_step
+    return FULL, None
 
 
 def manifest_path(store: Store, generation: str) -> Path:
@@ -115,7 +151,8 @@ def _check_tasks(tasks: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(tasks))
 
 
-def _public_openings(request: SealRequest, tasks: tuple[str, ...]) -> tuple[list[CaseOpening], dict[str, list[str]]]:
+def _public_openings(request: SealRequest, tasks: tuple[str, ...]
+                     ) -> tuple[list[CaseOpening], dict[str, list[str]], dict[str, FileProvenance]]:
     if request.per_task is not None:
         raise UsageError("public seals the whole official test split; --per-task does not apply",
                          field="per_task")
@@ -124,17 +161,18 @@ def _public_openings(request: SealRequest, tasks: tuple[str, ...]) -> tuple[list
                          field="data_root")
     openings = []
     order: dict[str, list[str]] = {}
+    sources: dict[str, FileProvenance] = {}
     for task in tasks:
         path = Path(request.data_root) / f"{task}.npz"
         if not path.is_file():
-            raise UsageError(f"unknown task {task!r}: no official file {path}", field="tasks", found=task,
-                             path=str(path))
+            raise UsageError(f"no file {path} for task {task!r}", field="tasks", found=task, path=str(path))
+        sources[task] = file_provenance(path, task)  # official only when medmnist's MD5 matches
         split = read_split(path, "test")
         hashes = content_hashes(split.images, split.labels)
         order[task] = public_case_ids(task, hashes)
         for cid, h, label in zip(order[task], hashes, split.labels, strict=True):
             openings.append(CaseOpening(case_id=cid, task=task, content_sha256=h, label=int(label), salt=b""))
-    return openings, order
+    return openings, order, sources
 
 
 def _drawn_openings(store: Store, ledger: Ledger, request: SealRequest, tasks: tuple[str, ...],
@@ -181,6 +219,11 @@ def _seal_entry(manifest: SealManifest, digest: str) -> dict[str, Any]:
         "n_cases": manifest.n_cases,
         "budget_bits": manifest.leakage_budget.bits,
         "release": manifest.release.to_json(),
+        **({"sources": manifest.task_sources} if manifest.task_sources else {}),
+        **({"statement_bits": manifest.leakage_budget.statement_bits,
+            "guarantee": {"delta": manifest.leakage_budget.delta, "k": manifest.leakage_budget.k,
+                          "families": list(manifest.leakage_budget.families)}}
+           if manifest.leakage_budget.families else {}),
     }
 
 
@@ -191,9 +234,10 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
     name = _check_name(request.generation)
     tasks = _check_tasks(request.tasks)
     expiry = utc(request.expiry)
-    if request.ladder_step is not None and name == "public":
-        raise UsageError("the public generation is released in full: --ladder-step does not apply",
-                         field="ladder_step")
+    if (request.ladder_step is not None or request.thresholdout) and name == "public":
+        raise UsageError("the public generation is released in full: --ladder-step and --thresholdout do not "
+                         "apply", field="ladder_step")
+    mode, step = _release_mode(request)
     with generations_lock(ledger, store):
         generations = load_generations(ledger, now)
         if name in generations:
@@ -204,26 +248,34 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
             raise UsageError(f"the expiry {format_utc(expiry)} is not in the future (now {format_utc(now)})",
                              field="expires", expected=f"> {format_utc(now)}", found=format_utc(expiry))
         order = None
+        sources: dict[str, FileProvenance] = {}
         if name == "public":
             seed = None
-            openings, order = _public_openings(request, tasks)
+            openings, order, sources = _public_openings(request, tasks)
         else:
             if request.seed is not None and not 0 <= request.seed <= MAX_SEED:
                 raise UsageError("--seed must be an integer in 0..2^53-1", field="seed", found=request.seed)
             seed = request.seed if request.seed is not None else secrets.randbelow(MAX_SEED + 1)
             openings = _drawn_openings(store, ledger, request, tasks, generations, seed)
         counts = {task: sum(1 for o in openings if o.task == task) for task in tasks}
+        shapes = [TaskShape.from_labels(task, [o.label for o in openings if o.task == task], n_classes(task))
+                  for task in tasks]
         budget = public_budget(min(counts.values())) if name == "public" else make_budget(
-            n=min(counts.values()), k=request.k, delta=request.delta, eps=request.eps, bits=request.budget_bits)
-        release = ReleasePolicy("ladder", request.ladder_step) if request.ladder_step is not None \
-            else ReleasePolicy()
+            n=min(counts.values()), k=request.k, delta=request.delta, eps=request.eps, bits=request.budget_bits,
+            mode=mode, shapes=shapes, step=step)
+        noise_secret = os.urandom(NOISE_BYTES) if mode == THRESHOLDOUT else None
+        release = ReleasePolicy(mode, step, request.threshold if noise_secret else None,
+                                request.sigma if noise_secret else None,
+                                sha256_hex(noise_secret) if noise_secret else None)
         sealed = [g for g in generations.values() if g.membership != "public"]
         draft = build_reveal(generation=name, ledger_id=ledger.ledger_id, manifest_sha256="0" * 64,
                              membership="public" if name == "public" else "sealed", openings=openings,
                              order=order)
         manifest = SealManifest(
             generation=name, membership="public" if name == "public" else "sealed",
-            tasks=tuple(TaskCount(task, counts[task]) for task in tasks), set_hash=draft["set_hash"],
+            tasks=tuple(TaskCount(task, counts[task], *((sources[task].origin, sources[task].sha256)
+                                                        if task in sources else (None, None)))
+                        for task in tasks), set_hash=draft["set_hash"],
             created=now, expiry=expiry, leakage_budget=budget, release=release, seed=seed,
             predecessor=sealed[-1].name if sealed and name != "public" else None,
             ledger_id=ledger.ledger_id, entry_index=ledger.size)
@@ -237,6 +289,9 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
             with staged_operation(store, ledger, "seal") as staged:
                 staged.private_file(opening_path(store, ledger.ledger_id, name, manifest.set_hash), opening,
                                     label="opening")
+                if noise_secret is not None:
+                    staged.private_file(noise_path(store, ledger.ledger_id, name, manifest.set_hash), noise_secret,
+                                        label="noise-secret")
                 staged.public_file(manifest_path(store, name), data, label="manifest")
                 staged.blob(data, label="manifest-blob")
                 if name == "public":
@@ -250,7 +305,10 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
         except AppendConflict as exc:
             raise UsageError(f"another writer appended to the ledger while {name} was being sealed; nothing was "
                              "sealed: run the seal again", generation=name, **exc.evidence) from None
-        written = (opening_path(store, ledger.ledger_id, name, manifest.set_hash), manifest_path(store, name),
+        written = (opening_path(store, ledger.ledger_id, name, manifest.set_hash),
+                   *((noise_path(store, ledger.ledger_id, name, manifest.set_hash),) if noise_secret is not None
+                     else ()),
+                   manifest_path(store, name),
                    BlobStore(store.blobs).path(digest),
                    *((reveal_path(store, name),) if name == "public" else ()))
     return SealResult(manifest=manifest, signed=signed, manifest_sha256=digest,
