@@ -42,10 +42,10 @@ from heldout.generations.release import THRESHOLDOUT, last_over_threshold
 from heldout.specs import current_spec_version, load_supersessions, require_not_superseded
 from heldout.staging import staged_operation
 from heldout.store import Store
-from keys import Signer, UsageError
+from keys import ExpiredError, Signer, UsageError
 from keys.files import read_private_file
 from ledger import BlobStore, Ledger
-from seals import parse_json_object, sha256_hex
+from seals import format_utc, parse_json_object, sha256_hex
 
 #: progress(task, step description, steps done, steps in all)
 EvaluationProgress = Callable[[str, str, int, int], None]
@@ -101,6 +101,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
     spec_version = current_spec_version(load_supersessions(ledger.entries()), now)
     for task in request.tasks:
         check_known_task(task)
+    require_unexpired_by_witnesses(ledger, state)
     unknown = [t for t in request.tasks if t not in state.tasks]
     if unknown:
         raise UsageError(f"{request.generation} has no task {unknown[0]!r}", field="tasks", found=unknown[0],
@@ -130,6 +131,17 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
         entry = bundle_entry(result, generation=request.generation, created_utc=now)
         finished.append((entry, result.evaluation, result.predictions_npz))
     return record_bundles(store, ledger, signer, finished, now=now)
+
+
+def require_unexpired_by_witnesses(ledger: Ledger, state: GenerationState) -> None:
+    """Expiry judged by the witnessed time, not the operator's clock: once witnesses have cosigned a checkpoint
+    at or after the generation's expiry, nothing more is evaluated on it, whatever ``now`` says (exit 3)."""
+    witnessed = ledger.witnessed_time()
+    if witnessed is not None and witnessed >= state.expiry:
+        raise ExpiredError(f"generation {state.name} expired at {format_utc(state.expiry)}: witnesses attest the "
+                           f"ledger reached {format_utc(witnessed)} (the local clock cannot undo that)",
+                           generation=state.name, expected=f"before {format_utc(state.expiry)}",
+                           found=f"witnessed {format_utc(witnessed)}")
 
 
 def public_estimate(ledger: Ledger, blobs: BlobStore, model_id: str, task: str) -> tuple[int, float]:
@@ -163,8 +175,6 @@ def admission_bits(ledger: Ledger, state: GenerationState, task: str, classes: i
     return full_evaluation_bits(state.tasks[task], classes)
 
 
-
-
 def record_bundle(store: Store, ledger: Ledger, signer: Signer, entry: dict[str, Any], evaluation: dict[str, Any],
                   predictions_npz: bytes, *, now: datetime) -> BundleOutcome:
     """:func:`record_bundles` for one bundle."""
@@ -196,6 +206,7 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
             if state is None:
                 raise UsageError(f"no generation {name!r} is sealed on this ledger", field="generation",
                                  found=name)
+            require_unexpired_by_witnesses(ledger, state)
             require_not_superseded(supersessions, str(evaluation.get("spec_version")), now)
             if evaluation.get("spec_version") != current or entry.get("spec_version") != current:
                 raise UsageError(f"new evaluations use the current spec, {current}; this one is "

@@ -8,8 +8,8 @@ RFC 9162 inclusion proof, so anyone holding the ledger (or an export) can check 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from keys import (
     PublicKey,
     Signer,
     TrustedKey,
+    UntrustedKey,
     UsageError,
     VerificationError,
     b64decode_strict,
@@ -31,14 +32,20 @@ from keys import (
     verifier_key_string,
 )
 from keys.safeio import DOCUMENT_LIMIT, read_in, require_in
-from ledger import BlobStore, Ledger, verify_checkpoint, verify_consistency, verify_inclusion
+from ledger import BlobStore, Ledger, LedgerExport, verify_checkpoint, verify_inclusion
+from ledger.checkpoint import Checkpoint, parse_checkpoint
+from ledger.entries import decode_entry, genesis_key, origin_of
 from ledger.rfc6962 import leaf_hash
+from ledger.tlogproof import TlogProof, parse_tlog_proof, verify_tlog_proof
+from ledger.tree import HashTree, MemoryNodes
 from seals import (
+    Passport,
     PassportState,
     PassportVerdict,
     canonical_bytes,
     format_utc,
     parse_json_object,
+    parse_utc,
     sha256_hex,
     sign_document,
     verify_passport,
@@ -111,6 +118,13 @@ def _choose_generation(generations: Mapping[str, GenerationState], model_id: str
     return max(candidates, key=lambda s: s.seal_index)  # the most recently sealed current generation
 
 
+def _tlog_proof(ledger: Ledger, index: int, checkpoint: Checkpoint) -> str:
+    """The C2SP tlog-proof of entry ``index`` in ``checkpoint``, the entry's bytes as its extra data."""
+    proof = ledger.inclusion_proof(index, checkpoint.size)
+    return TlogProof(index=index, path=tuple(proof.path), checkpoint=checkpoint.note,
+                     extra=ledger.entry_bytes(index)).text()
+
+
 @dataclass(frozen=True)
 class IssuedPassport:
     document: dict[str, Any]
@@ -164,6 +178,9 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
             if not withheld:
                 sources.append({"path": str(blobs.path(entry[member]).relative_to(store.root)),
                                 "sha256": entry[member]})
+    witnessed = ledger.cosigned_checkpoint(checkpoint.size)  # the proofs carry the witnesses' cosignatures
+    proofs = {"seal": _tlog_proof(ledger, state.seal_index, witnessed),
+              "bundles": [_tlog_proof(ledger, ref["index"], witnessed) for ref in cited]}
     manifest_file = manifest_path(store, state.name)
     sources = [
         {"path": str(audit_report_path(store, ledger.ledger_id).relative_to(store.root)),
@@ -215,6 +232,7 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
                 "note_verifier_key": verifier_key_string(key.name, key.public_key),
                 "checkpoint": {"size": checkpoint.size, "root_b64": checkpoint.root_b64, "note": checkpoint.note},
                 "bundles": cited,
+                "proofs": proofs,
             },
             "sources": sources,
         },
@@ -241,97 +259,225 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
     return IssuedPassport(document=signed, path=path, index=index, sha256=digest)
 
 
-class LedgerView:
-    """What ledger-aware verification needs from a ledger or an export: entries, roots, checkpoints."""
+@dataclass(frozen=True)
+class LedgerFacts:
+    """What checking a passport against its ledger reads, from a ledger, an export, or an audit's replay: the
+    decoded entries by index, their bytes, and the root at any size. The caller has verified the ledger
+    (replay or database) before; nothing here is taken from the passport."""
 
-    def __init__(self, ledger: Any) -> None:
-        self.ledger = ledger
+    ledger_id: str
+    origin: str
+    entries: Mapping[int, Mapping[str, Any]]
+    entry_bytes: Callable[[int], bytes]
+    root: Callable[[int], bytes]
 
-    @property
-    def ledger_id(self) -> str:
-        return str(self.ledger.ledger_id)
+    @classmethod
+    def of(cls, ledger: Ledger | LedgerExport) -> LedgerFacts:
+        """A copy held in memory (entries and their tree), so it outlives the ledger's database handle."""
+        data = [raw for _, raw in ledger.entries_bytes()]
+        nodes = MemoryNodes()
+        for raw in data:
+            nodes.append(leaf_hash(raw))
+        tree = HashTree(nodes)
+        return cls(ledger_id=ledger.ledger_id, origin=ledger.origin,
+                   entries={i: decode_entry(raw, index=i) for i, raw in enumerate(data)},
+                   entry_bytes=data.__getitem__, root=tree.root_at)
 
-    @property
-    def origin(self) -> str:
-        return str(self.ledger.origin)
-
-    @property
-    def size(self) -> int:
-        return int(self.ledger.size)
-
-    def entry_bytes(self, index: int) -> bytes:
-        return bytes(self.ledger.entry_bytes(index))
-
-    def root(self, size: int) -> bytes:
-        return bytes(self.ledger.root(size))
-
-    def consistency_path(self, old: int, new: int) -> list[bytes]:
-        return list(self.ledger.consistency_proof(old, new).path)
-
-    def latest_checkpoint(self) -> Any:
-        return self.ledger.latest_checkpoint()
-
-    def entries(self) -> Any:
-        return self.ledger.entries()
+    def declared_keys(self) -> list[TrustedKey]:
+        """The keys the ledger declares: its genesis key (the checkpoint key) first, then each ``key`` entry's."""
+        return [genesis_key(entry) for _, entry in sorted(self.entries.items())
+                if entry.get("type") in ("genesis", "key")]
 
 
-def verify_passport_on_ledger(doc: Any, trusted: PublicKey | TrustedKey, view: LedgerView, ledger_key: TrustedKey,
-                              *, at: datetime) -> PassportVerdict:
-    """The signature and expiry checks of :func:`seals.verify_passport`, then the ledger's word: the passport's
-    checkpoint is signed by the ledger key and is a prefix of the ledger as it stands (consistency proof),
-    each cited bundle is included at its index, and its generation has not been retired since (lapsed)."""
+def _declared_issuer(doc: Mapping[str, Any], facts: LedgerFacts, pinned: PublicKey | TrustedKey | None) -> TrustedKey:
+    """The ledger-declared key the passport names as its issuer; a pinned key (``--key``) must be that key."""
+    issuer = doc.get("issuer")
+    issuer_b64 = issuer.get("public_key_b64") if isinstance(issuer, dict) else None
+    declared = facts.declared_keys()
+    if pinned is not None:
+        pinned_b64 = pinned.public_key.b64 if isinstance(pinned, TrustedKey) else pinned.b64
+        if all(key.public_key.b64 != pinned_b64 for key in declared):
+            raise UntrustedKey(f"the key given is not declared by ledger {facts.ledger_id} (neither its genesis key "
+                               "nor a key entry): a key is trusted only when the ledger declares it",
+                               field="issuer.public_key_b64", found=pinned_b64,
+                               expected=[key.public_key.b64 for key in declared])
+    for key in declared:
+        if key.public_key.b64 == issuer_b64:
+            return key
+    raise UntrustedKey(f"the passport's issuer key is not declared by ledger {facts.ledger_id} (neither its genesis "
+                       "key nor a key entry)", field="issuer.public_key_b64", found=str(issuer_b64)[:60])
+
+
+def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
+                             pinned: PublicKey | TrustedKey | None = None) -> PassportVerdict:
+    """The one passport-vs-log verifier (``passport verify`` with a ledger, and the audit). In order:
+
+    1. the issuer key is the ledger's genesis key or a logged ``key`` entry (a pinned ``--key`` must be one of
+       those too), and the signature verifies under it (then the shape, and expiry at ``at``);
+    2. the passport was logged: a ``passport`` entry carries its SHA-256 (of its canonical bytes), for its model
+       and generation;
+    3. its anchor: this ledger's id, a checkpoint signed by the ledger key with this ledger's root at its size,
+       taken before the passport entry;
+    4. each cited bundle: a ``bundle`` entry of the model and generation inside that checkpoint, its inclusion
+       proof, and the evaluation it logged equal to the passport's;
+    5. its audit: this ledger's head at an earlier size, intact;
+    6. its generation: sealed here with the passport's set hash and expiry, and the passport's expiry no later
+       than the generation's; no superseded spec version at its issue time;
+    then the verdict at ``at``: lapsed (the generation retired, or its spec superseded, since: this wins over
+    expired, as it names the cause), expired, or valid.
+    """
+    trusted = _declared_issuer(doc, facts, pinned)
     verdict = verify_passport(doc, trusted, at=at)
-    heldout = verdict.passport.heldout
+    passport = verdict.passport
+    digest = sha256_hex(canonical_bytes(doc))
+    logged = [i for i, e in sorted(facts.entries.items())
+              if e.get("type") == "passport" and e.get("passport_sha256") == digest]
+    if not logged:
+        raise VerificationError(f"the passport was never logged: no passport entry of ledger {facts.ledger_id} "
+                                "carries its SHA-256", field="passport_sha256", found=digest)
+    index = logged[0]
+    entry = facts.entries[index]
+    heldout = passport.heldout
     if not isinstance(heldout, dict):
-        raise VerificationError("the passport has no computed.heldout to check against a ledger",
+        raise VerificationError("the passport has no computed.heldout to check against a ledger", index=index,
                                 field="computed.heldout")
-    if heldout.get("ledger_id") != view.ledger_id:
-        raise VerificationError("the passport is anchored to another ledger", field="computed.heldout.ledger_id",
-                                expected=view.ledger_id, found=heldout.get("ledger_id"))
-    note = (heldout.get("checkpoint") or {}).get("note")
-    if not isinstance(note, str):
-        raise VerificationError("the passport carries no checkpoint note", field="computed.heldout.checkpoint")
-    checkpoint = verify_checkpoint(note, name=ledger_key.name, key=ledger_key.public_key, origin=view.origin)
-    head = view.latest_checkpoint()
-    verify_checkpoint(head.note, name=ledger_key.name, key=ledger_key.public_key, origin=view.origin)
-    if checkpoint.size > head.size:
-        raise VerificationError("the passport's checkpoint is ahead of the ledger (rolled back?)",
-                                field="computed.heldout.checkpoint", expected=f"<= {head.size}", found=checkpoint.size)
-    verify_consistency(checkpoint.size, head.size, checkpoint.root, head.root,
-                       view.consistency_path(checkpoint.size, head.size))
-    for position, ref in enumerate(heldout.get("bundles") or []):
-        if not isinstance(ref, dict) or not isinstance(ref.get("index"), int):
-            raise VerificationError("a cited bundle has no index", field=f"computed.heldout.bundles[{position}]")
-        index = ref["index"]
-        if not 0 <= index < checkpoint.size:
-            raise VerificationError("a cited bundle lies outside the passport's checkpoint",
-                                    field=f"computed.heldout.bundles[{position}]", found=index)
-        data = view.entry_bytes(index)
-        proof = [b64decode_strict(h, what="inclusion proof") for h in ref.get("inclusion_proof") or []]
-        verify_inclusion(index, checkpoint.size, leaf_hash(data), proof, checkpoint.root)
-        entry = parse_json_object(data, what=f"entry {index}")
-        if entry.get("evaluation_sha256") != ref.get("evaluation_sha256"):
-            raise VerificationError(f"cited bundle {index} carries another evaluation", index=index,
-                                    field=f"computed.heldout.bundles[{position}].evaluation_sha256")
-        evaluation = verdict.passport.evaluations[position]
-        if not cited_evaluation_matches(evaluation, entry, lambda e: sha256_hex(canonical_bytes(e))):
-            raise VerificationError(f"evaluation {position} of the passport is not the one bundle {index} logged",
-                                    index=index, field=f"computed.evaluations[{position}]")
-    generations = load_generations(view.entries(), at)
-    name = heldout.get("generation")
-    state = generations.get(str(name))
-    if state is None:
-        raise VerificationError(f"the ledger has no generation {name!r}", field="computed.heldout.generation")
-    if state.set_hash != heldout.get("set_hash"):
-        raise VerificationError("the passport's set hash is not its generation's", field="computed.heldout.set_hash",
-                                expected=state.set_hash, found=heldout.get("set_hash"))
+    for member, expected, found in (("subject.model_id", entry.get("model_id"), passport.model_id),
+                                    ("computed.heldout.generation", entry.get("generation"), heldout.get("generation")),
+                                    ("computed.heldout.ledger_id", facts.ledger_id, heldout.get("ledger_id"))):
+        if expected != found:
+            raise VerificationError(f"the passport disagrees with its ledger on {member}", index=index, field=member,
+                                    expected=expected, found=found)
+    size, root = _anchor(heldout, facts, index)
+    _check_cited_bundles(passport, heldout, facts, size, root, index)
+    genesis = facts.declared_keys()[0]
+    proven = check_passport_proofs(passport, log_name=genesis.name, log_key=genesis.public_key)
+    if proven.size > index or facts.root(proven.size) != proven.root:
+        raise VerificationError("the passport's offline proofs rest on a checkpoint this ledger does not have "
+                                f"before entry {index} (another history?)", index=index,
+                                field="computed.heldout.proofs", found=proven.size)
+    _check_audit_claim(doc, facts, index)
+    generations = load_generations(sorted(facts.entries.items()), at)
+    state = generations.get(str(heldout.get("generation")))
+    if state is None or state.seal_index > index:
+        raise VerificationError(f"the ledger has no generation {heldout.get('generation')!r} sealed before the "
+                                "passport", index=index, field="computed.heldout.generation")
+    for member, expected in (("set_hash", state.set_hash), ("expiry_utc", format_utc(state.expiry))):
+        if heldout.get(member) != expected:
+            raise VerificationError(f"the passport's {member} is not its generation's", index=index,
+                                    field=f"computed.heldout.{member}", expected=expected, found=heldout.get(member))
+    if passport.expiry > state.expiry:
+        raise VerificationError(f"the passport's expiry {format_utc(passport.expiry)} is after its generation's "
+                                f"({state.name}, {format_utc(state.expiry)})", index=index, field="expiry_utc",
+                                expected=f"<= {format_utc(state.expiry)}", found=format_utc(passport.expiry))
+    supersessions = load_supersessions(sorted(facts.entries.items()))
+    superseded = supersessions.get(passport.spec_version)
+    if superseded is not None and superseded.index < index and superseded.in_force(passport.issued):
+        raise VerificationError(f"the passport of entry {index} was issued under {superseded.words} (entry "
+                                f"{superseded.index})", index=index, field="spec_version", found=passport.spec_version)
     if state.retire_index is not None:
         retired = format_utc(state.retired_at) if state.retired_at else f"at entry {state.retire_index}"
-        return PassportVerdict(passport=verdict.passport, verified=verdict.verified, at=at,
-                               state=PassportState.LAPSED,
-                               reason=f"generation {state.name} retired ({state.retire_reason}) {retired}")
-    superseded = load_supersessions(view.entries()).get(verdict.passport.spec_version)
+        return replace(verdict, state=PassportState.LAPSED,
+                       reason=f"generation {state.name} retired ({state.retire_reason}) {retired}")
     if superseded is not None and superseded.in_force(at):
-        return PassportVerdict(passport=verdict.passport, verified=verdict.verified, at=at,
-                               state=PassportState.LAPSED, reason=superseded.words)
+        return replace(verdict, state=PassportState.LAPSED, reason=superseded.words)
     return verdict
+
+
+def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicKey) -> Checkpoint:
+    """Offline (no ledger, no export): the passport's ``computed.heldout.proofs`` (C2SP tlog-proofs, each entry's
+    bytes as extra data) must all rest on one checkpoint signed by the log key for the passport's ledger, include
+    each cited bundle at its index (a bundle of the model on the generation logging the passport's evaluation) and
+    the generation's seal (its set hash, manifest, and an expiry no earlier than the passport's). Returns the
+    checkpoint, cosignature lines included (the caller judges its witnessing against a policy)."""
+    heldout = passport.heldout
+    proofs = heldout.get("proofs") if isinstance(heldout, dict) else None
+    if not isinstance(heldout, dict) or not isinstance(proofs, dict) or not isinstance(proofs.get("seal"), str) or \
+            not isinstance(proofs.get("bundles"), list):
+        raise VerificationError("the passport carries no offline proofs (computed.heldout.proofs)",
+                                field="computed.heldout.proofs")
+    origin = origin_of(str(heldout.get("ledger_id")))
+    texts = [proofs["seal"], *proofs["bundles"]]
+    checkpoints = set()
+    records: list[tuple[int, dict[str, Any]]] = []
+    for position, text in enumerate(texts):
+        where = "computed.heldout.proofs.seal" if position == 0 else f"computed.heldout.proofs.bundles[{position - 1}]"
+        if not isinstance(text, str):
+            raise VerificationError("a passport proof is not text", field=where)
+        proof = parse_tlog_proof(text)
+        checkpoints.add(proof.checkpoint)
+        verify_tlog_proof(proof, name=log_name, key=log_key, origin=origin)
+        records.append((proof.index, decode_entry(proof.extra or b"", index=proof.index)))
+    if len(checkpoints) != 1:
+        raise VerificationError("the passport's proofs rest on different checkpoints", field="computed.heldout.proofs")
+    (seal_index, seal), bundles = records[0], records[1:]
+    if seal.get("type") != "seal" or seal.get("generation") != heldout.get("generation") or \
+            seal.get("set_hash") != heldout.get("set_hash") or \
+            seal.get("manifest_sha256") != heldout.get("manifest_sha256") or seal_index != heldout.get("seal_index"):
+        raise VerificationError("the passport's seal proof is not of its generation's seal", index=seal_index,
+                                field="computed.heldout.proofs.seal")
+    if passport.expiry > parse_utc(str(seal.get("expiry_utc")), what="seal expiry_utc"):
+        raise VerificationError(f"the passport's expiry {format_utc(passport.expiry)} is after its generation's "
+                                f"({seal.get('expiry_utc')}, logged at entry {seal_index})", index=seal_index,
+                                field="expiry_utc", expected=f"<= {seal.get('expiry_utc')}",
+                                found=format_utc(passport.expiry))
+    cited = heldout.get("bundles")
+    if not isinstance(cited, list) or len(bundles) != len(cited) or len(cited) != len(passport.evaluations):
+        raise VerificationError("the passport's bundle proofs do not match its cited bundles",
+                                field="computed.heldout.proofs.bundles")
+    for position, ((index, bundle), ref, evaluation) in enumerate(zip(bundles, cited, passport.evaluations,
+                                                                      strict=True)):
+        if not isinstance(ref, dict) or ref.get("index") != index or bundle.get("type") != "bundle" or \
+                bundle.get("model_id") != passport.model_id or bundle.get("generation") != heldout.get("generation") \
+                or bundle.get("evaluation_sha256") != sha256_hex(canonical_bytes(evaluation)):
+            raise VerificationError(f"bundle proof {position} does not prove the passport's evaluation {position}",
+                                    index=index, field=f"computed.heldout.proofs.bundles[{position}]")
+    return parse_checkpoint(next(iter(checkpoints)))
+
+
+def _anchor(heldout: Mapping[str, Any], facts: LedgerFacts, index: int) -> tuple[int, bytes]:
+    """The passport's checkpoint: signed by the ledger key, taken before the passport entry, this ledger's root."""
+    checkpoint = heldout.get("checkpoint")
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("note"), str):
+        raise VerificationError("the passport carries no checkpoint note", index=index,
+                                field="computed.heldout.checkpoint")
+    key = facts.declared_keys()[0]
+    verified = verify_checkpoint(checkpoint["note"], name=key.name, key=key.public_key, origin=facts.origin)
+    if verified.size > index or facts.root(verified.size) != verified.root:
+        raise VerificationError(f"the passport cites a checkpoint this ledger does not have before entry {index} "
+                                "(another history?)", index=index, field="computed.heldout.checkpoint",
+                                found=verified.size)
+    return verified.size, verified.root
+
+
+def _check_cited_bundles(passport: Passport, heldout: Mapping[str, Any], facts: LedgerFacts, size: int, root: bytes,
+                         index: int) -> None:
+    cited = heldout.get("bundles")
+    if not isinstance(cited, list) or not cited or len(cited) != len(passport.evaluations):
+        raise VerificationError("the passport's cited bundles do not match its evaluations", index=index,
+                                field="computed.heldout.bundles")
+    for position, (ref, evaluation) in enumerate(zip(cited, passport.evaluations, strict=True)):
+        where = f"computed.heldout.bundles[{position}]"
+        bundle_index = ref.get("index") if isinstance(ref, dict) else None
+        if isinstance(bundle_index, bool) or not isinstance(bundle_index, int) or not 0 <= bundle_index < size:
+            raise VerificationError("the passport cites a bundle outside its checkpoint", index=index, field=where,
+                                    found=bundle_index)
+        bundle = facts.entries.get(bundle_index, {})
+        if bundle.get("type") != "bundle" or bundle.get("model_id") != passport.model_id or \
+                bundle.get("generation") != heldout.get("generation"):
+            raise VerificationError(f"the passport cites entry {bundle_index}, not a bundle of {passport.model_id} on "
+                                    f"{heldout.get('generation')}", index=index, field=where)
+        proof = [b64decode_strict(h, what="inclusion proof") for h in ref.get("inclusion_proof") or []]
+        verify_inclusion(bundle_index, size, leaf_hash(facts.entry_bytes(bundle_index)), proof, root)
+        if not cited_evaluation_matches(evaluation, bundle, lambda e: sha256_hex(canonical_bytes(e))):
+            raise VerificationError(f"evaluation {position} of the passport is not the one bundle {bundle_index} "
+                                    "logged", index=index, field=f"computed.evaluations[{position}]")
+
+
+def _check_audit_claim(doc: Mapping[str, Any], facts: LedgerFacts, index: int) -> None:
+    found = (doc.get("computed") or {}).get("audit")
+    audit: Mapping[str, Any] = found if isinstance(found, dict) else {}
+    entries_then = audit.get("ledger_entries")
+    if not isinstance(entries_then, int) or isinstance(entries_then, bool) or not 0 < entries_then <= index or \
+            facts.root(entries_then).hex() != audit.get("ledger_head") or audit.get("ledger_intact") is not True:
+        raise VerificationError(f"the passport of entry {index}: its audit is not of this ledger's head at the time",
+                                index=index, field="computed.audit", found=audit.get("ledger_head"))

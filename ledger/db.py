@@ -16,6 +16,9 @@ Tables (all STRICT):
 * ``nodes(level, idx, hash) WITHOUT ROWID``: roots of complete perfect subtrees of 16 leaves or more
   (levels >= ``MIN_NODE_LEVEL``; see ``ledger.tree``).
 * ``checkpoints(size INTEGER PRIMARY KEY, root BLOB, note, created_utc)``: signed notes.
+* ``cosignatures(size, witness, key_id, timestamp, line, vkey, received_utc)`` (schema 2): witnesses'
+  ``cosignature/v1`` lines on the checkpoint of that size, each verified under ``vkey`` before it is stored;
+  one per (size, witness key id, timestamp); append-only like the rest.
 
 Append-only in the database as well as in code: triggers refuse UPDATE and DELETE on entries, nodes and
 checkpoints, an entry at any index but the next, a node that exists already, and a checkpoint whose size is
@@ -34,7 +37,7 @@ from sqlite_utils.migrations import Migrations
 
 from ledger.errors import LedgerStorageError, LedgerUsageError, database_error
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: Interior tree levels below this are not stored (rehashed from at most 15 leaf hashes when needed).
 MIN_NODE_LEVEL = 4
 BUSY_TIMEOUT_MS = 120_000
@@ -79,8 +82,28 @@ def _initial_schema(db: Database) -> None:
         "OR NEW.size > COALESCE((SELECT MAX(idx) FROM entries), -1) + 1 OR length(NEW.root) != 32 "
         "BEGIN SELECT RAISE(ABORT, 'ledger checkpoints only grow, one per size, never past the entries'); END"
     )
-    db.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+    db.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
     db.execute("INSERT INTO meta (key, value) VALUES ('min_node_level', ?)", [str(MIN_NODE_LEVEL)])
+
+
+@MIGRATIONS(name="0002_cosignatures")
+def _cosignatures(db: Database) -> None:
+    db.execute(
+        "CREATE TABLE cosignatures (size INTEGER NOT NULL, witness TEXT NOT NULL, key_id TEXT NOT NULL, "
+        "timestamp INTEGER NOT NULL, line TEXT NOT NULL, vkey TEXT NOT NULL, received_utc TEXT NOT NULL, "
+        "PRIMARY KEY (size, witness, key_id, timestamp)) STRICT"
+    )
+    for action in ("UPDATE", "DELETE"):
+        db.execute(
+            f"CREATE TRIGGER cosignatures_no_{action.lower()} BEFORE {action} ON cosignatures "
+            "BEGIN SELECT RAISE(ABORT, 'ledger cosignatures are append-only'); END"
+        )
+    db.execute(
+        "CREATE TRIGGER cosignatures_on_checkpoints BEFORE INSERT ON cosignatures "
+        "WHEN NOT EXISTS (SELECT 1 FROM checkpoints WHERE size = NEW.size) "
+        "BEGIN SELECT RAISE(ABORT, 'a cosignature is on a signed checkpoint of the ledger'); END"
+    )
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:

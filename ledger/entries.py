@@ -83,6 +83,19 @@ def _note_text(value: Any) -> str | None:
     return None
 
 
+def _size(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return "a positive integer"
+    return None
+
+
+def _per_task(value: Any) -> str | None:
+    if not isinstance(value, dict) or not value or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value.values()):
+        return "a non-empty object {task: positive integer}"
+    return None
+
+
 Check = Callable[[Any], "str | None"]
 
 #: Required members (besides ``type`` and ``v``) of each entry type and the check each must pass.
@@ -93,6 +106,9 @@ ENTRY_TYPES: dict[str, dict[str, Check]] = {
              "created_utc": _utc},
     "bundle": {"generation": _text, "model_id": _text, "task": _text, "evaluation_sha256": _hex64,
                "predictions_sha256": _hex64, "created_utc": _utc},
+    # Commit-then-draw (heldout/generations/draw.py): a task's pool committed, then the seal's intent.
+    "pool": {"task": _text, "pool_root": _hex64, "pool_size": _size, "created_utc": _utc},
+    "intent": {"generation": _text, "tasks": _per_task, "pools": _per_task, "expiry_utc": _utc, "created_utc": _utc},
     "retire": {"generation": _text, "reason": _text, "created_utc": _utc},
     "reveal": {"generation": _text, "reveal_sha256": _hex64, "created_utc": _utc},
     "passport": {"model_id": _text, "generation": _text, "passport_sha256": _hex64, "created_utc": _utc},

@@ -117,3 +117,6 @@ def database_error(exc: sqlite3.Error, path: Path | str | None = None) -> Ledger
     if isinstance(exc, sqlite3.OperationalError) and any(w in words.lower() for w in _ENVIRONMENT_WORDS):
         return LedgerStorageError(f"{where}the ledger database cannot be used: {words}", **evidence)
     return LedgerIntegrityError(f"{where}not a readable ledger database ({words})", **evidence)
+class TimeRegression(LedgerUsageError):
+    """An append whose time is earlier than the ledger's last entry: the ledger's time only moves forward
+    (exit 2; nothing is written)."""

@@ -8,11 +8,12 @@ Layout (format ``heldout-ledger-export``, version 1)::
                                   ledger id, which is the hash of entry 0
       entries.jsonl               entry i is line i: its exact canonical bytes, then "\\n" (canonical JSON
                                   never contains a raw newline)
-      checkpoints/<size>.note     every signed checkpoint, byte for byte (C2SP signed note)
+      checkpoints/<size>.note     every signed checkpoint, byte for byte (C2SP signed note), followed by the
+                                  witnesses' cosignature/v1 lines the ledger holds for it
       blobs/sha256/<hh>/<hex>     every blob that an entry references (members named *_sha256) and the
                                   store holds; each file's name is its content's SHA-256
-      keys/<key_id>.pub.json      public keys: the ledger's own (genesis and ``key`` entries) and the
-                                  store's keyring (same format as the store's keys/)
+      keys/<key_id>.pub.json      public keys the ledger declares (genesis and ``key`` entries), nothing
+                                  else: a key is trusted only because an entry declares it
       seals/<name>                the store's published seal manifests and reveals, verbatim: only those
                                   whose SHA-256 an exported entry names
 
@@ -22,7 +23,8 @@ The manifest: ``{"format", "version", "ledger_id", "origin", "size", "root" (bas
 can be exported. The export is deterministic: the same ledger state and store give the same bytes.
 
 Read it with :func:`open_export`, which gives entry bytes, checkpoints, blobs (hash-checked), public keys and
-seal manifests, proofs from the rebuilt tree, and :meth:`LedgerExport.verify` (the full replay).
+seal manifests, proofs from the rebuilt tree, and :meth:`LedgerExport.verify` (the full replay, then every
+manifest member against the files: :meth:`LedgerExport.manifest_problems`).
 """
 
 from __future__ import annotations
@@ -35,11 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from keys import MalformedInput, TrustedKey, b64encode, verifier_key_string
-from keys.keyring import load_public_key_file, parse_public_key_file
 from keys.safeio import (
     DOCUMENT_LIMIT,
     ENTRIES_FILE_LIMIT,
-    KEY_FILE_LIMIT,
     NOTE_LIMIT,
     UnsafeFile,
     file_in,
@@ -84,13 +84,12 @@ def _write_file(path: Path, data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
-def export_ledger(ledger: Ledger, dest: Path, *, blobs: BlobStore | None = None, seals: Path | None = None,
-                  keyring: Path | None = None) -> dict[str, Any]:
+def export_ledger(ledger: Ledger, dest: Path, *, blobs: BlobStore | None = None,
+                  seals: Path | None = None) -> dict[str, Any]:
     """Write the export of ``ledger`` to ``dest`` (which must not exist or be empty); returns the manifest.
 
     The directory is built beside ``dest`` under a temporary name and renamed into place, so a failed export
-    leaves nothing. ``blobs`` is the store's blob store, ``seals`` its seals folder, ``keyring`` its keys
-    folder; each is optional."""
+    leaves nothing. ``blobs`` is the store's blob store, ``seals`` its seals folder; each is optional."""
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise LedgerUsageError(f"{dest} exists and is not an empty directory", path=str(dest))
@@ -100,7 +99,7 @@ def export_ledger(ledger: Ledger, dest: Path, *, blobs: BlobStore | None = None,
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
-        manifest = _build(ledger, tmp, blobs=blobs, seals=seals, keyring=keyring)
+        manifest = _build(ledger, tmp, blobs=blobs, seals=seals)
         if dest.exists():
             dest.rmdir()
         os.rename(tmp, dest)
@@ -110,12 +109,11 @@ def export_ledger(ledger: Ledger, dest: Path, *, blobs: BlobStore | None = None,
     return manifest
 
 
-def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | None,
-           keyring: Path | None) -> dict[str, Any]:
+def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | None) -> dict[str, Any]:
     conn = ledger.db.conn
     conn.execute("BEGIN")  # one snapshot: entries and checkpoints of the same state
     try:
-        checkpoints = ledger.checkpoints()
+        checkpoints = ledger.cosigned_checkpoints()
         size = checkpoints[-1].size
         digest = hashlib.sha256()
         referenced: dict[str, None] = {}
@@ -145,16 +143,9 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
         _write_file(out / BLOBS / ref[:2] / ref, data)
         copied.append(ref)
 
-    by_id: dict[str, TrustedKey] = {}
-    for key in [*keys, *(_keyring(keyring))]:
-        known = by_id.get(key.key_id)
-        if known is not None and known != key:
-            raise LedgerIntegrityError(f"key id {key.key_id!r} names two different keys (ledger and keyring)",
-                                       field="key_id", found=key.key_id)
-        by_id[key.key_id] = key
+    by_id = _declared(keys)
     for key_id, key in sorted(by_id.items()):
-        body = key.to_json()
-        _write_file(out / KEYS / f"{key_id}.pub.json", canonical_bytes(body) + b"\n")
+        _write_file(out / KEYS / f"{key_id}.pub.json", key_file_bytes(key))
 
     seal_names: list[str] = []
     if seals is not None and seals.is_dir():
@@ -186,10 +177,20 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
     return manifest
 
 
-def _keyring(folder: Path | None) -> list[TrustedKey]:
-    if folder is None or not folder.is_dir():
-        return []
-    return [load_public_key_file(path) for path in sorted(folder.glob("*.pub.json"))]
+def key_file_bytes(key: TrustedKey) -> bytes:
+    return canonical_bytes(key.to_json()) + b"\n"
+
+
+def _declared(keys: list[TrustedKey]) -> dict[str, TrustedKey]:
+    """The ledger's declared keys by id; one id naming two keys is a broken ledger."""
+    by_id: dict[str, TrustedKey] = {}
+    for key in keys:
+        known = by_id.get(key.key_id)
+        if known is not None and known != key:
+            raise LedgerIntegrityError(f"key id {key.key_id!r} names two different keys in the ledger's entries",
+                                       field="key_id", found=key.key_id)
+        by_id[key.key_id] = key
+    return by_id
 
 
 class LedgerExport:
@@ -293,11 +294,13 @@ class LedgerExport:
         return genesis_key(decode_entry(self.entry_bytes(0), index=0))
 
     def public_keys(self) -> list[TrustedKey]:
+        """The keys the ledger's entries declare (genesis and ``key`` entries); the ``keys/`` files are only
+        copies, checked against these by :meth:`manifest_problems`."""
         keys = []
-        for name in self._list(KEYS):
-            if name.endswith(".pub.json"):
-                data = self._read(f"{KEYS}/{name}", limit=KEY_FILE_LIMIT)
-                keys.append(parse_public_key_file(data or b"", source=f"{KEYS}/{name}"))
+        for index, data in self.entries_bytes():
+            entry = decode_entry(data, index=index)
+            if entry.get("type") in ("genesis", "key"):
+                keys.append(genesis_key(entry))
         return keys
 
     def seal_paths(self) -> list[Path]:
@@ -375,11 +378,66 @@ class LedgerExport:
                                 tuple(tree.consistency_path(old_size, new)))
 
     # verification -----------------------------------------------------------------------------------------
+    def manifest_problems(self) -> Iterator[LedgerIntegrityError]:
+        """Each way the manifest and the files disagree (call after :meth:`verify`'s replay, or on an export
+        whose entries decode): export.json in canonical form; ``entries`` (file, count, SHA-256 of
+        entries.jsonl); ``keys`` = the ids the ledger declares, each ``keys/`` file exactly that key's file and
+        no other file there; ``seals`` = the files under ``seals/``; ``blobs`` = the blob files present, each
+        one an entry references, and ``missing_blobs`` = the referenced ones absent."""
+        m = self.manifest
+        raw = (self.folder / MANIFEST).read_bytes()
+        if raw != canonical_bytes(m) + b"\n":
+            yield LedgerIntegrityError("export.json is not in canonical form (canonical JSON and one newline)",
+                                       file=MANIFEST, field="export.json")
+        entries_raw = (self.folder / ENTRIES).read_bytes() if (self.folder / ENTRIES).is_file() else b""
+        expected_entries = {"file": ENTRIES, "count": self.size, "sha256": hashlib.sha256(entries_raw).hexdigest()}
+        if m.get("entries") != expected_entries:
+            yield LedgerIntegrityError("the export manifest's entries member does not describe entries.jsonl",
+                                       file=MANIFEST, field="entries", expected=expected_entries,
+                                       found=m.get("entries"))
+        declared = _declared(self.public_keys())
+        if m.get("keys") != sorted(declared):
+            yield LedgerIntegrityError("the export manifest's keys are not the keys the ledger declares",
+                                       file=MANIFEST, field="keys", expected=sorted(declared), found=m.get("keys"))
+        key_folder = self.folder / KEYS
+        for path in sorted(key_folder.iterdir()) if key_folder.is_dir() else []:
+            key = declared.get(path.name.removesuffix(".pub.json")) if path.name.endswith(".pub.json") else None
+            if key is None:
+                yield LedgerIntegrityError("a key file in the export names a key no ledger entry declares "
+                                           "(keys are trusted only when the genesis or a key entry declares them)",
+                                           file=f"{KEYS}/{path.name}", field="keys")
+            elif not path.is_file() or path.read_bytes() != key_file_bytes(key):
+                yield LedgerIntegrityError("a key file in the export is not the key its ledger entry declares",
+                                           file=f"{KEYS}/{path.name}", field="keys", expected=key.public_key.b64)
+        seal_names = [p.name for p in self.seal_paths()]
+        if m.get("seals") != seal_names:
+            yield LedgerIntegrityError("the export manifest's seals are not the files under seals/", file=MANIFEST,
+                                       field="seals", expected=seal_names, found=m.get("seals"))
+        referenced: set[str] = set()
+        for index, data in self.entries_bytes():
+            referenced.update(blob_references(decode_entry(data, index=index)))
+        present: list[str] = []
+        blob_root = self.folder / BLOBS
+        for path in sorted(blob_root.glob("*/*")) if blob_root.is_dir() else []:
+            relative = str(path.relative_to(self.folder))
+            if path.parent.name != path.name[:2] or path.name not in referenced:
+                yield LedgerIntegrityError("a blob file in the export is not one an entry references",
+                                           file=relative, field="blobs")
+                continue
+            present.append(path.name)
+        missing = sorted(referenced - set(present))
+        for member, expected in (("blobs", sorted(present)), ("missing_blobs", missing)):
+            if m.get(member) != expected:
+                yield LedgerIntegrityError(f"the export manifest's {member} member does not match the blob files",
+                                           file=MANIFEST, field=member, expected=expected, found=m.get(member))
+
     def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
-               check_blobs: bool = True) -> ReplayReport:
+               check_blobs: bool = True, check_manifest: bool = True) -> ReplayReport:
         """Replay the export (``ledger.replay``) and check that the manifest describes what was replayed;
-        with ``check_blobs`` every exported blob is re-hashed (a missing referenced blob is listed in the
-        manifest's ``missing_blobs``, not an error here: the audit decides what it needs)."""
+        with ``check_manifest`` also every other manifest member and file (:meth:`manifest_problems`; the
+        audit reports them one by one instead); with ``check_blobs`` every exported blob is re-hashed (a
+        missing referenced blob is listed in the manifest's ``missing_blobs``, not an error here: the audit
+        decides what it needs)."""
         claims = [CheckpointClaim(size, self._note(size)) for size, _ in self._checkpoint_files()]
         entries = self._load()
         report, nodes = replay(((data, None) for data in entries), len(entries), claims,
@@ -399,6 +457,9 @@ class LedgerExport:
             if claimed != actual:
                 raise LedgerIntegrityError(f"the export manifest's {member} does not match the replayed ledger",
                                            file=MANIFEST, field=member, expected=actual, found=claimed)
+        if check_manifest:
+            for problem in self.manifest_problems():
+                raise problem
         if check_blobs:
             listed = set(m.get("blobs") or []) | set(m.get("missing_blobs") or [])
             for digest in report.blobs:

@@ -10,13 +10,22 @@ durable before ``append`` returns. Several processes may append at once; the wri
 one history and every checkpoint extends the previous one.
 
 The ledger's checkpoint key is the one its genesis entry declares: any other signer is refused.
+
+Time only moves forward: an append whose entries' ``created_utc`` is earlier than the last entry's is refused
+(:class:`TimeRegression`), so an operator who sets the clock back
+cannot log an entry dated before one already logged.
+
+Witnessing: after each commit that signed a new checkpoint, ``after_checkpoint`` (set by the caller, e.g. the
+heldout CLI with the store's witnesses) is called with it. The append is already durable then; a failure of
+the hook is kept in ``witnessing_error`` and never undoes or fails the append. Witnesses' cosignatures are
+stored by :meth:`add_cosignature` (each verified first) and served by :meth:`cosigned_checkpoint`.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -25,9 +34,10 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from keys import Signer, TrustedKey, verifier_key_string
+from keys import HeldoutError, Signer, TrustedKey, verifier_key_string
 from keys.files import fsync_dir
 from ledger.checkpoint import Checkpoint, parse_checkpoint, sign_checkpoint
+from ledger.cosignature import Cosignature, Cosigner, time_of, with_cosignatures
 from ledger.db import MIN_NODE_LEVEL, connect
 from ledger.entries import (
     NONCE_BYTES,
@@ -48,6 +58,7 @@ from ledger.errors import (
     LedgerIntegrityError,
     LedgerKeyError,
     LedgerUsageError,
+    TimeRegression,
     database_error,
 )
 from ledger.proofs import ConsistencyProof, InclusionProof
@@ -106,6 +117,8 @@ class Ledger:
         self.ledger_id: str = ledger_id_of(genesis_bytes)
         self.origin: str = origin_of(self.ledger_id)
         self.key: TrustedKey = genesis_key(self.genesis)
+        self.after_checkpoint: Callable[[Ledger, Checkpoint], None] | None = None
+        self.witnessing_error: BaseException | None = None
         meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("ledger_id") != self.ledger_id:
             raise LedgerIntegrityError("the ledger id recorded in the database is not the hash of its genesis entry",
@@ -327,7 +340,7 @@ class Ledger:
                                            path=str(self.path)) from None
             raise
 
-    def _sign_head(self, size: int, root: bytes, signer: Signer, created: str) -> Checkpoint:
+    def _sign_head(self, size: int, root: bytes, signer: Signer, created: str) -> tuple[Checkpoint, bool]:
         """Inside the write transaction: sign ``(size, root)`` after checking it against the last checkpoint."""
         row = self._conn.execute(
             "SELECT size, root, note, created_utc FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone()
@@ -339,7 +352,7 @@ class Ledger:
             if size == last.size:
                 if root != last.root:
                     raise CheckpointError("refusing to sign a second root for the same size", size=size)
-                return last
+                return last, False
             stored = self._tree.root_at(size)
             if stored != root:
                 raise LedgerIntegrityError("the stored tree disagrees with the appended leaves", size=size)
@@ -347,7 +360,33 @@ class Ledger:
         checkpoint = sign_checkpoint(self.origin, size, root, signer, created_utc=created)
         self._conn.execute("INSERT INTO checkpoints (size, root, note, created_utc) VALUES (?, ?, ?, ?)",
                            (size, root, checkpoint.note, created))
+        return checkpoint, True
+
+    def _signed(self, checkpoint: Checkpoint, new: bool) -> Checkpoint:
+        """After the commit: hand a newly signed checkpoint to ``after_checkpoint`` (witnessing). Whatever the
+        hook does, the append stands; its failure is kept in ``witnessing_error``."""
+        self.witnessing_error = None
+        if new and self.after_checkpoint is not None:
+            try:
+                self.after_checkpoint(self, checkpoint)
+            except Exception as exc:  # the append is committed: no failure downstream may undo or fail it
+                self.witnessing_error = exc
         return checkpoint
+
+    def _check_time(self, first_entry_time: str | None) -> None:
+        """Inside the write transaction: refuse entries dated (``created_utc``) before the last entry. The
+        entries' own times are what exports carry and audits check, so they are what must not run backwards."""
+        if first_entry_time is None:
+            return
+        row = self._conn.execute("SELECT idx, data FROM entries ORDER BY idx DESC LIMIT 1").fetchone()
+        if row is None:
+            return
+        index = int(row[0])
+        last = parse_json_object(bytes(row[1]), what=f"entry {index}").get("created_utc")
+        if isinstance(last, str) and first_entry_time < last:
+            raise TimeRegression(f"the entry's created_utc {first_entry_time} is before the last entry's ({last}): "
+                                 "the ledger's time only moves forward (is the clock set back?)", index=index,
+                                 field="created_utc", expected=f">= {last}", found=first_entry_time)
 
     def append(self, entry: Mapping[str, Any], *, signer: Signer, now: datetime) -> int:
         """Append one entry with its own signed checkpoint; returns its index once durable."""
@@ -363,16 +402,25 @@ class Ledger:
         if not entries:
             raise LedgerUsageError("nothing to append")
         encoded = []
+        previous: str | None = None
         for position, entry in enumerate(entries):
             kind, data = encode_entry(entry)
             if kind == "genesis":
                 raise EntryRejected("a ledger has one genesis entry, written when it is created", field="type",
                                     position=position)
+            stamp = entry.get("created_utc")
+            if previous is not None and isinstance(stamp, str) and stamp < previous:
+                raise TimeRegression("entries of a batch are dated in order: the ledger's time only moves forward",
+                                     field="created_utc", position=position, expected=f">= {previous}",
+                                     found=stamp)
+            previous = stamp if isinstance(stamp, str) else previous
             encoded.append((kind, data))
-        return self._append_encoded(encoded, signer=signer, now=now, expected_size=expected_size)
+        first = entries[0].get("created_utc")
+        return self._append_encoded(encoded, signer=signer, now=now, expected_size=expected_size,
+                                    first_entry_time=first if isinstance(first, str) else None)
 
     def _append_encoded(self, encoded: list[tuple[str, bytes]], *, signer: Signer, now: datetime,
-                        expected_size: int | None = None) -> list[int]:
+                        expected_size: int | None = None, first_entry_time: str | None = None) -> list[int]:
         """The write path after validation: ``(type, canonical bytes)`` pairs, one transaction, one checkpoint.
 
         ``append_batch`` validates and canonicalises before calling this. The benchmark also calls it directly
@@ -385,6 +433,7 @@ class Ledger:
             if expected_size is not None and size != expected_size:
                 raise AppendConflict("the ledger grew before this append: another writer came first",
                                      expected=expected_size, found=size)
+            self._check_time(first_entry_time)
             frontier = self._tree.frontier(size)
             rows = []
             nodes: list[tuple[int, int, bytes]] = []
@@ -400,7 +449,8 @@ class Ledger:
             conn.executemany("INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (?, ?, ?, ?, ?)",
                              rows)
             conn.executemany("INSERT INTO nodes (level, idx, hash) VALUES (?, ?, ?)", nodes)
-            self._sign_head(size + len(encoded), frontier_root(frontier), signer, created)
+            signed = self._sign_head(size + len(encoded), frontier_root(frontier), signer, created)
+        self._signed(*signed)
         return list(range(size, size + len(encoded)))
 
     def checkpoint(self, *, signer: Signer, now: datetime) -> Checkpoint:
@@ -408,9 +458,82 @@ class Ledger:
         self._check_signer(signer)
         with self._write():
             size = self._nodes.tree_size()
-            return self._sign_head(size, self._tree.root_at(size), signer, format_utc(now))
+            signed = self._sign_head(size, self._tree.root_at(size), signer, format_utc(now))
+        return self._signed(*signed)
+
+    # witnessing -------------------------------------------------------------------------------------------
+    def add_cosignature(self, size: int, cosigner: Cosigner, cosignature: Cosignature, *, now: datetime) -> bool:
+        """Store a witness's cosignature on the checkpoint of ``size`` after verifying it under ``cosigner``;
+        returns whether it was new. Raises :class:`CheckpointError` for a cosignature that does not verify."""
+        return self.add_cosignatures(size, [(cosigner, cosignature)], now=now) == 1
+
+    def add_cosignatures(self, size: int, cosigned: Sequence[tuple[Cosigner, Cosignature]], *, now: datetime) -> int:
+        """Verify every (witness, cosignature) on the checkpoint of ``size``, then store them in one transaction
+        (one fsync for all witnesses); returns how many were new. Nothing is stored if one does not verify."""
+        checkpoint = self.checkpoint_at(size)
+        if checkpoint is None:
+            raise LedgerUsageError(f"the ledger has no checkpoint of size {size}", size=size)
+        for cosigner, cosignature in cosigned:
+            cosignature.verify(checkpoint, cosigner)
+        if not cosigned:
+            return 0
+        received = format_utc(now)
+        # No fsync of its own: losing a cosignature to a power cut costs nothing but a ``witness sync`` (the next
+        # cosigned checkpoint covers this one), while an fsync here is most of the latency witnessing adds to an
+        # append. The WAL frames are synced by the next FULL commit (the next append).
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            with self._write() as conn:
+                before = conn.total_changes
+                conn.executemany(
+                    "INSERT OR IGNORE INTO cosignatures (size, witness, key_id, timestamp, line, vkey, received_utc) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(size, c.name, c.key_id.hex(), s.timestamp, s.line, c.vkey, received) for c, s in cosigned])
+                return conn.total_changes - before
+        finally:
+            self._conn.execute("PRAGMA synchronous = FULL")
+
+    def cosignature_lines(self, size: int) -> list[str]:
+        rows = self._conn.execute("SELECT line FROM cosignatures WHERE size = ? ORDER BY witness, key_id, "
+                                  "timestamp", (size,)).fetchall()
+        return [str(row[0]) for row in rows]
+
+    def cosigned_checkpoint(self, size: int | None = None) -> Checkpoint:
+        """The signed checkpoint of ``size`` (default: the latest) with every stored cosignature line."""
+        checkpoint = self.latest_checkpoint() if size is None else self.checkpoint_at(size)
+        if checkpoint is None:
+            raise LedgerUsageError(f"the ledger has no checkpoint of size {size}", size=size)
+        lines = self.cosignature_lines(checkpoint.size)
+        return with_cosignatures(checkpoint, lines) if lines else checkpoint
+
+    def cosigned_checkpoints(self) -> list[Checkpoint]:
+        """Every checkpoint, each with its stored cosignatures (what the export publishes)."""
+        return [with_cosignatures(c, lines) if (lines := self.cosignature_lines(c.size)) else c
+                for c in self.checkpoints()]
+
+    def witness_sizes(self) -> dict[str, int]:
+        """For each witness key (vkey) that cosigned: the largest size it cosigned."""
+        rows = self._conn.execute("SELECT vkey, MAX(size) FROM cosignatures GROUP BY vkey").fetchall()
+        return {str(vkey): int(size) for vkey, size in rows}
+
+    def witnessed_time(self, size: int | None = None) -> datetime | None:
+        """The latest cosignature timestamp on a checkpoint of at most ``size`` entries (default: any): a time
+        witnesses attest the log had reached. ``None`` before any cosignature."""
+        limit = self.size if size is None else size
+        row = self._conn.execute("SELECT MAX(timestamp) FROM cosignatures WHERE size <= ?", (limit,)).fetchone()
+        return None if row is None or row[0] is None else time_of(int(row[0]))
 
     # verifying --------------------------------------------------------------------------------------------
+    def _verify_cosignatures(self) -> None:
+        """Every stored cosignature verifies, under the witness key stored with it, on its checkpoint."""
+        notes = {c.size: c for c in self.checkpoints()}
+        for size, line, vkey in self._conn.execute("SELECT size, line, vkey FROM cosignatures ORDER BY size"):
+            try:
+                Cosignature.parse_line(str(line)).verify(notes[int(size)], Cosigner.from_vkey(str(vkey)))
+            except (HeldoutError, KeyError) as exc:
+                raise LedgerIntegrityError(f"a stored cosignature on checkpoint {size} does not verify: {exc}",
+                                           checkpoint=int(size)) from None
+
     def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None) -> ReplayReport:
         """Replay the whole database: entry bytes against stored leaf hashes, every stored tree node against
         the replayed tree, every checkpoint's signature, root and consistency (see ``ledger.replay``).
@@ -441,6 +564,7 @@ class Ledger:
             if count != expected_count:
                 raise LedgerIntegrityError("tree nodes are missing from the database", expected=expected_count,
                                            found=count)
+            self._verify_cosignatures()
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
             if meta.get("ledger_id") != report.ledger_id or meta.get("origin") != report.origin:
                 raise LedgerIntegrityError("the database's recorded id or origin differs from its genesis entry",

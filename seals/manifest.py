@@ -46,7 +46,7 @@ MAX_SEED = 2**53 - 1
 _MEMBERS = frozenset({
     "type", "manifest_version", "generation", "spec_version", "membership", "tasks", "n_cases", "set_hash",
     "commitment_scheme", "created_utc", "expiry_utc", "leakage_budget", "release", "seed", "predecessor",
-    "ledger_id", "entry_index",
+    "ledger_id", "entry_index", "draw",
 })
 
 
@@ -264,6 +264,9 @@ class SealManifest:
     spec_version: str = SPEC_VERSION
     commitment_scheme: str = COMMITMENT_SCHEME
     n_cases: int = field(default=0)
+    #: How the cases were drawn (commit-then-draw, ``heldout/generations/draw.py``); None for ``public``. Its
+    #: inner shape is checked by ``heldout.generations.draw.DrawRecord`` (that layer owns the draw).
+    draw: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         check_generation_name(self.generation)
@@ -303,6 +306,8 @@ class SealManifest:
             raise _bad("release must be a ReleasePolicy", field="release")
         if self.seed is not None:
             _int(self.seed, "seed")
+        if self.draw is not None and (not isinstance(self.draw, dict) or self.membership == "public"):
+            raise _bad("draw is an object, and null for the public generation", field="draw")
         if self.predecessor is not None:
             check_generation_name(self.predecessor)
             if self.predecessor in (self.generation, "public"):
@@ -348,6 +353,7 @@ class SealManifest:
             "predecessor": self.predecessor,
             "ledger_id": self.ledger_id,
             "entry_index": self.entry_index,
+            "draw": self.draw,
         }
 
     @classmethod
@@ -372,7 +378,7 @@ class SealManifest:
                 raise _bad(f"tasks.{task} must be an object {{cases[, origin, sha256]}}", field=f"tasks.{task}")
             tasks.append(TaskCount(task=task, cases=count["cases"], origin=count.get("origin"),
                                    sha256=count.get("sha256")))
-        for name in ("seed", "predecessor"):
+        for name in ("seed", "predecessor", "draw"):
             if name not in body:
                 raise _bad(f"lacks {name}", field=name)
         return cls(
@@ -386,6 +392,7 @@ class SealManifest:
             leakage_budget=LeakageBudget.from_json(body.get("leakage_budget")),
             release=ReleasePolicy.from_json(body.get("release")),
             seed=body["seed"],
+            draw=body["draw"],
             predecessor=body["predecessor"],
             ledger_id=_member(body, "ledger_id", str),
             entry_index=_member(body, "entry_index", int),

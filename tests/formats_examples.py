@@ -24,11 +24,13 @@ from typing import Any
 
 from heldout.audit import ExportSource, run_audit
 from heldout.generations.commitments import MemberProof, commitment, commitment_payload, inclusion_path, set_hash
+from heldout.generations.draw import DrawRecord, PoolRef, derive_seed, draw_cases, seed_material
 from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
 from keys import Signer, TrustedKey, b64encode, note_key_hash, verifier_key_string
 from ledger import BlobStore, Ledger, export_ledger
 from ledger.entries import make_genesis, origin_of
 from ledger.rfc6962 import leaf_hash
+from ledger.tlogproof import TlogProof
 from seals import canonical_bytes, sign_document
 from seals.manifest import LeakageBudget, ReleasePolicy, SealManifest, TaskCount, manifest_bytes
 
@@ -142,6 +144,34 @@ def example_member_proof() -> str:
     return _json_block(proof.to_json())
 
 
+def _commit_entries() -> list[dict[str, Any]]:
+    """Entries 1 and 2 of the example ledger: the pool commitment (the three example cases, all of them drawn)
+    and the seal intent."""
+    commitments = [o.commitment for o in _openings()]
+    return [{"type": "pool", "v": 1, "task": "bloodmnist", "pool_root": set_hash(commitments), "pool_size": 3,
+             "created_utc": "2026-01-01T00:00:00Z"},
+            {"type": "intent", "v": 1, "generation": "gen1", "tasks": {"bloodmnist": 3}, "pools": {"bloodmnist": 1},
+             "expiry_utc": "2026-02-01T00:00:00Z", "release": {"mode": "full", "step": None},
+             "created_utc": "2026-01-01T00:00:00Z"}]
+
+
+def _example_draw() -> DrawRecord:
+    """The draw of gen1: its seed from the root of checkpoint 3 (genesis, pool, intent), no witnesses."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = Ledger.create(Path(tmp), operator(), name="example", now=T0, nonce=NONCE)
+        try:
+            ledger.append_batch(_commit_entries(), signer=operator(), now=T0)
+            checkpoint = ledger.checkpoint_at(3)
+            assert checkpoint is not None
+        finally:
+            ledger.close()
+    seed = derive_seed("checkpoint-root", seed_material("checkpoint-root", root=checkpoint.root))
+    assert draw_cases(seed, {"bloodmnist": sorted(_openings(), key=lambda o: o.commitment)}, {"bloodmnist": 3})
+    return DrawRecord(seed_source="checkpoint-root", intent_index=2,
+                      pools={"bloodmnist": PoolRef(1, _commit_entries()[0]["pool_root"], 3)},
+                      checkpoint_size=3, checkpoint_note=checkpoint.note, cosignatures=(), seed=seed.hex())
+
+
 def _manifest(ledger_id: str) -> tuple[SealManifest, dict[str, Any], bytes]:
     openings = _openings()
     manifest = SealManifest(
@@ -149,14 +179,16 @@ def _manifest(ledger_id: str) -> tuple[SealManifest, dict[str, Any], bytes]:
         set_hash=set_hash([o.commitment for o in openings]), created=T0, expiry=T2,
         leakage_budget=LeakageBudget(bits=12.5, basis="explicit", n=3, k=100, delta=0.05, eps=1.0,
                                      rule="explicit: example"),
-        release=ReleasePolicy(), seed=7, predecessor=None, ledger_id=ledger_id, entry_index=1)
+        release=ReleasePolicy(), seed=None, predecessor=None, ledger_id=ledger_id, entry_index=3,
+        draw=_example_draw().to_json())
     signed = manifest.sign(operator())
     return manifest, signed, manifest_bytes(signed)
 
 
 def _reveal(ledger_id: str, manifest_digest: str) -> bytes:
     return reveal_bytes(build_reveal(generation="gen1", ledger_id=ledger_id, manifest_sha256=manifest_digest,
-                                     membership="sealed", openings=_openings()))
+                                     membership="sealed", openings=_openings(),
+                                     pools={"bloodmnist": [o.commitment for o in _openings()]}))
 
 
 def example_seal_manifest() -> str:
@@ -190,10 +222,12 @@ def _evaluation() -> dict[str, Any]:
 
 
 def build_example_ledger(folder: Path) -> dict[str, Any]:
-    """The example ledger of the document: genesis, seal, bundle, passport, retire + reveal (one batch), spec, key."""
+    """The example ledger of the document: genesis, pool + intent (one batch), seal, bundle, passport, retire +
+    reveal (one batch), spec, key."""
     signer = operator()
     ledger = Ledger.create(folder, signer, name="example", now=T0, nonce=NONCE)
     ledger_id = ledger.ledger_id
+    ledger.append_batch(_commit_entries(), signer=signer, now=T0)
     _, signed, manifest_data = _manifest(ledger_id)
     manifest_digest = hashlib.sha256(manifest_data).hexdigest()
     reveal_data = _reveal(ledger_id, manifest_digest)
@@ -213,15 +247,21 @@ def build_example_ledger(folder: Path) -> dict[str, Any]:
               "split_origin": "gen1", "created_utc": "2026-01-02T00:00:00Z"}
     ledger.append(bundle, signer=signer, now=T1)
     checkpoint = ledger.latest_checkpoint()
-    proof = ledger.inclusion_proof(2, checkpoint.size)
+    proof = ledger.inclusion_proof(4, checkpoint.size)
+
+    def tlog_proof(index: int) -> str:
+        path = tuple(ledger.inclusion_proof(index, checkpoint.size).path)
+        return TlogProof(index, path, checkpoint.note, ledger.entry_bytes(index)).text()
+
     heldout = {"generation": "gen1", "set_hash": signed["set_hash"], "manifest_sha256": manifest_digest,
-               "seal_index": 1, "expiry_utc": "2026-02-01T00:00:00Z", "ledger_id": ledger_id,
+               "seal_index": 3, "expiry_utc": "2026-02-01T00:00:00Z", "ledger_id": ledger_id,
                "note_verifier_key": ledger.verifier_key,
                "checkpoint": {"size": checkpoint.size, "root_b64": checkpoint.root_b64, "note": checkpoint.note},
-               "bundles": [{"index": 2, "task": "bloodmnist", "leaf_hash_b64": b64encode(proof.leaf_hash),
+               "bundles": [{"index": 4, "task": "bloodmnist", "leaf_hash_b64": b64encode(proof.leaf_hash),
                             "evaluation_sha256": bundle["evaluation_sha256"],
                             "predictions_sha256": bundle["predictions_sha256"],
-                            "inclusion_proof": [b64encode(h) for h in proof.path]}]}
+                            "inclusion_proof": [b64encode(h) for h in proof.path]}],
+               "proofs": {"seal": tlog_proof(3), "bundles": [tlog_proof(4)]}}
     ledger.append({"type": "passport", "v": 1, "model_id": "majority", "generation": "gen1",
                    "passport_sha256": "0" * 64, "created_utc": "2026-01-02T00:00:00Z"}, signer=signer, now=T1)
     ledger.append_batch([
@@ -269,10 +309,10 @@ def example_ledger() -> dict[str, str]:
                 lines.append(f"   leaf {leaf_hash(data).hex()}")
             checkpoints = ledger.checkpoints()
             roots = [f"size {c.size}: root {c.root.hex()} (base64 {c.root_b64})" for c in checkpoints]
-            note = ledger.checkpoint_at(3)
+            note = ledger.checkpoint_at(5)
             assert note is not None
-            inclusion = ledger.inclusion_proof(2, 3)
-            consistency = ledger.consistency_proof(4, 6)
+            inclusion = ledger.inclusion_proof(4, 5)
+            consistency = ledger.consistency_proof(6, 8)
             heldout = built["heldout"]
             export = export_example(Path(tmp), built)
             manifest_text = (export / "export.json").read_text(encoding="utf-8")
@@ -292,9 +332,9 @@ def example_ledger() -> dict[str, str]:
         "ledger-checkpoints": _block(["checkpoint sizes: " + ", ".join(str(c.size) for c in checkpoints), *roots]),
         "checkpoint-note": "```text\n" + note.note + "```",
         "proofs": _block([
-            "inclusion of entry 2 in size 3 (RFC 9162 audit path, leaf to root, hex):",
+            "inclusion of entry 4 in size 5 (RFC 9162 audit path, leaf to root, hex):",
             *[f"  {h.hex()}" for h in inclusion.path],
-            "consistency from size 4 to size 6 (RFC 9162 2.1.4, hex):",
+            "consistency from size 6 to size 8 (RFC 9162 2.1.4, hex):",
             *[f"  {h.hex()}" for h in consistency.path]]),
         "passport-heldout": _json_block(heldout),
         "export": _block(["files:", *[f"  {name}" for name in listing], "", "export.json:",

@@ -51,6 +51,22 @@ def init_store(store: Path, seed_byte: int = 1) -> str:
     return str(json.loads(result.output)["ledger_id"])
 
 
+def store_with_pools(root: Path, tasks: tuple[str, ...] = ("bloodmnist", "breastmnist")) -> tuple[Path, str, Path]:
+    """``root/store`` initialised, with each task's synthetic training split registered as its pool (from
+    ``root/data/<task>.npz``); returns (store, ledger id, data folder). The caller sets ``HELDOUT_NOW``."""
+    store = root / "store"
+    ledger_id = init_store(store)
+    data = root / "data"
+    for task in tasks:
+        if task == "bloodmnist":
+            write_npz(data / f"{task}.npz", shape=(28, 28, 3), classes=8, seed=1)
+        else:
+            write_npz(data / f"{task}.npz", n_test=40, classes=2, seed=2)
+        result = cli("pool", "add", task, str(data / f"{task}.npz"), "--split", "train", store=store)
+        assert result.exit_code == 0, result.output
+    return store, ledger_id, data
+
+
 def snapshot(store: Path) -> dict[str, Any]:
     """Every file's SHA-256 (the SQLite files aside) plus the ledger's size and root."""
     files = {}

@@ -55,17 +55,17 @@ def test_ledger_example_recomputes(blocks: dict[str, str]) -> None:
     key = independent.Key(key_entry["key_id"], key_entry["name"], independent.b64decode_canonical(
         key_entry["public_key_b64"], "doc", "key"))
     note = independent.verify_note(_code(blocks["checkpoint-note"]), "doc", key, "heldout/ledger/" + ledger_id)
-    assert note.size == 3 and note.root.hex() == dict(roots)["3"]
+    assert note.size == 5 and note.root.hex() == dict(roots)["5"]
     proofs = _code(blocks["proofs"]).split("consistency")
     inclusion = [bytes.fromhex(h) for h in re.findall(r"^\s+([0-9a-f]{64})$", proofs[0], re.M)]
     consistency = [bytes.fromhex(h) for h in re.findall(r"^\s+([0-9a-f]{64})$", proofs[1], re.M)]
-    assert independent.root_from_inclusion(2, 3, leaf_bytes[2], inclusion) == note.root
-    root4, root6 = (bytes.fromhex(dict(roots)[s]) for s in ("4", "6"))
-    assert independent.consistency_holds(4, 6, root4, root6, consistency)
+    assert independent.root_from_inclusion(4, 5, leaf_bytes[4], inclusion) == note.root
+    root6, root8 = (bytes.fromhex(dict(roots)[s]) for s in ("6", "8"))
+    assert independent.consistency_holds(6, 8, root6, root8, consistency)
     heldout = _json(blocks["passport-heldout"])
     cited = heldout["bundles"][0]
     path = [independent.b64decode_canonical(h, "doc", "proof") for h in cited["inclusion_proof"]]
-    assert independent.root_from_inclusion(cited["index"], heldout["checkpoint"]["size"], leaf_bytes[2], path) \
+    assert independent.root_from_inclusion(cited["index"], heldout["checkpoint"]["size"], leaf_bytes[4], path) \
         == note.root
 
 

@@ -20,6 +20,7 @@ from heldout.generations.access import opening_bytes
 from heldout.store import Store
 from keys import Signer
 from ledger import BlobStore, Ledger, export_ledger, open_export
+from ledger.entries import encode_entry
 from seals import canonical_bytes, parse_utc, sha256_hex, sign_document
 from tests.conftest import REPO_ROOT
 from tests.formats_support import ISSUE_AT, FormatsFixture, build_formats_export
@@ -38,7 +39,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> FormatsFixture:
 def test_replay_accepts_the_real_export(built: FormatsFixture) -> None:
     summary = replay_export(built.export, built.ledger_id)
     assert set(summary.entry_types) == {"genesis", "key", "seal", "bundle", "retire", "reveal", "passport", "spec",
-                                        "note"}
+                                        "note", "pool", "intent"}
     assert summary.seals == ["gen1", "gen2", "public"] and summary.reveals == ["gen1", "public"]
     assert len(summary.passports) == 2 and summary.missing_blobs == []
     project = open_export(built.export).verify(expected_id=built.ledger_id)  # the project's own replay agrees
@@ -170,7 +171,7 @@ def _crafted_export(built: FormatsFixture, tmp_path: Path, craft: Callable[[Stor
     with open_ledger(st) as ledger:
         craft(st, ledger, ledger_signer(st, ledger))
         export = tmp_path / "export"
-        export_ledger(ledger, export, blobs=BlobStore(st.blobs), seals=st.seals, keyring=st.keys)
+        export_ledger(ledger, export, blobs=BlobStore(st.blobs), seals=st.seals)
     return export
 
 
@@ -202,25 +203,41 @@ def _passport_with_a_wrong_inclusion_proof(st: Store, ledger: Ledger, signer: Si
 def _manifest_that_names_another_entry(st: Store, ledger: Ledger, signer: Signer) -> None:
     _, entry = _entries_of(ledger, "seal")[-1]
     manifest = json.loads((st.seals / f"{entry['generation']}.seal.json").read_bytes())
-    manifest.update(generation="gen9", predecessor=None, entry_index=ledger.size + 1)  # off by one
+    manifest.update(generation="gen9", predecessor=None, entry_index=ledger.size + 1,  # off by one
+                    created_utc=ISSUE_AT)  # dated now: the ledger's time only moves forward
     data = canonical_bytes(sign_document({k: v for k, v in manifest.items() if k != "signature"}, signer))
     (st.seals / "gen9.seal.json").write_bytes(data)
     BlobStore(st.blobs).put(data)
-    ledger.append({**entry, "generation": "gen9", "manifest_sha256": sha256_hex(data)}, signer=signer,
-                  now=parse_utc(ISSUE_AT))
+    ledger.append({**entry, "generation": "gen9", "manifest_sha256": sha256_hex(data), "created_utc": ISSUE_AT},
+                  signer=signer, now=parse_utc(ISSUE_AT))
 
 
 def _bundle_with_a_wrong_labels_hash(st: Store, ledger: Ledger, signer: Signer) -> None:
     _, entry = next((i, e) for i, e in _entries_of(ledger, "bundle") if e["generation"] == "public")
-    ledger.append({**entry, "labels_hash": "0" * 64}, signer=signer, now=parse_utc(ISSUE_AT))
+    ledger.append({**entry, "labels_hash": "0" * 64, "created_utc": ISSUE_AT}, signer=signer, now=parse_utc(ISSUE_AT))
 
 
 def _bundle_after_retirement(st: Store, ledger: Ledger, signer: Signer) -> None:
     _, entry = next((i, e) for i, e in _entries_of(ledger, "bundle") if e["generation"] == "gen1")
-    ledger.append(dict(entry), signer=signer, now=parse_utc(ISSUE_AT))  # gen1 was retired before
+    ledger.append({**entry, "created_utc": ISSUE_AT}, signer=signer, now=parse_utc(ISSUE_AT))  # gen1 retired before
+
+
+def _entry_dated_before_its_predecessor(st: Store, ledger: Ledger, signer: Signer) -> None:
+    """The operator's own program, without the forward-time check, logs a backdated key entry."""
+    key = {"key_id": "backdated", "name": "backdated", "public_key_b64": signer.public_key.b64}
+    entry = {"type": "key", "v": 1, "key": key, "role": "auditor", "created_utc": "2026-01-01T00:00:00Z"}
+    ledger._append_encoded([encode_entry(entry)], signer=signer, now=parse_utc(ISSUE_AT))
+
+
+def _retried_intent(st: Store, ledger: Ledger, signer: Signer) -> None:
+    _, intent = next((i, e) for i, e in _entries_of(ledger, "intent") if e["generation"] == "gen2")
+    ledger.append({**intent, "created_utc": ISSUE_AT}, signer=signer, now=parse_utc(ISSUE_AT))
 
 
 CRAFTED = {
+    "retried-intent": (_retried_intent, "draw", "entries.jsonl", "not exactly once"),
+    "entry-dated-before-its-predecessor": (_entry_dated_before_its_predecessor, "time", "entries.jsonl",
+                                           "time ran backwards"),
     "bundle-after-retirement": (_bundle_after_retirement, "bundle", "entries.jsonl", "after its retirement"),
     "reveal-commitment-does-not-open": (_reveal_with_a_wrong_label, "reveal", "blob", "commitment does not open"),
     "passport-inclusion-proof": (_passport_with_a_wrong_inclusion_proof, "passport", "blob",

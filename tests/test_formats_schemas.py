@@ -22,7 +22,7 @@ from tests.formats_examples import build_examples, document_examples
 from tests.formats_support import ISSUE_AT, FormatsFixture, build_formats_export
 
 SCHEMAS = REPO_ROOT / "docs" / "schemas"
-ENTRY_TYPES = ("genesis", "key", "seal", "bundle", "retire", "reveal", "passport", "spec", "note")
+ENTRY_TYPES = ("genesis", "key", "pool", "intent", "seal", "bundle", "retire", "reveal", "passport", "spec", "note")
 
 
 def schema(name: str) -> dict[str, Any]:

@@ -87,17 +87,38 @@ def test_membership_proofs_verify_for_every_leaf_and_fail_when_changed(commitmen
 
 
 def _manifest_for(openings: list[CaseOpening], generation: str = "gen1") -> tuple[SealManifest, dict]:
-    doc = build_reveal(generation=generation, ledger_id="0" * 20, manifest_sha256="e" * 64, membership="sealed",
-                       openings=openings)
+    """A manifest and reveal drawn as a seal draws: each task's pool is its cases in ``openings`` plus as many
+    others, committed, and the seed (from a checkpoint signed by a fixed key) selects as many as ``openings``
+    has of the task. The reveal therefore lists ``len(openings)`` cases."""
+    from datetime import UTC, datetime
+
+    from heldout.generations.draw import DrawRecord, PoolRef, derive_seed, draw_cases, seed_material
+    from ledger.checkpoint import sign_checkpoint
+    from tests.conftest import seeded_signer
+
     counts: dict[str, int] = {}
     for o in openings:
         counts[o.task] = counts.get(o.task, 0) + 1
-    from datetime import UTC, datetime
+    extra = random_openings(2 * len(openings) + 2, seed=len(openings) + 1000)
+    pools = {task: sorted([o for o in openings if o.task == task] + [o for o in extra if o.task == task][:n],
+                          key=lambda o: o.commitment) for task, n in counts.items()}
+    refs = {task: PoolRef(1 + i, set_hash([o.commitment for o in pool]), len(pool))
+            for i, (task, pool) in enumerate(sorted(pools.items()))}
+    intent = 1 + len(refs)
+    note = sign_checkpoint("heldout/ledger/" + "0" * 20, intent + 1, hashlib.sha256(b"root").digest(),
+                           seeded_signer(1)).note
+    seed = derive_seed("checkpoint-root", seed_material("checkpoint-root", root=hashlib.sha256(b"root").digest()))
+    drawn = draw_cases(seed, pools, counts)
+    draw = DrawRecord(seed_source="checkpoint-root", intent_index=intent, pools=refs, checkpoint_size=intent + 1,
+                      checkpoint_note=note, cosignatures=(), seed=seed.hex())
+    doc = build_reveal(generation=generation, ledger_id="0" * 20, manifest_sha256="e" * 64, membership="sealed",
+                       openings=drawn, pools={task: [o.commitment for o in pool] for task, pool in pools.items()})
     manifest = SealManifest(
         generation=generation, membership="sealed", tasks=tuple(TaskCount(t, n) for t, n in sorted(counts.items())),
         set_hash=doc["set_hash"], created=datetime(2026, 1, 1, tzinfo=UTC), expiry=datetime(2027, 1, 1, tzinfo=UTC),
         leakage_budget=LeakageBudget(bits=10.0, basis="explicit", n=1, k=1, delta=0.05, eps=1.0, rule="r"),
-        release=ReleasePolicy(), seed=1, predecessor=None, ledger_id="0" * 20, entry_index=1)
+        release=ReleasePolicy(), seed=None, predecessor=None, ledger_id="0" * 20, entry_index=intent + 1,
+        draw=draw.to_json())
     return manifest, doc
 
 

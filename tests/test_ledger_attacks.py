@@ -6,6 +6,7 @@ data) or 2 (a refused request, nothing written)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from ledger import (
     open_export,
     sign_checkpoint,
 )
+from ledger.entries import blob_references
 from seals import canonical_bytes
 from tests.conftest import seeded_signer
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger, retire_entry
@@ -151,9 +153,17 @@ def test_attack_truncated_export_with_its_checkpoints_is_caught_by_a_client(ledg
         if int(note.stem) > 4:
             note.unlink()
     manifest = json.loads((exported / "export.json").read_text())
+    entries = (exported / "entries.jsonl").read_bytes()
+    kept = {ref for line in entries.splitlines() for ref in blob_references(json.loads(line))}
+    for blob in (exported / "blobs" / "sha256").glob("*/*"):
+        if blob.name not in kept:
+            blob.unlink()
     manifest.update(size=4, root=base64.b64encode(ledger.root(4)).decode(),
-                    checkpoints=[c for c in manifest["checkpoints"] if c <= 4])
-    (exported / "export.json").write_text(json.dumps(manifest))
+                    checkpoints=[c for c in manifest["checkpoints"] if c <= 4],
+                    blobs=[b for b in manifest["blobs"] if b in kept],
+                    missing_blobs=[b for b in manifest["missing_blobs"] if b in kept],
+                    entries={**manifest["entries"], "count": 4, "sha256": hashlib.sha256(entries).hexdigest()})
+    (exported / "export.json").write_bytes(canonical_bytes(manifest) + b"\n")
     assert open_export(exported).verify().size == 4  # on its own, a valid older ledger
     with pytest.raises(RollbackError):
         client.update(open_export(exported).latest_checkpoint().note)

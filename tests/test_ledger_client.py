@@ -4,6 +4,7 @@ accepted before (with a verified consistency proof) and keeps both signed notes 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,7 @@ def test_a_larger_size_needs_a_valid_consistency_proof(tmp_path: Path) -> None:
     with left, right:
         client = client_for(left, tmp_path)
         client.update(left.latest_checkpoint().note)
-        right.append(bundle_entry(12), signer=signer, now=T0)
+        right.append(bundle_entry(12, when=T0 + timedelta(days=1)), signer=signer, now=T0)  # dated after its retires
         with pytest.raises(ForkError, match="not proven"):
             client.update(right.latest_checkpoint().note)  # no proof at all
         with pytest.raises(ForkError, match="not proven"):

@@ -31,6 +31,10 @@ VALID: dict[str, dict[str, Any]] = {
     "spec": {"spec_version": "MedEval-1 v0.1", "superseded_by": "MedEval-1 v0.2",
              "effective_utc": "2027-01-01T00:00:00Z", "created_utc": "2026-03-01T00:00:00Z"},
     "note": {"text": "the gen1 pool was re-scanned", "created_utc": "2026-03-01T00:00:00Z"},
+    "pool": {"task": "pathmnist", "pool_root": hexhash("pool"), "pool_size": 900,
+             "created_utc": "2026-03-01T00:00:00Z"},
+    "intent": {"generation": "gen3", "tasks": {"pathmnist": 100}, "pools": {"pathmnist": 4},
+               "expiry_utc": "2027-03-01T00:00:00Z", "created_utc": "2026-03-01T00:00:00Z"},
 }
 
 
@@ -68,6 +72,15 @@ def test_each_required_member_is_required(kind: str, member: str) -> None:
 def test_keys_in_entries_are_checked(key: Any) -> None:
     with pytest.raises(EntryRejected, match="key"):
         encode_entry({**entry("key"), "key": key})
+
+
+@pytest.mark.parametrize("kind, member, value", [
+    ("pool", "pool_size", 0), ("pool", "pool_size", True), ("pool", "pool_root", "AB" * 32),
+    ("intent", "tasks", {}), ("intent", "tasks", {"pathmnist": 0}), ("intent", "pools", {"pathmnist": "4"}),
+])
+def test_commit_then_draw_entries_are_checked(kind: str, member: str, value: Any) -> None:
+    with pytest.raises(EntryRejected, match=member):
+        encode_entry({**entry(kind), member: value})
 
 
 def test_impossible_dates_are_refused() -> None:

@@ -57,8 +57,7 @@ def populated_store(root: Path) -> tuple[Ledger, BlobStore]:
 
 
 def do_export(root: Path, ledger: Ledger, dest: Path) -> dict:
-    return export_ledger(ledger, dest, blobs=BlobStore(root / "blobs" / "sha256"), seals=root / "seals",
-                         keyring=root / "keys")
+    return export_ledger(ledger, dest, blobs=BlobStore(root / "blobs" / "sha256"), seals=root / "seals")
 
 
 def test_export_layout(tmp_path: Path) -> None:
@@ -77,7 +76,8 @@ def test_export_layout(tmp_path: Path) -> None:
         assert len(manifest["blobs"]) == 6 and len(manifest["missing_blobs"]) == 1
         for digest in manifest["blobs"]:
             assert (out / "blobs" / "sha256" / digest[:2] / digest).is_file()
-        assert manifest["keys"] == ["auditor", "issuer-1", "ledger-op"]
+        assert manifest["keys"] == ["issuer-1", "ledger-op"]  # declared by entries; the keyring's stay home
+        assert not (out / "keys" / "auditor.pub.json").exists()
         assert manifest["seals"] == ["gen1.seal.json"]  # not gen2: a file no entry vouches for stays home
         assert sorted(p.name for p in (out / "seals").iterdir()) == ["gen1.seal.json"]
         assert json.loads((out / "export.json").read_text()) == manifest
@@ -135,7 +135,7 @@ def test_read_api_for_the_audit(tmp_path: Path) -> None:
             manifest["blobs"][0])
         assert not exported.has_blob(manifest["missing_blobs"][0])
         assert exported.ledger_key == ledger.key
-        assert {k.key_id for k in exported.public_keys()} == {"auditor", "issuer-1", "ledger-op"}
+        assert {k.key_id for k in exported.public_keys()} == {"issuer-1", "ledger-op"}
         assert exported.seal_bytes("gen1.seal.json") == b'{"generation":"gen1"}'
         assert [p.name for p in exported.seal_paths()] == ["gen1.seal.json"]
         assert exported.inclusion_proof(2, 5) == ledger.inclusion_proof(2, 5)

@@ -144,3 +144,35 @@ def test_go_rejects_mutations(go_verifier: Path, grown: Ledger) -> None:
     assert not [r for r in report["inclusion"] if r["ok"]]
     assert not [r for r in report["consistency"] if r["ok"]]
     assert not [r for r in report["checkpoints"] if r["ok"]]
+
+
+def test_go_still_verifies_the_operators_line_on_cosigned_checkpoints(go_verifier: Path,
+                                                                      tmp_path: Path) -> None:
+    """Three witnesses' cosignature/v1 lines after the log's own: Go's note.Open ignores them (unknown key
+    ids, type 0x04) and verifies the operator's signature; the body and root are unchanged. A damaged
+    operator line is still refused with the cosignatures present (negative control)."""
+    from ledger.cosignature import cosign, with_cosignatures
+    from tests.conftest import seeded_signer
+
+    witnesses = [seeded_signer(50 + i, name=f"witness{i}.example/w", key_id=f"w{i}") for i in range(3)]
+    signer = ledger_signer()
+    with new_ledger(tmp_path) as ledger:
+        cosigned = []
+        for i in range(1, 9):
+            ledger.append(bundle_entry(i), signer=signer, now=T0)
+            checkpoint = ledger.latest_checkpoint()
+            lines = [cosign(checkpoint, w, 1_780_000_000 + i).line for w in witnesses]
+            cosigned.append(with_cosignatures(checkpoint, lines))
+        assert all(c.note.count("\u2014") == 4 for c in cosigned)
+        damaged = []
+        for c in cosigned[:3]:  # one bit of the operator's signature flipped, the cosignatures intact
+            operator_b64 = c.note.split("\u2014 ")[1].split(" ")[1].strip()
+            damaged.append(c.note.replace(operator_b64, b64(flip(base64.b64decode(operator_b64), 100)), 1))
+        report = run_go(go_verifier, {"vkey": ledger.verifier_key, "origin": ledger.origin,
+                                      "entries": [b64(ledger.entry_bytes(i)) for i in range(ledger.size)],
+                                      "checkpoints": [c.note for c in cosigned] + damaged})
+    results = report["checkpoints"]
+    for checkpoint, result in zip(cosigned, results, strict=False):
+        assert result["ok"], (checkpoint.size, result)
+        assert result["go_root"] == checkpoint.root_b64
+    assert not [r for r in results[len(cosigned):] if r["ok"]]

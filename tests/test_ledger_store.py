@@ -206,8 +206,8 @@ def test_schema_is_strict_wal_full_and_migrated(tmp_path: Path) -> None:
         assert "WITHOUT ROWID" in tables["nodes"].upper()
         applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations WHERE migration_set = ?",
                                               ["heldout.ledger"])]
-        assert applied == ["0001_initial"]
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "1"
+        assert applied == ["0001_initial", "0002_cosignatures"]
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
 
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from typer.testing import CliRunner, Result
 from heldout.cli import app
 from heldout.generations import open_ledger
 from heldout.store import Store
-from seals import canonical_bytes, sign_document
+from ledger import BlobStore
+from seals import canonical_bytes, parse_utc, sha256_hex, sign_document
 from tests.audit_support import AuditFixture, add_bundle, build_store
 from tests.conftest import seeded_signer
 from tests.generations_support import snapshot
@@ -26,12 +27,17 @@ AFTER_GEN1_EXPIRY = "2027-03-15T00:00:00Z"
 runner = CliRunner()
 
 
-@pytest.fixture
-def fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AuditFixture:
+def passport_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AuditFixture:
+    """The audit fixture's store, with the clock at the issue time and no $HELDOUT_STORE."""
     built = build_store(tmp_path)
     monkeypatch.setenv("HELDOUT_NOW", ISSUE_AT)
     monkeypatch.delenv("HELDOUT_STORE", raising=False)
     return built
+
+
+@pytest.fixture
+def fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AuditFixture:
+    return passport_store(tmp_path, monkeypatch)
 
 
 def run(*args: str) -> Result:
@@ -102,11 +108,11 @@ def test_issue_after_a_clean_audit_and_verify_every_way(fixture: AuditFixture, t
     assert [b["index"] for b in heldout["bundles"]] == model_bundles
     assert heldout["checkpoint"]["size"] == size_before and doc["expiry_utc"] == "2027-04-01T00:00:00Z"
 
-    # the keyring (the default store's), without a ledger: signature and expiry only
+    # $HELDOUT_STORE names the store: its copy of the ledger is checked (it was once silently ignored)
     monkeypatch.setenv("HELDOUT_STORE", str(fixture.store))
-    result = verify(path)
+    result = verify(path, "--json")
     assert result.exit_code == 0, result.output
-    assert "not checked against its ledger" in result.output
+    assert json.loads(result.stdout)["ledger_checked"] is True
     monkeypatch.delenv("HELDOUT_STORE")
     result = verify(path, "--key", fixture.key_b64, "--json")
     assert result.exit_code == 0, result.output
@@ -212,6 +218,20 @@ def forge(path: Path, dest: Path, change: Any, *, resign: bool) -> Path:
     return dest
 
 
+def log_passport(fixture: AuditFixture, path: Path) -> int:
+    """The dishonest operator, holding the ledger key, logs a passport entry for the file at ``path``."""
+    doc = json.loads(path.read_text())
+    data = canonical_bytes(doc)
+    st = Store.open(fixture.store)
+    BlobStore(st.blobs).put(data)
+    with open_ledger(st) as ledger:
+        return ledger.append({"type": "passport", "v": 1, "model_id": doc["subject"]["model_id"],
+                              "generation": doc["computed"]["heldout"]["generation"],
+                              "passport_sha256": sha256_hex(data), "created_utc": doc["issued_utc"]},
+                             signer=seeded_signer(1, name="test-operator", key_id="test-key-1"),
+                             now=parse_utc(doc["issued_utc"]))
+
+
 def flip_proof_hash(doc: dict[str, Any]) -> None:
     proof = doc["computed"]["heldout"]["bundles"][0]["inclusion_proof"]
     assert proof, "the fixture's bundles have non-empty inclusion proofs"
@@ -237,6 +257,12 @@ def test_forged_passport_is_refused(fixture: AuditFixture, tmp_path: Path, chang
     assert result.exit_code == 1 and "signature does not verify" in result.output, result.output
     resigned = forge(path, tmp_path / "resigned.json", change, resign=True)
     assert verify(resigned, "--key", fixture.key_b64).exit_code == 0  # on its own it cannot tell
+    for ledger in (["--store", str(fixture.store)], ["--key", fixture.key_b64, "--from", str(folder)]):
+        result = verify(resigned, *ledger)
+        assert result.exit_code == 1 and "never logged" in result.output, result.output
+    # the operator logs its forgery too: the ledger's own evidence still refuses it
+    log_passport(fixture, resigned)
+    folder = export(fixture, tmp_path / "export-2")
     expected = "inclusion proof" if change is flip_proof_hash else "checkpoint signature does not verify"
     for ledger in (["--store", str(fixture.store)], ["--key", fixture.key_b64, "--from", str(folder)]):
         result = verify(resigned, *ledger)

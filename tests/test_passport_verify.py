@@ -36,7 +36,8 @@ def test_reference_passport_valid_at_issue_time(reference_passport_path: Path) -
     result = verify_cli(reference_passport_path, "--key", REFERENCE_KEY_B64, "--at", AT_VALID)
     assert result.exit_code == 0, result.output
     assert result.output.strip() == (
-        "signature valid, issued by NakedSignal under key ns-passport-2026-07, valid until 2026-09-20T00:00:00Z"
+        "signature valid, issued by NakedSignal under key ns-passport-2026-07, valid until 2026-09-20T00:00:00Z; "
+        "not checked against its ledger (give --store or --from)"
     )
 
 
@@ -46,7 +47,8 @@ def test_reference_passport_expired_now_still_reports_signature_valid(reference_
         result = verify_cli(reference_passport_path, "--key", REFERENCE_KEY_B64, *extra)
         assert result.exit_code == 3, result.output
         assert result.output.strip() == (
-            "signature valid, issued by NakedSignal under key ns-passport-2026-07, expired 2026-09-20T00:00:00Z"
+            "signature valid, issued by NakedSignal under key ns-passport-2026-07, expired 2026-09-20T00:00:00Z; "
+            "not checked against its ledger (give --store or --from)"
         )
 
 
@@ -55,6 +57,7 @@ def test_reference_passport_json_verdict(reference_passport_path: Path) -> None:
     assert result.exit_code == 0
     verdict = json.loads(result.output)
     assert verdict["signature_valid"] is True and verdict["state"] == "valid"
+    assert verdict["ledger_checked"] is False and verdict["qualification"] == "not checked against its ledger"
     assert verdict["model_id"] == "biomedclip_zeroshot" and verdict["issuer"]["key_id"] == "ns-passport-2026-07"
 
 

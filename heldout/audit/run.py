@@ -10,16 +10,31 @@ one run names everything it can):
    (evidence ``entries: "a..b"``), or else the checkpoint's own file;
 2. **entries**: every entry decoded on its own, so a damaged one is named by index even when the root
    mismatch alone could only name a checkpoint;
-3. **seals**: each seal manifest's signature (ledger key) and its binding to its ``seal`` entry;
-4. **reveals**: each reveal blob recomputes its generation's set hash (and images, when revealed);
+3. **seals**: each seal manifest's signature (ledger key) and its binding to its ``seal`` entry, and (sealed
+   generations) to its ``intent`` and ``pool`` entries and the checkpoint its draw's seed comes from; then
+   **draws**: a generation whose intent was logged more than once (a retried draw), or an intent no seal
+   draws from, is a finding naming the intents' entries;
+4. **reveals**: each reveal blob recomputes its generation's set hash (and images, when revealed), and the
+   draw: the revealed cases are exactly those the seed selects from the revealed, committed pool;
 5. **bundles**: generation sealed before and current at the bundle's time, blobs present and hash-checked,
    the evaluation consistent with its entry, its leakage charge recomputed, the labels' hash, and the whole
    evaluation object re-derived from the stored predictions (``harness.metrics``): its canonical bytes must be
    the stored blob's, byte for byte;
-6. **passports**: signature under a ledger key, each cited bundle's inclusion proof against a checkpoint that
-   the ledger itself signed, the evaluations equal to the bundles' recorded ones, its audit at its head;
+6. **passports**: ``heldout.passports.check_passport_on_ledger``, the same verifier ``passport verify`` uses
+   with a ledger (issuer key declared by the ledger, logged, anchored, bundles included, audit at its head,
+   expiry within its generation's);
 7. **blobs**: every blob an entry references and the source holds, hash-checked (those the checks above did
-   not already read, such as the seal manifests' copies).
+   not already read, such as the seal manifests' copies);
+8. **export** (third party): export.json canonical, its ``entries``, ``keys``, ``seals``, ``blobs`` and
+   ``missing_blobs`` members true of the files, every ``keys/`` file a key a ledger entry declares, no blob
+   file that no entry references;
+9. **time**: entries' ``created_utc`` never decrease along the ledger (an entry dated before its predecessor was
+   backdated, e.g. in an export the operator forged);
+10. **witnesses** (with a policy: ``--policy``, or in operator mode the store's): the latest checkpoint is cosigned
+   by the policy's quorum (else a finding naming the missing quorum), and no bundle was logged after a
+   witnessed time past its generation's expiry: a cosignature at time T on a checkpoint of size s says the log
+   had no more than s entries at T, so a bundle at index >= s with T at or past its expiry is a late one,
+   whatever date it claims.
 """
 
 from __future__ import annotations
@@ -47,6 +62,7 @@ from heldout.generations import (
     Transcript,
     answer_bits,
     charge_bits,
+    check_draw_binding,
     check_manifest_binding,
     ladder_release,
     load_generations,
@@ -56,14 +72,18 @@ from heldout.generations import (
     verify_reveal,
 )
 from heldout.generations.access import check_opening
-from heldout.generations.release import cited_evaluation_matches, last_over_threshold, thresholdout_answer
+from heldout.generations.release import last_over_threshold, thresholdout_answer
+from heldout.generations.reveal import verify_draw
+from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import Supersession, load_supersessions
-from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError, b64decode_strict
-from ledger import blob_references, verify_checkpoint, verify_inclusion
+from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError
+from ledger import blob_references, verify_checkpoint
+from ledger.cosignature import time_of
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
+from ledger.policy import Policy
 from ledger.rfc6962 import leaf_hash
 from ledger.tree import HashTree, MemoryNodes
-from seals import Passport, format_utc, parse_json_object, parse_utc, sha256_hex, verify_document
+from seals import format_utc, parse_json_object, parse_utc, sha256_hex
 from seals.canonical import prepare
 from seals.manifest import SealManifest
 
@@ -134,8 +154,9 @@ class _Context:
 
 
 def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
-              progress: AuditProgress | None = None) -> AuditReport:
-    """Audit ``source`` at the reference time ``now``; never raises for what it finds (it reports it)."""
+              progress: AuditProgress | None = None, policy: Policy | None = None) -> AuditReport:
+    """Audit ``source`` at the reference time ``now``; never raises for what it finds (it reports it).
+    ``policy``: the witness policy the checkpoints must satisfy (default: the source's own, if any)."""
     report = AuditReport(ledger_id=source.ledger_id, mode=source.mode, audit_command=audit_command,
                          checked_utc=format_utc(now))
     ctx = _Context(source=source, report=report, now=now)
@@ -144,12 +165,73 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
     _decode_entries(ctx)
     _load_generations(ctx)
     _check_seals(ctx)
+    _check_intents(ctx)
     _check_reveals(ctx)
     _check_bundles(ctx, tick)
     _check_passports(ctx)
     _check_blob_files(ctx)
+    _check_export(ctx)
+    _check_times(ctx)
+    _check_witnessing(ctx, policy if policy is not None else source.witness_policy())
     report.generations = {name: _generation_summary(state) for name, state in ctx.generations.items()}
     return report
+
+
+def _check_times(ctx: _Context) -> None:
+    """Entry times never run backwards along the ledger (the append refuses it; a forged export may not)."""
+    previous: tuple[int, str] | None = None
+    for index, entry in sorted(ctx.entries.items()):
+        stamp = entry.get("created_utc")
+        if not isinstance(stamp, str):
+            continue
+        if previous is not None and stamp < previous[1]:
+            ctx.find("time", VerificationError(
+                f"entry {index} is dated {stamp}, before entry {previous[0]} ({previous[1]}): the ledger's time ran "
+                "backwards (backdated entry)", index=index, field="created_utc", expected=f">= {previous[1]}",
+                found=stamp), index=index, file=ctx.source.entries_file)
+        if previous is None or stamp >= previous[1]:
+            previous = (index, stamp)
+
+
+def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
+    if policy is None or not ctx.report.ledger_intact:
+        return
+    try:
+        checkpoints = sorted(ctx.source.checkpoints(), key=lambda c: c.size)
+        latest = checkpoints[-1]
+    except (HeldoutError, IndexError) as exc:
+        ctx.find("witnesses", exc if isinstance(exc, HeldoutError) else VerificationError("no checkpoint"))
+        return
+    origin = ctx.source.origin
+    try:
+        policy.evaluate(latest, origin=origin)
+        ctx.count("witnessed checkpoints")
+    except HeldoutError as exc:
+        ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(latest.size))
+    # (size, latest verified cosignature time) for every checkpoint, then each bundle against its generation
+    witnessed: list[tuple[int, datetime]] = []
+    for checkpoint in checkpoints:
+        try:
+            cosigned = policy.cosignatures(checkpoint)
+        except HeldoutError as exc:
+            ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(checkpoint.size))
+            continue
+        if cosigned:
+            witnessed.append((checkpoint.size, time_of(max(c.timestamp for c in cosigned.values()))))
+    for index, entry in sorted(ctx.entries.items()):
+        if entry.get("type") != "bundle":
+            continue
+        state = ctx.generations.get(str(entry.get("generation")))
+        if state is None:
+            continue
+        before = [(size, at) for size, at in witnessed if size <= index and at >= state.expiry]
+        if before:
+            size, at = before[0]
+            ctx.find("witnessed-time", VerificationError(
+                f"bundle entry {index} was logged after the witnesses attested {format_utc(at)} (checkpoint "
+                f"{size} does not contain it), past the expiry of {state.name} ({format_utc(state.expiry)})",
+                index=index, field="generation", expected=f"logged before {format_utc(state.expiry)}",
+                found=f"witnessed at {format_utc(at)} with size {size}"), index=index)
 
 
 def _replay(ctx: _Context, tick: AuditProgress) -> None:
@@ -287,11 +369,36 @@ def _check_seals(ctx: _Context) -> None:
                                       if isinstance(doc.get("issuer"), dict) else None)
             manifest = SealManifest.verify(doc, trusted)
             check_manifest_binding(manifest, sha256_hex(data), state, ctx.source.ledger_id)
+            if not ctx.keys:
+                raise VerificationError("no ledger key is known to check the draw's checkpoint",
+                                        index=state.seal_index)
+            check_draw_binding(manifest, state, ctx.entries.get, ctx.source.root, ctx.keys[0], ctx.source.origin)
         except HeldoutError as exc:
             ctx.find("seal", exc, index=state.seal_index, file=file)
             continue
         ctx.manifests[name] = manifest
         ctx.count("seals")
+
+
+def _check_intents(ctx: _Context) -> None:
+    """Every seal intent is logged, so a retried draw shows: a generation whose intent was logged more than once,
+    and an intent that no seal manifest draws from (abandoned, or a draw thrown away), are findings."""
+    intents: dict[str, list[int]] = {}
+    for index, entry in sorted(ctx.entries.items()):
+        if entry.get("type") == "intent":
+            intents.setdefault(str(entry.get("generation")), []).append(index)
+    used = {manifest.draw.get("intent_index") for manifest in ctx.manifests.values() if manifest.draw}
+    for name, indices in intents.items():
+        if len(indices) > 1:
+            listed = ", ".join(str(i) for i in indices)
+            ctx.find("draw", VerificationError(
+                f"the seal intent of {name} was logged {len(indices)} times (entries {listed}): its draw was "
+                "retried", generation=name, intents=indices), index=indices[-1])
+            continue
+        if indices[0] not in used:
+            ctx.find("draw", VerificationError(
+                f"the seal intent of {name} at entry {indices[0]} was never sealed: a draw was abandoned",
+                generation=name, intents=indices), index=indices[0])
 
 
 def _check_reveals(ctx: _Context) -> None:
@@ -314,7 +421,23 @@ def _check_reveals(ctx: _Context) -> None:
             continue
         ctx.reveals[name] = reveal
         ctx.count("reveals")
+    _check_private_draws(ctx)
     _check_published_reveals(ctx)
+
+
+def _check_private_draws(ctx: _Context) -> None:
+    """The operator's own audit checks the draw of still-sealed generations too, from their private openings
+    (which hold the committed pools); a third party checks it at reveal."""
+    for name, state in ctx.generations.items():
+        manifest = ctx.manifests.get(name)
+        if state.reveal_index is not None or manifest is None or manifest.membership == "public":
+            continue
+        try:
+            verify_draw(ctx.source.private_opening(state), manifest)
+        except IncompleteError:
+            continue  # a third party's export: the draw is checked when the generation is revealed
+        except HeldoutError as exc:
+            ctx.find("draw", exc, index=state.seal_index)
 
 
 def _check_published_reveals(ctx: _Context) -> None:
@@ -616,7 +739,7 @@ def _check_passports(ctx: _Context) -> None:
         digest = entry.get("passport_sha256")
         try:
             data = ctx.blob(digest, index=index, what="passport_sha256")
-            check_passport_document(ctx, index, entry, parse_json_object(data, what=f"passport of entry {index}"))
+            check_passport_document(ctx, index, parse_json_object(data, what=f"passport of entry {index}"))
         except HeldoutError as exc:
             ctx.find("passport", exc, index=index,
                      file=exc.evidence.get("file") or (ctx.source.blob_file(digest) if isinstance(digest, str)
@@ -637,66 +760,24 @@ def _check_blob_files(ctx: _Context) -> None:
                 ctx.find("blob", exc, index=index)
 
 
-def check_passport_document(ctx: _Context, index: int, entry: Mapping[str, Any], doc: dict[str, Any]) -> None:
-    issuer = doc.get("issuer")
-    issuer_key = issuer.get("public_key_b64") if isinstance(issuer, dict) else None
-    verify_document(doc, ctx.trusted_for(issuer_key), what=f"passport of entry {index}")
-    passport = Passport.from_json(doc)
-    _require_spec_in_force(ctx, index, "passport", passport.spec_version, passport.issued)
-    if passport.model_id != entry.get("model_id"):
-        raise VerificationError(f"passport of entry {index} is for another model", index=index,
-                                field="subject.model_id", expected=entry.get("model_id"), found=passport.model_id)
-    heldout = passport.heldout
-    if not isinstance(heldout, dict):
-        raise VerificationError(f"passport of entry {index} has no computed.heldout", index=index)
-    if heldout.get("generation") != entry.get("generation"):
-        raise VerificationError(f"passport of entry {index} names another generation", index=index,
-                                field="computed.heldout.generation", expected=entry.get("generation"),
-                                found=heldout.get("generation"))
-    size, root = check_passport_checkpoint(ctx, heldout, index)
-    cited = heldout.get("bundles")
-    if not isinstance(cited, list) or len(cited) != len(passport.evaluations):
-        raise VerificationError(f"passport of entry {index}: its bundles do not match its evaluations",
-                                index=index, field="computed.heldout.bundles")
-    for position, (ref, evaluation) in enumerate(zip(cited, passport.evaluations, strict=True)):
-        bundle_index = ref.get("index") if isinstance(ref, dict) else None
-        if not isinstance(bundle_index, int) or bundle_index >= size:
-            raise VerificationError(f"passport of entry {index} cites a bundle outside its checkpoint",
-                                    index=index, field=f"computed.heldout.bundles[{position}]")
-        cited_entry = ctx.entries.get(bundle_index, {})
-        if cited_entry.get("type") != "bundle" or cited_entry.get("model_id") != passport.model_id:
-            raise VerificationError(f"passport of entry {index} cites entry {bundle_index}, not a bundle of "
-                                    f"{passport.model_id}", index=index, field=f"computed.heldout.bundles[{position}]")
-        proof = [b64decode_strict(h, what="inclusion proof") for h in ref.get("inclusion_proof", [])]
-        verify_inclusion(bundle_index, size, leaf_hash(ctx.entry_bytes[bundle_index]), proof, root)
-        if not cited_evaluation_matches(evaluation, cited_entry, lambda e: sha256_hex(evaluation_bytes(e))):
-            raise VerificationError(f"passport of entry {index}: evaluation {position} is not the one bundle "
-                                    f"entry {bundle_index} recorded", index=index,
-                                    field=f"computed.evaluations[{position}]")
-    audit = doc["computed"].get("audit")
-    if not isinstance(audit, dict) or audit.get("ledger_entries") is None:
-        raise VerificationError(f"passport of entry {index} has no computed.audit", index=index)
-    entries_then = audit["ledger_entries"]
-    if not isinstance(entries_then, int) or not 0 < entries_then <= index or \
-            ctx.source.root(entries_then).hex() != audit.get("ledger_head") or audit.get("ledger_intact") is not True:
-        raise VerificationError(f"passport of entry {index}: its audit is not of this ledger's head at the time",
-                                index=index, field="computed.audit", found=audit.get("ledger_head"))
+def _check_export(ctx: _Context) -> None:
+    """A third party's export: every manifest member against the files, each key file against the ledger's
+    declared keys, no unreferenced blob file (``ledger.LedgerExport.manifest_problems``)."""
+    if not ctx.report.ledger_intact:
+        return  # the entries do not replay: the manifest cannot be judged against them
+    try:
+        for problem in ctx.source.export_problems():
+            ctx.find("export", problem, file=problem.evidence.get("file"))
+    except HeldoutError as exc:
+        ctx.find("export", exc)
 
 
-def check_passport_checkpoint(ctx: _Context, heldout: Mapping[str, Any], index: int) -> tuple[int, bytes]:
-    """The checkpoint a passport cites must verify under the ledger key and sign this ledger's own root."""
-    checkpoint = heldout.get("checkpoint")
-    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("note"), str):
-        raise VerificationError(f"passport of entry {index} has no checkpoint note", index=index,
-                                field="computed.heldout.checkpoint")
-    if not ctx.keys:
-        raise VerificationError("no ledger key is known to check the passport's checkpoint", index=index)
-    key = ctx.keys[0]
-    verified = verify_checkpoint(checkpoint["note"], name=key.name, key=key.public_key, origin=ctx.source.origin)
-    if verified.size > index or ctx.source.root(verified.size) != verified.root:
-        raise VerificationError(f"passport of entry {index} cites a checkpoint this ledger does not have",
-                                index=index, field="computed.heldout.checkpoint", found=verified.size)
-    return verified.size, verified.root
+def check_passport_document(ctx: _Context, index: int, doc: dict[str, Any]) -> None:
+    """The passport logged at ``index`` against this ledger, by the one passport-vs-log verifier
+    (``heldout.passports.check_passport_on_ledger``) that ``passport verify`` uses too."""
+    facts = LedgerFacts(ledger_id=ctx.source.ledger_id, origin=ctx.source.origin, entries=ctx.entries,
+                        entry_bytes=ctx.entry_bytes.__getitem__, root=ctx.source.root)
+    check_passport_on_ledger(doc, facts, at=ctx.now)
 
 
 def _generation_summary(state: GenerationState) -> dict[str, Any]:

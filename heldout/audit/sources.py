@@ -17,6 +17,7 @@ from keys.files import read_private_file
 from keys.safeio import DOCUMENT_LIMIT, read_in
 from ledger import BlobStore, Checkpoint, Ledger, LedgerExport, ReplayReport, open_export
 from ledger.export import CHECKPOINTS, ENTRIES, SEALS
+from ledger.policy import Policy
 from ledger.replay import ProgressFn
 from seals import sha256_hex
 
@@ -58,6 +59,11 @@ class AuditSource(Protocol):
 
     def extra_keys(self) -> list[TrustedKey]: ...
 
+    def export_problems(self) -> Iterator[HeldoutError]: ...
+    def witness_policy(self) -> Policy | None:
+        """The witness policy this source answers to by default (the operator's store's; none for exports)."""
+        ...
+
 
 class OperatorSource:
     """The operator's own store: everything, including the private openings (labels of sealed sets)."""
@@ -79,7 +85,7 @@ class OperatorSource:
         return self.ledger.entries_bytes()
 
     def checkpoints(self) -> list[Checkpoint]:
-        return self.ledger.checkpoints()
+        return self.ledger.cosigned_checkpoints()
 
     @property
     def entries_file(self) -> str:
@@ -153,6 +159,13 @@ class OperatorSource:
     def extra_keys(self) -> list[TrustedKey]:
         return []
 
+    def export_problems(self) -> Iterator[HeldoutError]:
+        return iter(())  # the operator's own store has no export manifest
+    def witness_policy(self) -> Policy | None:
+        from heldout.witness.operator import load_endpoints, store_policy
+
+        return store_policy(self.store) if load_endpoints(self.store) else None
+
 
 class ExportSource:
     """A third party's copy: the public export alone. Labels exist only for revealed (and public) sets."""
@@ -170,7 +183,9 @@ class ExportSource:
         return cls(open_export(folder), expected_id)
 
     def replay(self, progress: ProgressFn | None) -> ReplayReport:
-        return self.export.verify(expected_id=self.expected_id, progress=progress, check_blobs=False)
+        # the manifest's other members are reported one by one (export_problems), not as the replay's failure
+        return self.export.verify(expected_id=self.expected_id, progress=progress, check_blobs=False,
+                                  check_manifest=False)
 
     def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
         return self.export.entries_bytes()
@@ -228,6 +243,11 @@ class ExportSource:
 
     def extra_keys(self) -> list[TrustedKey]:
         return []
+
+    def export_problems(self) -> Iterator[HeldoutError]:
+        return self.export.manifest_problems()
+    def witness_policy(self) -> Policy | None:
+        return None  # a third party names the witnesses it trusts (--policy); the export cannot
 
 
 def operator_source(store: Store, ledger_id: str | None) -> OperatorSource:

@@ -8,7 +8,18 @@ from typing import Annotated
 
 import typer
 
-from heldout.cli import audit_cmd, data_cmd, demo_cmd, eval_cmd, gen_cmd, keys_cmd, ledger_cmd, passport_cmd, spec_cmd
+from heldout.cli import (
+    audit_cmd,
+    data_cmd,
+    demo_cmd,
+    eval_cmd,
+    gen_cmd,
+    keys_cmd,
+    ledger_cmd,
+    passport_cmd,
+    spec_cmd,
+    witness_cmd,
+)
 from heldout.cli.common import HeldoutGroup
 
 app = typer.Typer(
@@ -49,6 +60,7 @@ app.add_typer(passport_cmd.app, name="passport")
 app.add_typer(ledger_cmd.app, name="ledger")
 app.add_typer(data_cmd.app, name="data")
 app.add_typer(spec_cmd.app, name="spec")
+app.add_typer(witness_cmd.app, name="witness")
 gen_cmd.register(app)
 eval_cmd.register(app)
 audit_cmd.register(app)

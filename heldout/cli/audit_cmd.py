@@ -31,6 +31,7 @@ from heldout.passports import audit_report_path
 from heldout.store import default_store_path
 from keys import HeldoutError, StorageError, UsageError
 from ledger.entries import is_ledger_id
+from ledger.policy import Policy, load_policy
 
 
 def audit_command(
@@ -45,6 +46,9 @@ def audit_command(
         "store).",
         show_default=False)] = None,
     at: Annotated[str | None, typer.Option(help="Reference time (ISO 8601); default: now.")] = None,
+    policy_file: Annotated[Path | None, typer.Option(
+        "--policy", help="Witness policy (C2SP tlog-policy): the latest checkpoint must satisfy its quorum; "
+        "default: the store's in operator mode, none for an export.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Replay the ledger, check every signature, blob, seal and reveal, and re-derive every bundle.
@@ -52,6 +56,7 @@ def audit_command(
     Example: heldout audit   (the store's ledger);  python audit.py LEDGER_ID --from ./public-export"""
     now = reference_time(at)
     out = output_file(out, "audit_report.json") if out is not None else None
+    policy = load_policy(policy_file) if policy_file is not None else None
     if from_dir is not None:
         if store is not None:
             raise UsageError("give either --store (operator) or --from (third party), not both")
@@ -61,13 +66,13 @@ def audit_command(
         source = ExportSource.open(from_dir, ledger_id)
         target = out or third_party_report_path(ledger_id)
         command = f"python audit.py {ledger_id} --from {from_dir}"
-        report = _run(source, now, command, quiet=as_json)
+        report = _run(source, now, command, quiet=as_json, policy=policy)
     else:
         st = open_store(store)
         opened = operator_source(st, ledger_id)
         try:
             command = f"python audit.py {opened.ledger_id}"
-            report = _run(opened, now, command, quiet=as_json)
+            report = _run(opened, now, command, quiet=as_json, policy=policy)
         finally:
             opened.ledger.close()
         target = out or audit_report_path(st, opened.ledger_id)
@@ -113,7 +118,7 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool) -> Path:
     return spare
 
 
-def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool) -> AuditReport:
+def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool, policy: Policy | None) -> AuditReport:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True, disable=quiet or not err_console.is_terminal) as bar:
         tasks: dict[str, TaskID] = {}
@@ -123,7 +128,7 @@ def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool) -> Au
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done, total=total)
 
-        return run_audit(source, now=now, audit_command=command, progress=tick)
+        return run_audit(source, now=now, audit_command=command, progress=tick, policy=policy)
 
 
 def show_report(report: AuditReport) -> None:

@@ -155,9 +155,9 @@ def run_demo(store: Path, *, fast: bool) -> None:
           "A full MedEval-1 evaluation releases about 2,000 bits per bundle, so the budgets are explicit here.")
     d.run(["seal", "public", "--tasks", tasks_arg, "--data-root", str(data),
            "--expires", format_utc(now + 120 * day)])
-    d.run(["seal", "gen1", "--tasks", tasks_arg, "--per-task", str(SIZES["per_task"]), "--seed", "1",
+    d.run(["seal", "gen1", "--tasks", tasks_arg, "--per-task", str(SIZES["per_task"]),
            "--expires", format_utc(now + 60 * day), "--budget-bits", "40000"])
-    d.run(["seal", "gen2", "--tasks", tasks_arg, "--per-task", str(SIZES["per_task"]), "--seed", "2",
+    d.run(["seal", "gen2", "--tasks", tasks_arg, "--per-task", str(SIZES["per_task"]),
            "--expires", format_utc(now + 90 * day), "--budget-bits", "40000"])
 
     d.say("evaluate offline models",

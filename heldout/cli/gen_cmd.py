@@ -59,7 +59,8 @@ from keys import (
 from keys.files import write_atomic
 from keys.safeio import DOCUMENT_LIMIT, read_named
 from keys.signer import check_key_id
-from ledger import Ledger
+from ledger import Ledger, open_export
+from ledger.policy import load_policy
 from seals import format_utc, parse_json_object, parse_utc
 
 DEFAULT_KEY_NAME = "heldout-operator"
@@ -214,7 +215,8 @@ def seal(
         = None,
     budget_bits: Annotated[float | None, typer.Option(
         "--budget-bits", help="Explicit leakage budget in bits (default: from n, k, delta, eps).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Draw seed (default: random; recorded).")] = None,
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="Refused for genN: the draw's seed comes from the log after the seal intent.")] = None,
     expected_models: Annotated[int, typer.Option("--expected-models", help="k in the default budget.")] =
         DEFAULT_K,
     delta: Annotated[float, typer.Option("--delta", help="Failure probability in the default budget.")] =
@@ -237,7 +239,8 @@ def seal(
     ledger: LedgerOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Seal a generation: draw cases disjoint from every earlier one, commit, sign the manifest, append.
+    """Seal a generation: commit each task's pool and the seal intent to the log, draw cases disjoint from every
+    earlier one with a seed derived from the checkpoint after the intent, commit, sign the manifest, append.
 
     Example: heldout seal gen3 --tasks bloodmnist --per-task 200 --expires 2027-03-01 --budget-bits 5000"""
     st = open_store(store)
@@ -311,6 +314,9 @@ def verify_reveal_cmd(
     store: StoreOption = None,
     ledger: LedgerOption = None,
     at: AtOption = None,
+    policy_file: Annotated[Path | None, typer.Option(
+        "--policy", help="Witness policy (C2SP tlog-policy): --from must be a ledger export whose replay holds and "
+        "whose latest checkpoint the policy's quorum cosigned.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Recompute the set hash from a reveal and compare it with the signed manifest (exit 1 naming the first
@@ -319,6 +325,13 @@ def verify_reveal_cmd(
     Example: heldout verify-reveal gen1 --from ./public-export --key KEY_B64"""
     st = open_store(store)
     now = command_now(at)
+    if policy_file is not None:
+        policy = load_policy(policy_file)
+        if from_dir is None or not (from_dir / "export.json").is_file():
+            raise UsageError("--policy checks a ledger export: give --from EXPORT_DIR", field="--from")
+        exported = open_export(from_dir)
+        report = exported.verify(expected_id=ledger or exported.ledger_id)  # the entries the reveal is judged by
+        policy.evaluate(exported.latest_checkpoint(), origin=report.origin)
     if from_dir is not None:
         found = read_first_in(from_dir, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
                               what="seal manifest")

@@ -46,9 +46,12 @@ from ledger.entries import (
     MAX_ENTRY_BYTES,
     RAW_APPEND_TYPES,
     check_key_declaration,
+    is_ledger_id,
     is_ledger_prefix,
     validate_entry,
 )
+from ledger.follow import follow as follow_export
+from ledger.policy import load_policy
 from seals import canonical_bytes, format_utc, parse_json_object
 
 app = typer.Typer(help="The append-only ledger: entries, signed checkpoints, proofs, export and replay. "
@@ -362,6 +365,10 @@ def _report_lines(report: ReplayReport, source: str) -> None:
     console.print("entries by type: " + ", ".join(f"{k} {v}" for k, v in sorted(report.entry_types.items())))
 
 
+PolicyOption = Annotated[Path | None, typer.Option(
+    "--policy", help="Witness policy (C2SP tlog-policy): the checkpoint must be cosigned by its quorum.")]
+
+
 @app.command("verify")
 @handle_errors
 def verify(
@@ -370,11 +377,14 @@ def verify(
         "--from", help="Verify this export directory instead (LEDGER is then required: the id it must be).")]
         = None,
     store: StoreOption = None,
+    policy_file: PolicyOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Replay the ledger: entries, tree, every checkpoint signature and their mutual consistency.
+    """Replay the ledger: entries, tree, every checkpoint signature and their mutual consistency; with
+    --policy, the latest checkpoint must also satisfy the policy's witness quorum (exit 1 naming it).
 
     Example: heldout ledger verify   (the store's ledger);  heldout ledger verify LEDGER_ID --from EXPORT_DIR"""
+    policy = load_policy(policy_file) if policy_file is not None else None
     show_progress = not as_json and err_console.is_terminal
     if source is not None:
         if ledger is None:
@@ -385,15 +395,54 @@ def verify(
         exported = open_export(source)
         with _progress("replaying export", show_progress) as progress:
             report = exported.verify(expected_id=ledger.strip(), progress=progress)
+        latest = exported.latest_checkpoint()
         body = {**report.to_json(), "source": str(source), "missing_blobs": exported.manifest.get("missing_blobs")}
     else:
         with _open(store, ledger) as opened, _progress("replaying ledger", show_progress) as progress:
             report = opened.verify(progress=progress)
+            latest = opened.cosigned_checkpoint()
             body = {**report.to_json(), "source": str(opened.path)}
+    witnessed = policy.evaluate(latest, origin=report.origin) if policy is not None else None
+    if witnessed is not None:
+        body["witnessed"] = witnessed.to_json()
     if as_json:
         print_json({"ok": True, **body, "root": report.root.hex()})
     else:
         _report_lines(report, body["source"])
+        if witnessed is not None:
+            console.print(f"checkpoint {latest.size} witnessed: quorum {witnessed.quorum} met by "
+                          f"{', '.join(sorted(witnessed.cosignatures)) or 'no witness needed'}")
+
+
+@app.command("follow")
+@handle_errors
+def follow(
+    ledger: Annotated[str, typer.Argument(help="The ledger id (all 20 hex characters).", show_default=False)],
+    source: Annotated[str, typer.Option("--from", help="An export directory, or the http(s) URL of one.")],
+    state: Annotated[Path | None, typer.Option(
+        "--state", help="Where the last accepted checkpoint is kept (default: ./<ledger id>.follow.json).")] = None,
+    key: Annotated[str | None, typer.Option(
+        "--key", help="The ledger's checkpoint verifier key (default: pinned in the state, else entry 0's).")] = None,
+    policy_file: PolicyOption = None,
+    evidence: Annotated[Path | None, typer.Option(
+        "--evidence", help="Folder for fork evidence (default: STATE.evidence).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Accept the export's latest checkpoint only if it extends the last one accepted (consistency proof from
+    the export's entries) and, with --policy, is cosigned by the quorum. A smaller size, another root at the
+    same size or an unproven larger one exits 1 and keeps both signed checkpoints as fork evidence."""
+    if not is_ledger_id(ledger.strip()):
+        raise LedgerUsageError("follow pins the full ledger id (20 lowercase hex characters)", found=ledger[:80])
+    policy = load_policy(policy_file) if policy_file is not None else None
+    state_path = state or Path(f"{ledger.strip()}.follow.json")
+    result = follow_export(source, ledger_id=ledger.strip(), state=state_path, key=key, policy=policy,
+                           evidence_dir=evidence)
+    if as_json:
+        print_json({"ok": True, "state": str(state_path), **result.to_json()})
+        return
+    before = f"size {result.previous.size}" if result.previous else "nothing (first use: key pinned)"
+    console.print(f"accepted checkpoint size {result.accepted.size} root {result.accepted.root_b64} "
+                  f"(previously {before}); state {state_path}")
 
 
 @app.command("export")
@@ -415,7 +464,7 @@ def export(
     ledger, dest = (None, Path(first)) if second is None else (first, Path(second))
     st: Store = open_store(store)
     with _open(store, ledger) as opened:
-        manifest = export_ledger(opened, dest, blobs=BlobStore(st.blobs), seals=st.seals, keyring=st.keys)
+        manifest = export_ledger(opened, dest, blobs=BlobStore(st.blobs), seals=st.seals)
     if as_json:
         print_json({"path": str(dest), **manifest})
         return

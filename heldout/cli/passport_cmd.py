@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -17,7 +17,7 @@ from heldout.cli.common import (
     reference_time,
 )
 from heldout.generations import ledger_signer, open_ledger
-from heldout.passports import LedgerView, issue_passport, verify_passport_on_ledger
+from heldout.passports import LedgerFacts, check_passport_on_ledger, check_passport_proofs, issue_passport
 from keys import (
     HeldoutError,
     MalformedInput,
@@ -29,8 +29,10 @@ from keys import (
     parse_key_argument,
 )
 from keys.safeio import DOCUMENT_LIMIT, read_named
-from ledger import Ledger, open_export
-from seals import PassportState, parse_json_object, verify_passport
+from ledger import Checkpoint, Ledger, open_export
+from ledger.entries import origin_of
+from ledger.policy import Policy, Witnessed, load_policy
+from seals import Passport, PassportState, parse_json_object, verify_passport
 
 app = typer.Typer(help="Signed evidence records for one model.", no_args_is_help=True)
 
@@ -60,66 +62,119 @@ def trusted_key_for(doc: dict, key: str | None, store: Path | None) -> PublicKey
         ) from None
 
 
-def _ledger_view(doc: dict, store: Path | None, from_dir: Path | None) -> tuple[LedgerView, TrustedKey, Any] | None:
-    """The ledger the passport is anchored to: the export given with --from, else the store's ledger of that id
-    when the store has it; None when neither applies (the passport is then checked on its own)."""
-    heldout = (doc.get("computed") or {}).get("heldout") if isinstance(doc.get("computed"), dict) else None
+UNCHECKED = "not checked against its ledger"
+
+
+def _anchored_ledger_id(doc: dict) -> str | None:
+    computed = doc.get("computed")
+    heldout = computed.get("heldout") if isinstance(computed, dict) else None
     ledger_id = heldout.get("ledger_id") if isinstance(heldout, dict) else None
+    return ledger_id if isinstance(ledger_id, str) else None
+
+
+def _ledger_facts(doc: dict, store: Path | None, from_dir: Path | None) -> LedgerFacts | None:
+    """The ledger the passport is anchored to: the export given with --from (replayed and its manifest checked
+    first), else that ledger in the store (--store, $HELDOUT_STORE, or the default store) when the store holds
+    it; None when neither applies (the passport is then checked on its own, and said to be)."""
+    ledger_id = _anchored_ledger_id(doc)
     if from_dir is not None:
-        if not isinstance(ledger_id, str):
+        if ledger_id is None:
             raise VerificationError("the passport is not anchored to a ledger (computed.heldout is empty)",
                                     field="computed.heldout")
         export = open_export(from_dir)
         export.verify(expected_id=ledger_id, check_blobs=False)
-        return LedgerView(export), export.ledger_key, None
-    if store is None or not isinstance(ledger_id, str):
+        return LedgerFacts.of(export)
+    if ledger_id is None:
         return None
     st = open_store(store)
     try:
         path = Ledger.locate(st.ledgers, ledger_id)
     except HeldoutError:
         return None
-    ledger = Ledger.open(path, read_only=True)
-    return LedgerView(ledger), ledger.key, ledger
+    with Ledger.open(path, read_only=True) as ledger:
+        ledger.verify(expected_id=ledger_id)
+        return LedgerFacts.of(ledger)
+
+
+def _offline_proofs(passport: Passport, trusted: PublicKey | TrustedKey) -> Checkpoint | None:
+    """Without a ledger, a passport anchored to one still proves its seal and bundles were logged (its C2SP
+    tlog-proofs against the log key, which is the issuer's: the operator signs both)."""
+    if not isinstance(passport.heldout, dict):
+        return None
+    if isinstance(trusted, TrustedKey):
+        return check_passport_proofs(passport, log_name=trusted.name, log_key=trusted.public_key)
+    return check_passport_proofs(passport, log_name=passport.issuer.name, log_key=trusted)
+
+
+def _witnessed(passport: Passport, policy: Policy) -> Witnessed:
+    """The passport's proofs checked under a log key the policy lists, and their checkpoint's cosignatures
+    against the policy's quorum (raises naming the missing quorum: a passport anchored on a checkpoint the
+    witnesses never cosigned, such as one of a history rebuilt under the same ledger id, fails here)."""
+    if not isinstance(passport.heldout, dict):
+        raise VerificationError("the passport is not anchored to a ledger: no proofs to witness",
+                                field="computed.heldout")
+    problems: list[str] = []
+    for log in policy.logs:
+        try:
+            checkpoint = check_passport_proofs(passport, log_name=log.name, log_key=log.key)
+        except VerificationError as exc:
+            problems.append(f"{log.name}: {exc.message}")
+            continue
+        return policy.evaluate(checkpoint, origin=origin_of(str(passport.heldout.get("ledger_id"))))
+    raise UntrustedKey("the passport's proofs are not signed by a log the policy lists", field="--policy",
+                       found=problems)
 
 
 @app.command("verify")
 @handle_errors
 def verify(
     file: Annotated[Path, typer.Argument(help="The passport JSON file.")],
-    key: Annotated[str | None, typer.Option(help="Trusted key: base64 raw 32-byte key, or a key file.")] = None,
+    key: Annotated[str | None, typer.Option(help="Trusted key: base64 raw 32-byte key, or a key file. With a "
+                                            "ledger it must also be a key the ledger declares.")] = None,
     store: StoreOption = None,
     from_dir: Annotated[Path | None, typer.Option("--from", help="Check against a public ledger export.")] = None,
     at: Annotated[str | None, typer.Option(help="Reference time (ISO 8601); default: now.")] = None,
+    policy_file: Annotated[Path | None, typer.Option(
+        "--policy", help="Witness policy (C2SP tlog-policy): the passport's proofs must rest on a checkpoint of a "
+        "log the policy lists, cosigned by its quorum (no network, no export needed).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Verify a passport: canonical form, Ed25519 signature under a trusted key, issuer key, expiry; with a
-    ledger (--store holding it, or --from an export): its checkpoint, inclusion proofs, and whether its
-    generation was retired since (lapsed, exit 4).
+    """Verify a passport: canonical form, Ed25519 signature, expiry, its offline proofs (with --policy: on a
+    checkpoint the policy's witnesses cosigned); with its ledger (--from an export, else the
+    store's copy of that ledger: --store, $HELDOUT_STORE or the default store): the issuer key declared by the
+    ledger, the passport logged, its checkpoint, inclusion proofs, expiry within its generation's, and whether
+    its generation was retired since (lapsed, exit 4). Without its ledger the verdict says it was not checked.
 
-    Example: heldout passport verify model.passport.json --from ./public-export --key KEY_B64"""
+    Example: heldout passport verify model.passport.json --from ./public-export"""
     moment = reference_time(at)
+    policy = load_policy(policy_file) if policy_file is not None else None
     doc = read_document_file(file, what="passport")
-    trusted = trusted_key_for(doc, key, store)
-    anchored = _ledger_view(doc, store, from_dir)
-    if anchored is None:
+    facts = _ledger_facts(doc, store, from_dir)
+    if facts is not None:
+        verdict = check_passport_on_ledger(doc, facts, at=moment,
+                                           pinned=parse_key_argument(key) if key is not None else None)
+        proven = None
+    else:
+        trusted = trusted_key_for(doc, key, store)
         verdict = verify_passport(doc, trusted, at=moment)
-        ledger_checked = False
-    else:
-        view, ledger_key, closable = anchored
-        try:
-            verdict = verify_passport_on_ledger(doc, trusted, view, ledger_key, at=moment)
-        finally:
-            if closable is not None:
-                closable.close()
-        ledger_checked = True
+        proven = _offline_proofs(verdict.passport, trusted)
+    witnessed = _witnessed(verdict.passport, policy) if policy is not None else None
+    checked = facts is not None
+    offline = None if proven is None else (f"its seal and {len(verdict.passport.evaluations)} bundles proven "
+                                           f"included offline at checkpoint size {proven.size}")
+    if witnessed is not None:
+        offline = (offline + "; " if offline else "") + (
+            f"its checkpoint {witnessed.checkpoint.size} is cosigned by quorum {witnessed.quorum} "
+            f"({', '.join(sorted(witnessed.cosignatures))})")
     if as_json:
-        print_json({**verdict.to_json(), "ledger_checked": ledger_checked})
+        print_json({**verdict.to_json(), "ledger_checked": checked,
+                    **({} if witnessed is None else {"witnessed": witnessed.to_json()}),
+                    **({} if checked else {"qualification": UNCHECKED}),
+                    **({} if proven is None else {"offline_proofs": {"checkpoint_size": proven.size,
+                                                                     "verdict": offline}})})
     else:
-        heldout = verdict.passport.heldout
-        unchecked = isinstance(heldout, dict) and not ledger_checked
-        console.print(verdict.line + ("; not checked against its ledger (give --store or --from)" if unchecked
-                                      else ""))
+        console.print(verdict.line + (f"; {offline}" if offline else "")
+                      + ("" if checked else f"; {UNCHECKED} (give --store or --from)"))
     code = EXIT_FOR_STATE[verdict.state]
     if code:
         raise typer.Exit(code)

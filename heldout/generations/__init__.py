@@ -40,6 +40,7 @@ from heldout.generations.seal import SealRequest, SealResult, manifest_path, rev
 from heldout.generations.state import RETIRE_REASONS, STATES, BundleRecord, GenerationState, load_generations
 from heldout.generations.verify import (
     RevealVerdict,
+    check_draw_binding,
     check_manifest_binding,
     verify_folder_reveal,
     verify_member_proof,
@@ -70,6 +71,7 @@ __all__ = [
     "case_id",
     "charge_bits",
     "check_budget",
+    "check_draw_binding",
     "check_manifest_binding",
     "commitment",
     "content_sha256",

@@ -10,6 +10,7 @@ from heldout.store import Store
 from keys import Signer
 from ledger import Ledger
 from ledger.errors import LedgerStorageError
+from seals import system_clock
 
 
 def resolve_ledger_id(store: Store, ledger_id: str | None) -> str:
@@ -21,18 +22,24 @@ def resolve_ledger_id(store: Store, ledger_id: str | None) -> str:
 def open_ledger(store: Store, ledger_id: str | None = None, *, read_only: bool = False) -> Ledger:
     """Open a ledger of the store (``read_only`` for commands that only read), after finishing or discarding
     what a killed operation left on it. A reader of a writable store recovers first, through a writable
-    connection, so that it never sees a half-done operation; a read-only copy is read as committed."""
+    connection, so that it never sees a half-done operation; a read-only copy is read as committed. Every
+    checkpoint a writable ledger signs from now on (a recovery's too) goes to the store's witnesses
+    (``heldout.witness.operator``)."""
+    from heldout.witness.operator import attach
+
     path = Ledger.locate(store.ledgers, resolve_ledger_id(store, ledger_id))
     if read_only:
         if staging_pending(store, path.name.removesuffix(".sqlite")):
             try:
                 with Ledger.open(path) as writable:
+                    attach(store, writable, clock=system_clock)
                     recover_if_staged(store, writable)
             except (OSError, LedgerStorageError):
                 pass  # an unwritable store: recover_if_staged leaves it as it is in any case
         return Ledger.open(path, read_only=True)
     ledger = Ledger.open(path)
     try:
+        attach(store, ledger, clock=system_clock)
         recover_if_staged(store, ledger)
     except BaseException:
         ledger.close()

@@ -7,7 +7,8 @@ as a blob when it is retired with ``--reveal``, are the same document (the revea
      "manifest_sha256", "membership", "commitment_scheme", "n_cases",
      "cases": [{"case_id", "task", "content_sha256", "label", "salt", "commitment"}, ...],
      "images": null | {task: SHA-256 of an npz blob with case_ids, labels, images},
-     "order": null | {task: [case ids in evaluation order]}}
+     "order": null | {task: [case ids in evaluation order]},
+     "pools": null | {task: [every commitment of the task's committed pool, ascending, lowercase hex]}}
 
 Cases are listed in leaf order (commitments ascending); ``salt`` and ``commitment`` are lowercase hex (the
 salt is empty for the public generation). Each case carries its commitment so that a verifier that finds a
@@ -16,7 +17,10 @@ hash, label), checks the id against the content hash, the counts against the man
 listed commitments against the manifest's set hash, and (when images are revealed) every content hash from
 its image. **Evaluation order** (the order of a task's cases in every bundle's predictions): ascending case id
 for sealed generations (``order`` is null); for ``public``, the official file order, recorded in ``order``.
-Canonical bytes: ``seals.canonical_bytes``; ``reveal_sha256`` is the SHA-256 of those bytes.
+**Pools** (sealed generations; null for ``public``): the commitment list of each task's pool commitment
+(``heldout/generations/draw.py``), so a verifier recomputes the pool root the ``pool`` entry logged and the
+draw the seed selects; the cases that were not drawn stay hidden (their salts were never kept). The check:
+:func:`verify_draw`. Canonical bytes: ``seals.canonical_bytes``; ``reveal_sha256`` is the SHA-256 of those bytes.
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ import numpy as np
 from harness.metrics.npz import load_npz
 from heldout.generations.cases import CASE_ID_PATTERN, content_sha256
 from heldout.generations.commitments import SALT_BYTES, commitment, hex_bytes, set_hash
+from heldout.generations.draw import DrawRecord, check_drawn, check_pool, recompute_seed
 from heldout.generations.state import BlobSource
 from keys import MalformedInput, VerificationError
+from ledger.checkpoint import parse_checkpoint
 from seals import canonical_bytes
 from seals.manifest import COMMITMENT_SCHEME, SealManifest
 
@@ -40,7 +46,7 @@ REVEAL_TYPE = "heldout/reveal"
 REVEAL_VERSION = 1
 _CASE_MEMBERS = ("case_id", "task", "content_sha256", "label", "salt", "commitment")
 _TOP_MEMBERS = frozenset({"type", "reveal_version", "generation", "ledger_id", "set_hash", "manifest_sha256",
-                          "membership", "commitment_scheme", "n_cases", "cases", "images", "order"})
+                          "membership", "commitment_scheme", "n_cases", "cases", "images", "order", "pools"})
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,8 @@ class CaseOpening:
 
 def build_reveal(*, generation: str, ledger_id: str, manifest_sha256: str, membership: str,
                  openings: Sequence[CaseOpening], images: Mapping[str, str] | None = None,
-                 order: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+                 order: Mapping[str, Sequence[str]] | None = None,
+                 pools: Mapping[str, Sequence[bytes]] | None = None) -> dict[str, Any]:
     """The reveal (or opening) document, cases in leaf order."""
     with_commitments = sorted(((o.commitment, o) for o in openings), key=lambda pair: pair[0])
     return {
@@ -81,6 +88,7 @@ def build_reveal(*, generation: str, ledger_id: str, manifest_sha256: str, membe
         "cases": [o.to_json(c) for c, o in with_commitments],
         "images": dict(sorted(images.items())) if images else None,
         "order": {task: list(ids) for task, ids in sorted(order.items())} if order else None,
+        "pools": {task: [c.hex() for c in sorted(pool)] for task, pool in sorted(pools.items())} if pools else None,
     }
 
 
@@ -99,6 +107,7 @@ class RevealDocument:
     listed_commitments: tuple[bytes, ...]
     images: Mapping[str, str] | None
     order: Mapping[str, tuple[str, ...]] | None = None
+    pools: Mapping[str, tuple[bytes, ...]] | None = None
 
     def task_cases(self, task: str) -> list[CaseOpening]:
         """The task's cases in evaluation order (ascending case id, or the recorded ``order``)."""
@@ -182,9 +191,16 @@ def parse_reveal(doc: Any, *, what: str = "reveal") -> RevealDocument:
                 raise MalformedInput(f"{what} order of {task} is not exactly that task's cases", field="order",
                                      found=task)
         order = {task: tuple(ids) for task, ids in order.items()}
+    pools = doc["pools"]
+    if pools is not None:
+        if not isinstance(pools, dict) or not all(isinstance(v, list) for v in pools.values()):
+            raise MalformedInput(f"{what} pools must be null or an object {{task: [commitments]}}", field="pools")
+        pools = {task: tuple(hex_bytes(c, size=32, what=f"pools.{task}[]") for c in listed_pool)
+                 for task, listed_pool in pools.items()}
     return RevealDocument(generation=doc["generation"], ledger_id=doc["ledger_id"], set_hash=doc["set_hash"],
                           manifest_sha256=doc["manifest_sha256"], membership=doc["membership"],
-                          openings=tuple(openings), listed_commitments=tuple(listed), images=images, order=order)
+                          openings=tuple(openings), listed_commitments=tuple(listed), images=images, order=order,
+                          pools=pools)
 
 
 def _case_error(i: int, opening: CaseOpening, message: str, **evidence: Any) -> VerificationError:
@@ -232,12 +248,49 @@ def verify_reveal(doc: Any, manifest: SealManifest, *, image_blobs: BlobSource |
     if root != manifest.set_hash:
         raise VerificationError("the revealed commitments do not hash to the manifest's set hash",
                                 field="set_hash", expected=manifest.set_hash, found=root)
+    verify_draw(reveal, manifest)
     if reveal.images is not None:
         if image_blobs is None:
             raise VerificationError("the reveal names image blobs but no blob store was given to check them",
                                     field="images")
         verify_reveal_images(reveal, image_blobs)
     return reveal
+
+
+def verify_draw(reveal: RevealDocument, manifest: SealManifest) -> None:
+    """The drawn cases must be exactly the ones the manifest's seed selects from the committed pools: each
+    revealed pool hashes to the pool root the manifest records, the seed follows from its recorded material,
+    and the draw (``heldout-draw-v1``) selects exactly the revealed commitments of each task. The manifest's
+    binding to the ``pool`` and ``intent`` entries and to the ledger's checkpoint is checked with the ledger
+    (``heldout.generations.verify.check_manifest_binding``)."""
+    if manifest.membership == "public":
+        if reveal.pools is not None:
+            raise VerificationError("the public generation is not drawn: its reveal lists no pools", field="pools")
+        return
+    if manifest.draw is None:
+        raise VerificationError(f"the seal manifest of {manifest.generation} records no draw: it was not drawn "
+                                "from a committed pool with a seed the operator could not choose", field="draw")
+    draw = DrawRecord.from_json(manifest.draw)
+    if reveal.pools is None or set(reveal.pools) != set(manifest.task_counts) or set(draw.pools) != set(reveal.pools):
+        raise VerificationError(f"the reveal of {manifest.generation} does not publish the committed pool of each "
+                                "task", field="pools", expected=sorted(manifest.task_counts),
+                                found=sorted(reveal.pools or {}))
+    seed = recompute_seed(draw, checkpoint_root_of(draw))
+    for task in sorted(reveal.pools):
+        pool = reveal.pools[task]
+        check_pool(task, pool, draw.pools[task])
+        drawn = {o.commitment: o.case_id for o in reveal.openings if o.task == task}
+        check_drawn(manifest.generation, task, seed, pool, drawn)
+
+
+def checkpoint_root_of(draw: DrawRecord) -> bytes:
+    """The root of the checkpoint the draw's seed material comes from (its signature is checked with the ledger
+    key by the binding check; here only the root is read)."""
+    checkpoint = parse_checkpoint(draw.checkpoint_note)
+    if checkpoint.size != draw.checkpoint_size:
+        raise VerificationError("the draw's checkpoint note is not of the size it records", field="draw.checkpoint",
+                                expected=draw.checkpoint_size, found=checkpoint.size)
+    return checkpoint.root
 
 
 def image_npz_bytes(case_ids: Sequence[str], labels: np.ndarray, images: np.ndarray) -> bytes:

@@ -4,18 +4,22 @@ Every check runs before anything is written (a refused seal leaves the store and
 the name (``genN`` or ``public``, not used on this ledger), the expiry (after ``now``), the tasks (a pool for
 each, or for ``public`` an official file ``<data root>/<task>.npz``), enough unused cases, a positive budget.
 
-**Draw.** Candidates of a task = its pool's case ids minus every case id any opening in the store commits
-(all generations, sealed or retired, public included), sorted. Tasks are taken in name order with one
-generator ``numpy.random.default_rng(seed)``; each draws ``sorted(rng.choice(len(candidates), per_task,
-replace=False))``. The seed (random when not given) is recorded in the manifest. Salts are 32 bytes from
-``os.urandom``, never derived from the seed.
+**Draw (commit-then-draw, ``heldout/generations/draw.py``).** Candidates of a task = its pool's case ids minus
+every case id any opening in the store commits (all generations, sealed or retired, public included). Each
+candidate gets a fresh 32-byte salt (``os.urandom``); the commitments' root and count are logged as a ``pool``
+entry per task, followed in the same batch by the seal ``intent``. The seed is derived from the first checkpoint
+containing the intent (its witnesses' cosignatures, or without witnesses its root: weaker, the manifest says
+which), and ``heldout-draw-v1`` selects each task's cases from the committed pool. The operator's ``--seed`` is
+refused for sealed generations. A seal refused after the intent was logged leaves the intent in the log: a
+retried draw is visible (the audit reports a generation with more than one intent, or an intent never sealed).
 
-**Order of writes, and the entry index.** Holding the generations lock: read the ledger size s, sign the
-manifest with ``entry_index = s``, stage the private opening, ``seals/<gen>.seal.json`` and its blob under
-``private/staging/`` (``heldout.staging``), append the seal entry (for ``public`` in one batch with its reveal
-entry, since its membership is public), and only then publish the staged files. If the append fails, or the
-command is killed before it, nothing is published and the staging folder is discarded. The seal entry
-carries ``manifest_sha256``, the manifest its predicted index; the append is a compare-and-swap on that index
+**Order of writes, and the entry index.** Holding the generations lock: log the pools and the intent, draw,
+read the ledger size s, sign the manifest with ``entry_index = s``, stage the private opening,
+``seals/<gen>.seal.json`` and its blob under ``private/staging/`` (``heldout.staging``), append the seal entry
+(for ``public`` in one batch with its reveal entry, since its membership is public), and only then publish the
+staged files. If the append fails, or the command is killed before it, nothing is published and the staging
+folder is discarded (the logged intent then stays unsealed, which the audit reports). The seal entry carries
+``manifest_sha256``, the manifest its predicted index; the append is a compare-and-swap on that index
 (``expected_size``): if another writer appended in between, it is refused, nothing is published, and the
 command fails, so no manifest ever points at the wrong entry.
 """
@@ -23,14 +27,11 @@ command fails, so no manifest ever points at the wrong entry.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from harness.provenance import FileProvenance, file_provenance, n_classes
 from heldout.generations.access import noise_path, opening_path, used_case_ids
@@ -43,7 +44,8 @@ from heldout.generations.budget import (
     public_budget,
 )
 from heldout.generations.cases import check_task, content_hashes, public_case_ids, read_split
-from heldout.generations.commitments import SALT_BYTES
+from heldout.generations.commitments import SALT_BYTES, set_hash
+from heldout.generations.draw import DrawRecord, PoolRef, derive_seed, draw_cases, seed_material
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.pools import pool_entries, pool_tasks
 from heldout.generations.release import FULL, LADDER, NOISE_BYTES, THRESHOLDOUT
@@ -51,11 +53,11 @@ from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
 from heldout.generations.state import GenerationState, load_generations, utc
 from heldout.staging import staged_operation
 from heldout.store import Store
-from keys import MalformedInput, Signer, UsageError
+from keys import MalformedInput, Signer, UsageError, VerificationError
 from ledger import AppendConflict, BlobStore, Ledger
+from ledger.cosignature import with_cosignatures
 from seals import format_utc, sha256_hex
 from seals.manifest import (
-    MAX_SEED,
     ReleasePolicy,
     SealManifest,
     TaskCount,
@@ -175,11 +177,26 @@ def _public_openings(request: SealRequest, tasks: tuple[str, ...]
     return openings, order, sources
 
 
-def _drawn_openings(store: Store, ledger: Ledger, request: SealRequest, tasks: tuple[str, ...],
-                    generations: dict[str, GenerationState], seed: int) -> list[CaseOpening]:
+def _expected_shape(task: str, candidates: list[CaseOpening], per_task: int) -> TaskShape:
+    """A task's shape before its draw: each class's expected share of ``per_task`` (the pool's proportions)."""
+    classes = n_classes(task)
+    counts = [0] * classes
+    for opening in candidates:
+        counts[int(opening.label)] += 1
+    smallest = min(per_task * c // max(1, len(candidates)) for c in counts)
+    return TaskShape(task=task, n=per_task, n_classes=classes, smallest_class=max(1, smallest))
+
+
+def _candidates(store: Store, ledger: Ledger, request: SealRequest, tasks: tuple[str, ...],
+                generations: dict[str, GenerationState]) -> dict[str, list[CaseOpening]]:
+    """Each task's candidates (its pool minus every case already used), each with a fresh salt."""
     if request.per_task is None or request.per_task < 1:
         raise UsageError("--per-task must be a positive number of cases", field="per_task",
                          found=request.per_task)
+    if request.seed is not None:
+        raise UsageError("--seed no longer applies to a sealed generation: its draw's seed comes from the log "
+                         "(the checkpoint, or the witnesses' cosignatures, after the seal intent)", field="seed",
+                         found=request.seed)
     known = set(pool_tasks(store))
     for task in tasks:
         if task not in known:
@@ -194,16 +211,65 @@ def _drawn_openings(store: Store, ledger: Ledger, request: SealRequest, tasks: t
                 f"too few unused cases for {task}: {len(candidates[task])} left in its pool of "
                 f"{len(pools[task])}, {request.per_task} needed", field="per_task", found=len(candidates[task]),
                 expected=request.per_task)
-    rng = np.random.default_rng(seed)
-    openings = []
-    for task in tasks:
-        chosen = sorted(int(i) for i in rng.choice(len(candidates[task]), request.per_task, replace=False))
-        for i in chosen:
-            cid = candidates[task][i]
-            content, label = pools[task][cid]
-            openings.append(CaseOpening(case_id=cid, task=task, content_sha256=content, label=label,
-                                        salt=os.urandom(SALT_BYTES)))
-    return openings
+    return {task: sorted((CaseOpening(case_id=cid, task=task, content_sha256=pools[task][cid][0],
+                                      label=pools[task][cid][1], salt=os.urandom(SALT_BYTES))
+                          for cid in candidates[task]), key=lambda o: o.commitment)
+            for task in tasks}
+
+
+def _commit_and_intend(ledger: Ledger, signer: Signer, request: SealRequest, name: str,
+                       candidates: Mapping[str, Sequence[CaseOpening]], release: ReleasePolicy,
+                       now: datetime) -> tuple[int, dict[str, PoolRef]]:
+    """Log one ``pool`` entry per task and the seal ``intent`` in one batch (one checkpoint covers them);
+    returns the intent's index and the pool references."""
+    start = ledger.size
+    pools = {task: PoolRef(start + i, set_hash([o.commitment for o in openings]), len(openings))
+             for i, (task, openings) in enumerate(sorted(candidates.items()))}
+    stamp = format_utc(now)
+    entries: list[Mapping[str, Any]] = [
+        {"type": "pool", "v": 1, "task": task, "pool_root": ref.pool_root, "pool_size": ref.pool_size,
+         "created_utc": stamp} for task, ref in sorted(pools.items())]
+    entries.append({"type": "intent", "v": 1, "generation": name,
+                    "tasks": {task: int(request.per_task or 0) for task in sorted(candidates)},
+                    "pools": {task: ref.index for task, ref in sorted(pools.items())},
+                    "expiry_utc": format_utc(request.expiry), "release": release.to_json(), "created_utc": stamp})
+    try:
+        indices = ledger.append_batch(entries, signer=signer, now=now, expected_size=start)
+    except AppendConflict as exc:
+        raise UsageError(f"another writer appended to the ledger while {name}'s pools were being committed; "
+                         "nothing was logged: run the seal again", generation=name, **exc.evidence) from None
+    return indices[-1], pools
+
+
+def _draw(ledger: Ledger, name: str, intent_index: int, pools: Mapping[str, PoolRef],
+          candidates: Mapping[str, Sequence[CaseOpening]], per_task: int) -> tuple[DrawRecord, list[CaseOpening]]:
+    """Derive the seed from the first checkpoint containing the intent (its witnesses' cosignatures when the
+    ledger is witnessed, else its root), and draw."""
+    size = intent_index + 1
+    signed = ledger.checkpoint_at(size)
+    if signed is None:
+        raise VerificationError("the ledger signed no checkpoint containing the seal intent", index=intent_index)
+    # read once (a slow witness may still add one afterwards); recorded without their line ends
+    lines = tuple(line.rstrip("\n") for line in ledger.cosignature_lines(size))
+    checkpoint = with_cosignatures(signed, [line + "\n" for line in lines])
+    if lines:
+        source = "witness-cosignatures"
+        material = seed_material(source, cosignatures=lines)
+    elif ledger.after_checkpoint is not None:
+        # Witnesses are configured but none cosigned: refuse rather than fall back to the weaker seed the
+        # operator could steer (the intent stays logged; a later seal shows as a retried draw).
+        raise VerificationError(f"no witness cosigned checkpoint {size}, which contains the seal intent of {name}: "
+                                "the draw needs their cosignatures (heldout witness sync, then seal again)",
+                                index=intent_index, size=size, cause=str(ledger.witnessing_error or ""))
+    else:
+        source = "checkpoint-root"
+        material = seed_material(source, root=checkpoint.root)
+    seed = derive_seed(source, material)
+    drawn = draw_cases(seed, candidates, dict.fromkeys(candidates, per_task))
+    record = DrawRecord(seed_source=source, intent_index=intent_index, pools=dict(pools),
+                        checkpoint_size=checkpoint.size, checkpoint_note=checkpoint.note, cosignatures=lines,
+                        seed=seed.hex())
+    return record, drawn
 
 
 def _seal_entry(manifest: SealManifest, digest: str) -> dict[str, Any]:
@@ -249,34 +315,43 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
                              field="expires", expected=f"> {format_utc(now)}", found=format_utc(expiry))
         order = None
         sources: dict[str, FileProvenance] = {}
+        draw: DrawRecord | None = None
+        pool_lists: dict[str, list[bytes]] | None = None
+        noise_secret = os.urandom(NOISE_BYTES) if mode == THRESHOLDOUT and name != "public" else None
+        release = ReleasePolicy(mode, step, request.threshold if noise_secret else None,
+                                request.sigma if noise_secret else None,
+                                sha256_hex(noise_secret) if noise_secret else None)
         if name == "public":
-            seed = None
             openings, order, sources = _public_openings(request, tasks)
         else:
-            if request.seed is not None and not 0 <= request.seed <= MAX_SEED:
-                raise UsageError("--seed must be an integer in 0..2^53-1", field="seed", found=request.seed)
-            seed = request.seed if request.seed is not None else secrets.randbelow(MAX_SEED + 1)
-            openings = _drawn_openings(store, ledger, request, tasks, generations, seed)
+            candidates = _candidates(store, ledger, request, tasks, generations)
+            per_task = int(request.per_task or 0)
+            # The budget is checked before anything is logged, on each task's expected class sizes, so that a
+            # refused seal logs nothing. Whether it can pay for one evaluation does not depend on the draw; a
+            # default budget (it grows with the smallest class) is computed again on the drawn cases below.
+            make_budget(n=per_task, k=request.k, delta=request.delta, eps=request.eps, bits=request.budget_bits,
+                        mode=mode, shapes=[_expected_shape(task, candidates[task], per_task) for task in tasks],
+                        step=step)
+            intent_index, pools = _commit_and_intend(ledger, signer, request, name, candidates, release, now)
+            draw, openings = _draw(ledger, name, intent_index, pools, candidates, per_task)
+            pool_lists = {task: [o.commitment for o in pool] for task, pool in candidates.items()}
         counts = {task: sum(1 for o in openings if o.task == task) for task in tasks}
         shapes = [TaskShape.from_labels(task, [o.label for o in openings if o.task == task], n_classes(task))
                   for task in tasks]
         budget = public_budget(min(counts.values())) if name == "public" else make_budget(
             n=min(counts.values()), k=request.k, delta=request.delta, eps=request.eps, bits=request.budget_bits,
             mode=mode, shapes=shapes, step=step)
-        noise_secret = os.urandom(NOISE_BYTES) if mode == THRESHOLDOUT else None
-        release = ReleasePolicy(mode, step, request.threshold if noise_secret else None,
-                                request.sigma if noise_secret else None,
-                                sha256_hex(noise_secret) if noise_secret else None)
         sealed = [g for g in generations.values() if g.membership != "public"]
         draft = build_reveal(generation=name, ledger_id=ledger.ledger_id, manifest_sha256="0" * 64,
                              membership="public" if name == "public" else "sealed", openings=openings,
-                             order=order)
+                             order=order, pools=pool_lists)
         manifest = SealManifest(
             generation=name, membership="public" if name == "public" else "sealed",
             tasks=tuple(TaskCount(task, counts[task], *((sources[task].origin, sources[task].sha256)
                                                         if task in sources else (None, None)))
                         for task in tasks), set_hash=draft["set_hash"],
-            created=now, expiry=expiry, leakage_budget=budget, release=release, seed=seed,
+            created=now, expiry=expiry, leakage_budget=budget, release=release, seed=None,
+            draw=None if draw is None else draw.to_json(),
             predecessor=sealed[-1].name if sealed and name != "public" else None,
             ledger_id=ledger.ledger_id, entry_index=ledger.size)
         signed = manifest.sign(signer)

@@ -13,20 +13,22 @@ reveal case by case (so a changed case is named), then the reveal's binding to i
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from heldout.generations.commitments import MemberProof
+from heldout.generations.draw import DrawRecord, recompute_seed
 from heldout.generations.reveal import verify_reveal
 from heldout.generations.seal import manifest_path
 from heldout.generations.state import BlobSource, GenerationState, load_generations
 from heldout.store import Store
 from keys import PublicKey, TrustedKey, UsageError, VerificationError
 from keys.safeio import DOCUMENT_LIMIT, file_in, read_in
-from ledger import BlobStore, Ledger, open_export
-from seals import parse_json_object, sha256_hex
+from ledger import BlobStore, Ledger, LedgerExport, open_export, verify_checkpoint
+from seals import format_utc, parse_json_object, sha256_hex
 from seals.manifest import SealManifest
 
 
@@ -83,14 +85,67 @@ def read_first_in(folder: Path, names: list[str], *, what: str) -> tuple[bytes, 
     return None
 
 
+EntryAt = Callable[[int], Mapping[str, Any] | None]
+
+
+def check_draw_binding(manifest: SealManifest, state: GenerationState, entry_at: EntryAt,
+                       root_at: Callable[[int], bytes], ledger_key: TrustedKey, origin: str) -> None:
+    """Raise unless a sealed manifest's draw is the one the log allows: its ``intent`` entry (before the seal,
+    naming this generation with the manifest's task sizes, expiry, release and pool entries), each ``pool``
+    entry (the root and size the draw records), and the seed's checkpoint, which must be the first containing
+    the intent (size = intent index + 1), signed by the ledger key, with this ledger's root at that size."""
+    if manifest.membership == "public":
+        return
+    if manifest.draw is None:
+        raise VerificationError(f"the seal manifest of {state.name} records no draw (not commit-then-draw)",
+                                index=state.seal_index, field="draw")
+    draw = DrawRecord.from_json(manifest.draw)
+    intent = entry_at(draw.intent_index) if draw.intent_index < state.seal_index else None
+    if intent is None or intent.get("type") != "intent" or intent.get("generation") != state.name:
+        raise VerificationError(f"the draw of {state.name} names entry {draw.intent_index}, which is not an intent "
+                                f"of {state.name} before its seal", index=state.seal_index, field="draw.intent_index",
+                                found=draw.intent_index)
+    for member, expected in (("tasks", manifest.task_counts), ("expiry_utc", format_utc(manifest.expiry)),
+                             ("release", manifest.release.to_json()),
+                             ("pools", {task: ref.index for task, ref in draw.pools.items()})):
+        if intent.get(member) != expected:
+            raise VerificationError(f"the seal manifest of {state.name} disagrees with its intent entry "
+                                    f"{draw.intent_index} on {member}", index=draw.intent_index, field=member,
+                                    expected=expected, found=intent.get(member))
+    for task, ref in draw.pools.items():
+        pool = entry_at(ref.index) if ref.index < draw.intent_index else None
+        if pool is None or pool.get("type") != "pool" or pool.get("task") != task or \
+                pool.get("pool_root") != ref.pool_root or pool.get("pool_size") != ref.pool_size:
+            raise VerificationError(f"the draw of {state.name} names pool entry {ref.index} for {task}, which does "
+                                    "not commit to that root and size", index=ref.index, field=f"draw.pools.{task}")
+    if draw.checkpoint_size != draw.intent_index + 1:
+        raise VerificationError(f"the seed of {state.name} must come from the first checkpoint containing its "
+                                f"intent (size {draw.intent_index + 1})", index=state.seal_index,
+                                field="draw.checkpoint", expected=draw.intent_index + 1, found=draw.checkpoint_size)
+    checkpoint = verify_checkpoint(draw.checkpoint_note, name=ledger_key.name, key=ledger_key.public_key,
+                                   origin=origin)
+    if checkpoint.size != draw.checkpoint_size or checkpoint.root != root_at(checkpoint.size):
+        raise VerificationError(f"the seed checkpoint of {state.name} is not this ledger's at size "
+                                f"{draw.checkpoint_size}", index=state.seal_index, field="draw.checkpoint")
+    signatures = set(draw.checkpoint_note.split("\n\n", 1)[-1].splitlines())
+    stray = [line for line in draw.cosignatures if line not in signatures]
+    if stray:
+        raise VerificationError(f"the draw of {state.name} names a cosignature its checkpoint note does not carry",
+                                index=state.seal_index, field="draw.cosignatures", found=stray[0][:80])
+    recompute_seed(draw, checkpoint.root)
+
+
 def _verify(manifest_data: bytes, reveal_data: bytes, trusted: PublicKey | TrustedKey, *,
-            state: GenerationState | None, ledger_id: str | None, blobs: BlobSource | None,
+            state: GenerationState | None, ledger: Ledger | LedgerExport | None, blobs: BlobSource | None,
             source: str) -> RevealVerdict:
     doc = parse_json_object(manifest_data, what="seal manifest")
     manifest = SealManifest.verify(doc, trusted)
     digest = sha256_hex(manifest_data)
-    if state is not None and ledger_id is not None:
-        check_manifest_binding(manifest, digest, state, ledger_id)
+    if state is not None and ledger is not None:
+        check_manifest_binding(manifest, digest, state, ledger.ledger_id)
+        view = ledger
+        check_draw_binding(manifest, state, lambda i: view.entry(i) if 0 <= i < view.size else None, view.root,
+                           _ledger_key(view), view.origin)
     reveal = verify_reveal(parse_json_object(reveal_data, what="reveal"), manifest, image_blobs=blobs,
                            manifest_sha256=digest)
     if state is not None:
@@ -106,6 +161,10 @@ def _verify(manifest_data: bytes, reveal_data: bytes, trusted: PublicKey | Trust
         images_checked=reveal.images is not None, ledger_checked=state is not None,
         seal_index=None if state is None else state.seal_index,
         reveal_index=None if state is None else state.reveal_index, source=source)
+
+
+def _ledger_key(view: Ledger | LedgerExport) -> TrustedKey:
+    return view.key if isinstance(view, Ledger) else view.ledger_key
 
 
 def _revealed_state(generations: dict[str, GenerationState], generation: str) -> GenerationState:
@@ -127,7 +186,7 @@ def verify_store_reveal(store: Store, ledger: Ledger, generation: str, trusted: 
                               what="seal manifest")
     manifest_data = published[0] if published is not None else blobs.get(state.manifest_sha256)
     return _verify(manifest_data, blobs.get(str(state.reveal_sha256)), trusted, state=state,
-                   ledger_id=ledger.ledger_id, blobs=blobs, source=str(store.root))
+                   ledger=ledger, blobs=blobs, source=str(store.root))
 
 
 def verify_folder_reveal(folder: Path, generation: str, trusted: PublicKey | TrustedKey,
@@ -140,14 +199,13 @@ def verify_folder_reveal(folder: Path, generation: str, trusted: PublicKey | Tru
     if manifest_file is None:
         raise UsageError(f"no {generation}.seal.json in {folder} or {folder}/seals", path=str(folder))
     state = None
-    ledger_id = None
+    export: LedgerExport | None = None
     blobs: BlobSource | None = BlobStore(folder / "blobs" / "sha256") if (folder / "blobs").is_dir() else None
     reveal_file = read_first_in(folder, [f"seals/{generation}.reveal.json", f"{generation}.reveal.json"],
                                 what="reveal")
     reveal_data = reveal_file[0] if reveal_file is not None else None
     if file_in(folder, "export.json", what="ledger export"):
         export = open_export(folder)
-        ledger_id = export.ledger_id
         state = _revealed_state(load_generations(export, now), generation)
         blobs = export.blobs
         if reveal_data is None:
@@ -155,7 +213,7 @@ def verify_folder_reveal(folder: Path, generation: str, trusted: PublicKey | Tru
     if reveal_data is None:
         raise UsageError(f"no {generation}.reveal.json in {folder} or {folder}/seals", path=str(folder))
     return _verify(manifest_file[0], reveal_data, trusted, state=state,
-                   ledger_id=ledger_id, blobs=blobs, source=str(folder))
+                   ledger=export, blobs=blobs, source=str(folder))
 
 
 def verify_member_proof(proof_doc: Any, manifest_data: bytes, trusted: PublicKey | TrustedKey) -> MemberProof:

@@ -64,6 +64,8 @@ REQUIRED: dict[str, dict[str, str]] = {
     "passport": {"model_id": TEXT, "generation": TEXT, "passport_sha256": HEX, "created_utc": TIME},
     "spec": {"spec_version": TEXT, "superseded_by": TEXT, "effective_utc": TIME, "created_utc": TIME},
     "note": {"text": NOTE, "created_utc": TIME},
+    "pool": {"task": TEXT, "pool_root": HEX, "pool_size": "count", "created_utc": TIME},
+    "intent": {"generation": TEXT, "tasks": "per-task", "pools": "per-task", "expiry_utc": TIME, "created_utc": TIME},
 }
 
 
@@ -166,6 +168,41 @@ def _real_time(text: str) -> bool:
 
 
 # --- RFC 6962 / 9162 ---------------------------------------------------------------------------------------
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def draw_seed(source: str, material: bytes) -> bytes:
+    """FORMATS.md, the draw: SHA-256("heldout-seal-seed-v1" LF || seed_source || LF || material)."""
+    return sha256(b"heldout-seal-seed-v1\n" + source.encode("ascii") + b"\n" + material)
+
+
+def draw_positions(seed: bytes, task: str, pool_size: int, count: int) -> list[int]:
+    """FORMATS.md, the draw (heldout-draw-v1): a partial Fisher-Yates shuffle driven by SHA-256 blocks."""
+    prefix = b"heldout-draw-v1\n" + seed + task.encode("utf-8") + b"\n"
+    words: list[int] = []
+    block = 0
+
+    def next_word() -> int:
+        nonlocal block
+        if not words:
+            digest = sha256(prefix + block.to_bytes(8, "big"))
+            block += 1
+            words.extend(int.from_bytes(digest[i:i + 8], "big") for i in range(0, 32, 8))
+        return words.pop(0)
+
+    order = list(range(pool_size))
+    for i in range(count):
+        span = pool_size - i
+        limit = 2**64 - 2**64 % span
+        word = next_word()
+        while word >= limit:
+            word = next_word()
+        j = i + word % span
+        order[i], order[j] = order[j], order[i]
+    return sorted(order[:count])
+
+
 def leaf_hash(data: bytes) -> bytes:
     return sha256(b"\x00" + data)
 
@@ -474,7 +511,10 @@ class _Replay:
                   HEX: isinstance(value, str) and bool(HEX64.match(value)),
                   TIME: isinstance(value, str) and _real_time(value),
                   KEY: True,
-                  NOTE: isinstance(value, str) and bool(value.strip()) and len(value) <= MAX_NOTE_CHARS}[check]
+                  NOTE: isinstance(value, str) and bool(value.strip()) and len(value) <= MAX_NOTE_CHARS,
+                  "count": _count(value) and value > 0,
+                  "per-task": isinstance(value, dict) and bool(value) and all(
+                      _count(v) and v > 0 for v in value.values())}[check]
             if not ok:
                 raise ReplayFailure(ENTRIES, "entry", f"{where}: {member} is not a valid {check}")
             if check == KEY:
@@ -542,6 +582,8 @@ class _Replay:
                 raise ReplayFailure(relative, "key-file", "fingerprint is not SHA-256 of the key")
             if body["note_verifier_key"] != verifier_key(key.name, key.public_key):
                 raise ReplayFailure(relative, "key-file", "note_verifier_key does not match name and key")
+            if key not in self.keys:
+                raise ReplayFailure(relative, "key-file", "a key no ledger entry declares")
             found[key.key_id] = key
         for key in self.keys:
             if found.get(key.key_id) != key:
@@ -639,7 +681,53 @@ class _Replay:
             if not isinstance(tasks, dict) or {t: c.get("cases") for t, c in tasks.items()} != entry.get("tasks") \
                     or doc.get("n_cases") != sum(entry.get("tasks", {}).values()):
                 raise ReplayFailure(file, "seal", f"task counts disagree with seal entry {index}")
+            if doc.get("membership") != "public":
+                self.check_draw(file, name, doc, index)
             self.seal_docs[name] = doc
+        intents: dict[str, list[int]] = {}
+        for index, entry in enumerate(self.entries):
+            if entry["type"] == "intent":
+                intents.setdefault(entry["generation"], []).append(index)
+        for name, indices in intents.items():
+            used = (self.seal_docs.get(name) or {}).get("draw") or {}
+            if len(indices) > 1 or used.get("intent_index") != indices[0]:
+                raise ReplayFailure(ENTRIES, "draw", f"the intent of {name} was logged at entries {indices}, "
+                                    "not exactly once and drawn from: a retried or abandoned draw")
+
+    def check_draw(self, file: str, name: str, doc: dict[str, Any], seal_index: int) -> None:
+        """FORMATS.md, the draw: the intent and pool entries it names, the seed from the first checkpoint
+        containing the intent."""
+        draw = doc.get("draw")
+        if not isinstance(draw, dict) or draw.get("algorithm") != "heldout-draw-v1":
+            raise ReplayFailure(file, "draw", "a sealed generation's manifest records its draw (heldout-draw-v1)")
+        at = draw.get("intent_index")
+        if not _count(at) or at >= seal_index or self.entries[at]["type"] != "intent" \
+                or self.entries[at]["generation"] != name:
+            raise ReplayFailure(file, "draw", "intent_index is not an intent of the generation before its seal")
+        intent = self.entries[at]
+        pools = draw.get("pools") or {}
+        if intent["tasks"] != {t: c["cases"] for t, c in doc["tasks"].items()} \
+                or intent["expiry_utc"] != doc["expiry_utc"] or intent.get("release") != doc.get("release") \
+                or intent["pools"] != {t: ref.get("index") for t, ref in pools.items()}:
+            raise ReplayFailure(file, "draw", f"the manifest disagrees with its intent entry {at}")
+        for task, ref in pools.items():
+            pool = self.entries[ref["index"]] if _count(ref.get("index")) and ref["index"] < at else {}
+            if pool.get("type") != "pool" or pool.get("task") != task or pool.get("pool_root") != ref.get(
+                    "pool_root") or pool.get("pool_size") != ref.get("pool_size"):
+                raise ReplayFailure(file, "draw", f"draw.pools.{task} is not the pool entry it names")
+        checkpoint = draw.get("checkpoint") or {}
+        note = verify_note(str(checkpoint.get("note")), file, self.ledger_key, self.origin)
+        if note.size != at + 1 or checkpoint.get("size") != note.size or mth(self.leaves[:note.size]) != note.root:
+            raise ReplayFailure(file, "draw", "the seed's checkpoint is not this ledger's first containing the intent")
+        source = draw.get("seed_source")
+        if source == "checkpoint-root":
+            material = note.root
+        elif source == "witness-cosignatures" and draw.get("cosignatures"):
+            material = "".join(line + "\n" for line in sorted(draw["cosignatures"])).encode("utf-8")
+        else:
+            raise ReplayFailure(file, "draw", "unknown seed source")
+        if draw_seed(source, material).hex() != draw.get("seed"):
+            raise ReplayFailure(file, "draw", "the seed is not the one its material gives")
 
     # R9 ------------------------------------------------------------------------------------------------
     def reveals(self) -> None:
@@ -667,7 +755,7 @@ class _Replay:
     def check_reveal(self, file: str, name: str, doc: Any, entry: dict[str, Any], index: int) -> None:
         manifest = self.seal_docs[name]
         members = {"type", "reveal_version", "generation", "ledger_id", "set_hash", "manifest_sha256", "membership",
-                   "commitment_scheme", "n_cases", "cases", "images", "order"}
+                   "commitment_scheme", "n_cases", "cases", "images", "order", "pools"}
         if not isinstance(doc, dict) or set(doc) != members or doc["type"] != "heldout/reveal" \
                 or doc["reveal_version"] != 1:
             raise ReplayFailure(file, "reveal", "not a reveal version 1")
@@ -717,8 +805,31 @@ class _Replay:
         root = mth([leaf_hash(bytes.fromhex(c["commitment"])) for c in cases]).hex()
         if root != manifest["set_hash"]:
             raise ReplayFailure(file, "reveal", "the commitments do not hash to the sealed set hash")
+        if doc["membership"] != "public":
+            self.check_drawn(file, doc, manifest)
+        elif doc["pools"] is not None:
+            raise ReplayFailure(file, "reveal", "the public generation lists no pools")
         if doc["images"] is not None:
             self.check_images(file, doc, entry, index)
+
+    def check_drawn(self, file: str, doc: dict[str, Any], manifest: dict[str, Any]) -> None:
+        """FORMATS.md, the draw at reveal: each task's revealed pool hashes to its pool root, and the seed selects
+        exactly the revealed commitments from it."""
+        draw = manifest["draw"]
+        pools = doc["pools"]
+        if not isinstance(pools, dict) or set(pools) != set(manifest["tasks"]):
+            raise ReplayFailure(file, "draw", "the reveal does not list each task's committed pool")
+        seed = bytes.fromhex(draw["seed"])
+        for task, listed in sorted(pools.items()):
+            pool = [bytes.fromhex(c) for c in listed]
+            ref = draw["pools"][task]
+            if len(pool) != ref["pool_size"] or pool != sorted(set(pool)) \
+                    or mth([leaf_hash(c) for c in pool]).hex() != ref["pool_root"]:
+                raise ReplayFailure(file, "draw", f"the revealed pool of {task} is not the committed one")
+            revealed = {bytes.fromhex(c["commitment"]) for c in doc["cases"] if c["task"] == task}
+            chosen = {pool[p] for p in draw_positions(seed, task, len(pool), len(revealed))}
+            if chosen != revealed:
+                raise ReplayFailure(file, "draw", f"the revealed cases of {task} are not those the seed selects")
 
     def check_images(self, file: str, doc: dict[str, Any], entry: dict[str, Any], index: int) -> None:
         named = entry.get("image_blobs") or {}
@@ -848,6 +959,8 @@ class _Replay:
         for member, value in expected.items():
             if heldout.get(member) != value:
                 raise ReplayFailure(file, "passport", f"computed.heldout.{member} is not the ledger's")
+        if str(doc.get("expiry_utc")) > seal["expiry_utc"]:
+            raise ReplayFailure(file, "passport", "its expiry is after its generation's")
         checkpoint = heldout.get("checkpoint") or {}
         note = verify_note(str(checkpoint.get("note")), file, self.ledger_key, self.origin)
         if checkpoint.get("size") != note.size or checkpoint.get("root_b64") != base64.b64encode(note.root).decode():
@@ -913,6 +1026,16 @@ class _Replay:
             if m[member] != value:
                 raise ReplayFailure(MANIFEST, "export", f"{member} does not describe the export")
 
+    # R13 ------------------------------------------------------------------------------------------------
+    def entry_times(self) -> None:
+        latest = ""
+        for index, entry in enumerate(self.entries):
+            stamp = entry["created_utc"]
+            if stamp < latest:
+                raise ReplayFailure(ENTRIES, "time", f"entry {index} is dated {stamp}, before an earlier entry's "
+                                    f"{latest}: the ledger's time ran backwards")
+            latest = stamp
+
 
 def replay_export(folder: Path, ledger_id: str) -> Summary:
     """Replay the export in ``folder`` as the ledger ``ledger_id`` (the id the auditor pins); raise
@@ -928,6 +1051,7 @@ def replay_export(folder: Path, ledger_id: str) -> Summary:
     r.bundles()           # R10
     passports = r.passports()  # R11
     r.manifest_claims()   # R12
+    r.entry_times()       # R13
     types: dict[str, int] = {}
     for entry in r.entries:
         types[entry["type"]] = types.get(entry["type"], 0) + 1

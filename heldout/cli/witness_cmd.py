@@ -1,0 +1,212 @@
+"""``heldout witness``: run a C2SP tlog-witness, and configure the witnesses a store's ledger uses.
+
+Witness side (``--store`` is the witness's own folder): ``init``, ``trust-log``, ``serve``.
+Operator side (``--store`` is the heldout store): ``add``, ``list``, ``policy``, ``sync``, ``status``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from heldout.cli.common import (
+    JsonFlag,
+    StoreOption,
+    console,
+    err_console,
+    handle_errors,
+    open_store,
+    print_json,
+    reference_time,
+)
+from heldout.generations.ledgers import open_ledger
+from heldout.store import Store
+from heldout.witness.operator import (
+    Witnessing,
+    add_endpoint,
+    default_policy_text,
+    load_endpoints,
+    set_policy,
+    store_policy,
+    witness_folder,
+    witnessed_head,
+)
+from heldout.witness.server import WitnessServer, folder_lock, init_witness, load_witness, parse_listen
+from keys import MalformedInput, UsageError
+from ledger import Ledger
+from ledger.policy import QuorumError
+from ledger.witness import WitnessedLog, trust_log
+
+app = typer.Typer(help="Witnesses (C2SP tlog-witness): run one, or have the ledger's checkpoints cosigned.",
+                  no_args_is_help=True)
+
+WitnessStore = Annotated[Path, typer.Option("--store", help="The witness's own folder (key, logs, state).")]
+LedgerOpt = Annotated[str | None, typer.Argument(help="Ledger id or prefix (default: the store's default).")]
+
+
+@app.command("init")
+@handle_errors
+def init(store: WitnessStore,
+         name: Annotated[str, typer.Option("--name", help="The witness's key name (e.g. witness.example/w1).")],
+         as_json: JsonFlag = False) -> None:
+    """Create a witness folder with a new Ed25519 key; prints its cosignature verifier key (vkey, type 0x04)."""
+    cosigner = init_witness(store, name=name)
+    if as_json:
+        print_json({"name": cosigner.name, "vkey": cosigner.vkey, "store": str(store)})
+    else:
+        console.print(cosigner.vkey)
+
+
+@app.command("trust-log")
+@handle_errors
+def trust(origin: Annotated[str, typer.Argument(help="The log's origin line (heldout/ledger/<id>).")],
+          vkey: Annotated[str, typer.Argument(help="The log's checkpoint verifier key (heldout ledger pubkey).")],
+          store: WitnessStore) -> None:
+    """Follow a log: cosign its checkpoints signed by VKEY."""
+    try:
+        log = WitnessedLog.from_vkey(origin, vkey)
+    except MalformedInput as exc:
+        raise UsageError(exc.message, **exc.evidence) from None
+    trust_log(store, log)
+    console.print(f"witnessing {log.origin} ({log.vkey})")
+
+
+@app.command("serve")
+@handle_errors
+def serve(store: WitnessStore,
+          listen: Annotated[str, typer.Option("--listen", help="HOST:PORT (port 0: any free port).")] =
+          "127.0.0.1:8700",
+          max_seconds: Annotated[float | None, typer.Option("--max-seconds",
+                                                            help="Stop after this long (tests).")] = None,
+          verbose: Annotated[bool, typer.Option("--verbose", help="Log every request to stderr.")] = False) -> None:
+    """Serve POST /add-checkpoint until interrupted. Prints 'listening on URL' once ready."""
+    address = parse_listen(listen)
+    with folder_lock(store):
+        witness = load_witness(store, clock=reference_time)
+        server = WitnessServer(address, witness, verbose=verbose)
+        stop = threading.Event()
+
+        def finish(*_: object) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGTERM, finish)
+        signal.signal(signal.SIGINT, finish)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        thread.start()
+        console.print(f"listening on {server.url} as {witness.signer.name}", highlight=False)
+        console.file.flush()
+        stop.wait(timeout=max_seconds)
+        server.shutdown()
+        server.server_close()
+        witness.close()
+
+
+@app.command("add")
+@handle_errors
+def add(url: Annotated[str, typer.Argument(help="The witness's submission prefix (http://HOST:PORT).")],
+        key: Annotated[str, typer.Option("--key", help="The witness's verifier key (vkey, type 0x04).")],
+        store: StoreOption = None) -> None:
+    """Have every checkpoint of this store's ledgers cosigned by the witness at URL."""
+    st = open_store(store)
+    st.create()
+    endpoint = add_endpoint(st, url, key)
+    console.print(f"witness {endpoint.cosigner.name} at {endpoint.url} added "
+                  f"({len(load_endpoints(st))} configured)")
+
+
+@app.command("list")
+@handle_errors
+def list_witnesses(store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """The configured witnesses."""
+    endpoints = load_endpoints(open_store(store))
+    if as_json:
+        print_json({"witnesses": [e.to_json() for e in endpoints]})
+        return
+    table = Table(title="witnesses")
+    table.add_column("name")
+    table.add_column("url")
+    table.add_column("vkey")
+    for e in endpoints:
+        table.add_row(e.cosigner.name, e.url, e.cosigner.vkey)
+    console.print(table)
+
+
+@app.command("policy")
+@handle_errors
+def policy(file: Annotated[Path | None, typer.Argument(help="A C2SP tlog-policy file.", show_default=False)] = None,
+           store: StoreOption = None) -> None:
+    """Set the store's witness policy from FILE (C2SP tlog-policy), or print the one in force."""
+    st = open_store(store)
+    if file is None:
+        path = witness_folder(st) / "policy"
+        text = path.read_text() if path.is_file() else default_policy_text(load_endpoints(st))
+        console.print(text, end="", highlight=False)
+        return
+    if not file.is_file():
+        raise UsageError(f"no policy file at {file}", path=str(file))
+    parsed = set_policy(st, file.read_bytes())
+    console.print(f"policy set: quorum {parsed.quorum or 'none'} over {len(parsed.witnesses)} witnesses")
+
+
+def _outcome_table(rows: list[dict[str, object]]) -> Table:
+    table = Table(title="witnesses")
+    for column in ("witness", "url", "ok", "size", "detail"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in ("witness", "url", "ok", "size", "detail")))
+    return table
+
+
+@app.command("sync")
+@handle_errors
+def sync(ledger: LedgerOpt = None, store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """Send the ledger's latest checkpoint to every witness again; exit 1 when the policy's quorum is still
+    not met (naming it)."""
+    st = open_store(store)
+    with open_ledger(st, ledger) as opened:
+        witnessing = opened.after_checkpoint
+        if not isinstance(witnessing, Witnessing):
+            raise UsageError("no witnesses configured; run: heldout witness add URL --key VKEY")
+        outcomes = [o.to_json() for o in witnessing.witness(opened, wait_all=True)]
+        witnessing.close()
+        _report_quorum(st, opened, outcomes, as_json)
+
+
+def _report_quorum(st: Store, opened: Ledger, outcomes: list[dict[str, object]], as_json: bool) -> None:
+    error: QuorumError | None = None
+    head = None
+    try:
+        head = witnessed_head(opened, store_policy(st))
+    except QuorumError as exc:
+        error = exc
+    if as_json:
+        print_json({"ledger_id": opened.ledger_id, "size": opened.latest_checkpoint().size, "outcomes": outcomes,
+                    "witnessed": head.to_json() if head else None,
+                    "error": error.to_json() if error else None})
+    else:
+        if outcomes:
+            console.print(_outcome_table(outcomes))
+        if head is not None:
+            console.print(f"checkpoint {head.checkpoint.size} witnessed: quorum {head.quorum} met by "
+                          f"{', '.join(sorted(head.cosignatures)) or 'no witness needed'}")
+    if error is not None:
+        if not as_json:
+            err_console.print(f"error: {error.message}")
+        raise typer.Exit(error.exit_code)
+
+
+@app.command("status")
+@handle_errors
+def status(ledger: LedgerOpt = None, store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """Whether the ledger's latest checkpoint satisfies the store's witness policy (exit 1 naming the missing
+    quorum when it does not), and who cosigned it."""
+    st = open_store(store)
+    with open_ledger(st, ledger) as opened:
+        if isinstance(opened.after_checkpoint, Witnessing):
+            opened.after_checkpoint.close()
+        _report_quorum(st, opened, [], as_json)

@@ -1,0 +1,131 @@
+"""Following a ledger from its public export (a directory, or the same layout served over HTTP): the
+rollback-proof client (``ledger.client``) fed with the export's latest checkpoint and a consistency proof
+computed from the export's own entries.
+
+One step of :func:`follow`:
+
+1. read the export's latest checkpoint note (with its cosignatures) and its entries;
+2. check that the entries give the checkpoint's root (otherwise the export is damaged, which is not a fork);
+3. with a policy, the checkpoint must satisfy its quorum (:class:`ledger.policy.QuorumError` otherwise; the
+   state is not touched);
+4. offer it to the client with the consistency proof from the accepted size: the client accepts it, or keeps
+   both signed notes as fork/rollback evidence and raises.
+
+Over HTTP the export's ``export.json``, ``entries.jsonl`` and the one checkpoint note are fetched into a
+temporary folder (timeouts and size caps), then read exactly like a local export.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from keys import MalformedInput, PublicKey, parse_verifier_key
+from ledger.checkpoint import Checkpoint
+from ledger.client import CheckpointClient
+from ledger.entries import ledger_id_of, origin_of
+from ledger.errors import LedgerIntegrityError, LedgerUsageError
+from ledger.export import CHECKPOINTS, ENTRIES, MANIFEST, LedgerExport, open_export
+from ledger.policy import Policy, Witnessed
+from seals import parse_json_object
+
+FETCH_TIMEOUT_S = 30.0
+MAX_FETCH_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FollowResult:
+    previous: Checkpoint | None
+    accepted: Checkpoint
+    witnessed: Witnessed | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"previous_size": self.previous.size if self.previous else None, "size": self.accepted.size,
+                "root": self.accepted.root_b64, "witnessed": self.witnessed.to_json() if self.witnessed else None}
+
+
+def _fetch(url: str, dest: Path) -> None:
+    try:
+        with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:
+            data = response.read(MAX_FETCH_BYTES + 1)
+    except (urllib.error.URLError, OSError) as exc:
+        raise LedgerUsageError(f"cannot fetch {url}: {exc}", path=url) from None
+    if len(data) > MAX_FETCH_BYTES:
+        raise LedgerUsageError(f"{url} is larger than {MAX_FETCH_BYTES} bytes", path=url)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+
+
+def mirror_export(url: str, folder: Path) -> LedgerExport:
+    """Fetch what following needs from an export served at ``url`` into ``folder``; open it."""
+    base = url.rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise LedgerUsageError("--from is an export directory or an http(s) URL of one", found=url[:200])
+    _fetch(f"{base}/{MANIFEST}", folder / MANIFEST)
+    manifest = parse_json_object((folder / MANIFEST).read_bytes(), what=f"{base}/{MANIFEST}")
+    sizes = manifest.get("checkpoints")
+    if not isinstance(sizes, list) or not sizes or not all(isinstance(s, int) for s in sizes):
+        raise LedgerIntegrityError("the export manifest lists no checkpoints", file=MANIFEST)
+    latest = max(sizes)
+    _fetch(f"{base}/{CHECKPOINTS}/{latest}.note", folder / CHECKPOINTS / f"{latest}.note")
+    _fetch(f"{base}/{ENTRIES}", folder / ENTRIES)
+    return open_export(folder)
+
+
+def follow(source: str, *, ledger_id: str, state: Path, key: str | None = None, policy: Policy | None = None,
+           evidence_dir: Path | None = None) -> FollowResult:
+    """One follow step (see the module docstring). ``key``: the ledger's checkpoint verifier key; default: the
+    one pinned in the state, or on first use the one entry 0 of the export declares (whose hash must be
+    ``ledger_id``)."""
+    if source.startswith(("http://", "https://")):
+        with tempfile.TemporaryDirectory(prefix="heldout-follow-") as tmp:
+            return _follow(mirror_export(source, Path(tmp)), ledger_id=ledger_id, state=state, key=key,
+                           policy=policy, evidence_dir=evidence_dir)
+    folder = Path(source)
+    if not folder.is_dir():
+        raise LedgerUsageError(f"no export directory at {folder}", path=str(folder))
+    return _follow(open_export(folder), ledger_id=ledger_id, state=state, key=key, policy=policy,
+                   evidence_dir=evidence_dir)
+
+
+def _pinned_key(state: Path, key: str | None, export: LedgerExport, ledger_id: str) -> tuple[str, PublicKey]:
+    if key is not None:
+        try:
+            name, _, public = parse_verifier_key(key)
+        except MalformedInput as exc:
+            raise LedgerUsageError(f"--key: {exc.message}", found=key[:120]) from None
+        return name, public
+    if state.is_file():
+        pinned = parse_json_object(state.read_bytes(), what=str(state)).get("key") or {}
+        try:
+            return str(pinned.get("name")), PublicKey.from_b64(str(pinned.get("public_key_b64")))
+        except MalformedInput as exc:
+            raise LedgerIntegrityError(f"client state has no usable key: {exc.message}", file=str(state)) from None
+    genesis = export.entry_bytes(0)
+    if ledger_id_of(genesis) != ledger_id:
+        raise LedgerIntegrityError("the export's entry 0 does not hash to the ledger id asked for", index=0,
+                                   expected=ledger_id, found=ledger_id_of(genesis))
+    trusted = export.ledger_key
+    return trusted.name, trusted.public_key
+
+
+def _follow(export: LedgerExport, *, ledger_id: str, state: Path, key: str | None, policy: Policy | None,
+            evidence_dir: Path | None) -> FollowResult:
+    origin = origin_of(ledger_id)
+    name, public = _pinned_key(state, key, export, ledger_id)
+    client = CheckpointClient(state, origin=origin, name=name, key=public, evidence_dir=evidence_dir)
+    previous = client.accepted()
+    presented = export.latest_checkpoint()
+    if presented.size > export.size or export.root(presented.size) != presented.root:
+        raise LedgerIntegrityError("the export's entries do not give its latest checkpoint's root (a damaged "
+                                   "export, not evidence of a fork)", checkpoint=presented.size,
+                                   expected=presented.root_b64)
+    witnessed = policy.evaluate(presented, origin=origin) if policy is not None else None
+    proof = None
+    if previous is not None and 1 <= previous.size < presented.size:
+        proof = list(export.consistency_proof(previous.size, presented.size).path)
+    accepted = client.update(presented.note, proof)
+    return FollowResult(previous, accepted, witnessed)

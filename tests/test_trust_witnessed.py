@@ -1,0 +1,143 @@
+"""Draws and passports with witnesses (issue 10 sections 1, 2 and 4 together), over real HTTP on 127.0.0.1.
+
+* a seal on a witnessed ledger takes its seed from the witnesses' cosignatures on the checkpoint containing
+  its intent (``seed_source: witness-cosignatures``), and the reveal and the audit recompute it;
+* attack: the operator rebuilds its history under the same ledger id and presents a passport anchored on the
+  rebuilt checkpoint: the witnesses refuse to cosign it, so ``passport verify --policy`` refuses the passport
+  (offline: no export, no store), while the honest passport passes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from heldout.generations import open_ledger
+from heldout.store import Store
+from heldout.witness.server import running
+from ledger import Checkpoint, Ledger
+from ledger.tlogproof import TlogProof
+from seals import canonical_bytes, sign_document
+from tests.audit_support import AuditFixture
+from tests.conftest import seeded_signer
+from tests.generations_support import EXPIRES, NOW, store_with_pools
+from tests.generations_support import cli as gen_cli
+from tests.test_passport_issue import ISSUE_AT, issued, passport_store, run, verify
+from tests.witness_support import Clock, body_for, cosigner, post, witness_folder
+
+OPERATOR = seeded_signer(1, name="test-operator", key_id="test-key-1")
+WITNESS_TIME = datetime(2026, 9, 1, 1, tzinfo=UTC)
+
+
+def policy_file(folder: Path, ledger: Ledger) -> Path:
+    lines = [f"log {ledger.verifier_key}", *(f"witness W{i} {cosigner(i).vkey}" for i in range(3)),
+             "group wit 2 W0 W1 W2", "quorum wit"]
+    path = folder / "policy"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@contextmanager
+def witnesses(root: Path, store: Path, ledger_id: str) -> Iterator[list[Any]]:
+    """Three witnesses on 127.0.0.1 following the store's ledger, added to the store with ``witness add``."""
+    with open_ledger(Store.open(store), ledger_id) as ledger:
+        origin, vkey = ledger.origin, ledger.verifier_key
+    folders = [witness_folder(root, i, origin=origin, vkey=vkey) for i in range(3)]
+    with ExitStack() as stack:
+        servers = [stack.enter_context(running(f, clock=Clock(WITNESS_TIME))) for f in folders]
+        for i, server in enumerate(servers):
+            result = gen_cli("witness", "add", server.url, "--key", cosigner(i).vkey, store=store)
+            assert result.exit_code == 0, result.output
+        yield servers
+
+
+def test_a_witnessed_seal_draws_from_the_witnesses_cosignatures(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELDOUT_NOW", NOW)
+    store, ledger_id, _ = store_with_pools(tmp_path, ("bloodmnist",))
+    with witnesses(tmp_path, store, ledger_id):
+        result = gen_cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--budget-bits", "10",
+                         "--expires", EXPIRES, store=store)
+        assert result.exit_code == 0, result.output
+        manifest = json.loads((store / "seals" / "gen1.seal.json").read_text())
+        draw = manifest["draw"]
+        assert draw["seed_source"] == "witness-cosignatures" and len(draw["cosignatures"]) >= 2
+        assert all(line in draw["checkpoint"]["note"] for line in draw["cosignatures"])
+        assert gen_cli("retire", "gen1", "--reason", "expired", "--reveal", store=store).exit_code == 0
+        verified = gen_cli("verify-reveal", "gen1", "--key", OPERATOR.public_key.b64, store=store)
+        assert verified.exit_code == 0, verified.output
+        report = json.loads(gen_cli("audit", ledger_id, "--json", store=store).stdout)
+        assert not [f for f in report["findings"] if f["check"] in ("draw", "seal", "reveal")], report["findings"]
+
+
+@pytest.fixture
+def fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AuditFixture:
+    built = passport_store(tmp_path, monkeypatch)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no default store: the passport file and the policy
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    return built
+
+
+def _rebuilt(honest: Ledger, folder: Path, keep: int) -> Ledger:
+    """The operator's rebuilt history under the same id: entry 0 re-created byte for byte, the first ``keep``
+    entries copied, then another entry where the honest ledger had something else."""
+    genesis = honest.genesis
+    created = datetime.strptime(genesis["created_utc"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    fork = Ledger.create(folder, OPERATOR, name=genesis["name"], now=created, nonce=bytes.fromhex(genesis["nonce"]))
+    assert fork.ledger_id == honest.ledger_id
+    copied = [entry for _, entry in honest.entries(1, keep)]
+    fork.append_batch(copied, signer=OPERATOR, now=created)
+    fork.append({"type": "key", "v": 1, "role": "auditor", "created_utc": ISSUE_AT,
+                 "key": {"key_id": "fork", "name": "fork", "public_key_b64": seeded_signer(77).public_key.b64}},
+                signer=OPERATOR, now=created + timedelta(days=300))
+    return fork
+
+
+def _anchored_on(doc: dict[str, Any], fork: Ledger, checkpoint: Checkpoint) -> dict[str, Any]:
+    """The passport re-anchored on the rebuilt history's checkpoint, re-signed with the operator key."""
+    heldout = doc["computed"]["heldout"]
+
+    def proof(index: int) -> str:
+        path = tuple(fork.inclusion_proof(index, checkpoint.size).path)
+        return TlogProof(index, path, checkpoint.note, fork.entry_bytes(index)).text()
+
+    heldout["checkpoint"] = {"size": checkpoint.size, "root_b64": checkpoint.root_b64, "note": checkpoint.note}
+    heldout["proofs"] = {"seal": proof(heldout["seal_index"]),
+                         "bundles": [proof(b["index"]) for b in heldout["bundles"]]}
+    return sign_document({k: v for k, v in doc.items() if k not in ("issuer", "signature")}, OPERATOR)
+
+
+def test_attack_a_passport_anchored_on_a_rebuilt_history_is_refused_by_policy(fixture: AuditFixture,
+                                                                             tmp_path: Path) -> None:
+    with witnesses(tmp_path, fixture.store, fixture.ledger_id) as servers:
+        assert run("witness", "sync", fixture.ledger_id, "--store", str(fixture.store)).exit_code == 0
+        path = issued(fixture)
+        with open_ledger(Store.open(fixture.store), fixture.ledger_id) as honest:
+            policy = policy_file(tmp_path, honest)
+            result = verify(path, "--key", fixture.key_b64, "--policy", str(policy), "--json")
+            assert result.exit_code == 0, result.output
+            verdict = json.loads(result.stdout)
+            assert verdict["witnessed"]["quorum"] == "wit" and verdict["ledger_checked"] is False
+            doc = json.loads(path.read_text())
+            cited = max(b["index"] for b in doc["computed"]["heldout"]["bundles"])
+            fork = _rebuilt(honest, tmp_path / "rebuilt", keep=cited + 1)
+        try:
+            forked = fork.latest_checkpoint()
+            for server in servers:  # the witnesses have seen the honest history: they refuse the rebuilt one
+                status, _, _ = post(server.url, body_for(fork, 0, size=forked.size))
+                assert status in (409, 422)
+            rebuilt = tmp_path / "rebuilt.passport.json"
+            rebuilt.write_bytes(canonical_bytes(_anchored_on(doc, fork, forked)) + b"\n")
+        finally:
+            fork.close()
+    # without a policy the rebuilt passport's proofs hold against the operator's key: that is the attack
+    assert verify(rebuilt, "--key", fixture.key_b64).exit_code == 0
+    refused = verify(rebuilt, "--key", fixture.key_b64, "--policy", str(policy))
+    assert refused.exit_code == 1, refused.output
+    assert "quorum 'wit'" in refused.output

@@ -1,0 +1,238 @@
+"""Named attacks by a dishonest operator (who holds the key, the clock and the server) against witnessing,
+following and time, each refused: history rebuilt under the same id, a split view, the clock set back, a
+backdated entry in a forged export, an evaluation logged after the witnesses attested the generation's expiry."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from heldout.store import Store
+from heldout.witness.server import running
+from keys import ExpiredError, verifier_key_string
+from ledger import Checkpoint, Ledger, verify_checkpoint
+from ledger.cosignature import verified_cosignatures, with_cosignatures
+from ledger.entries import encode_entry
+from ledger.policy import QuorumError, parse_policy
+from ledger.witness import Witness
+from tests.audit_support import add_bundle, build_store
+from tests.conftest import seeded_signer
+from tests.test_ledger_support import T0
+from tests.witness_support import (
+    AT,
+    Clock,
+    append_key_entry,
+    body_for,
+    cli,
+    cosigner,
+    operator_store,
+    post,
+    witness_folder,
+    witness_signer,
+)
+
+OPERATOR = seeded_signer(1, name="lab-operator", key_id="lab-1")
+
+
+def policy_text(ledger: Ledger, k: int = 2, n: int = 3) -> str:
+    lines = [f"log {ledger.verifier_key}", *(f"witness W{i} {cosigner(i).vkey}" for i in range(n)),
+             f"group wit {k} {' '.join(f'W{i}' for i in range(n))}", "quorum wit"]
+    return "\n".join(lines) + "\n"
+
+
+def rebuild_under_same_id(honest: Ledger, folder: Path) -> Ledger:
+    """What the operator can do with its own key: re-create entry 0 byte for byte (same name, time, nonce),
+    so the ledger id is the same, and log another history after it."""
+    genesis = honest.genesis
+    created = datetime.strptime(genesis["created_utc"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    fork = Ledger.create(folder, OPERATOR, name=genesis["name"], now=created, nonce=bytes.fromhex(genesis["nonce"]))
+    assert fork.ledger_id == honest.ledger_id
+    return fork
+
+
+def key_entry(i: int, when: str = AT) -> dict[str, object]:
+    public = seeded_signer(80 + i, name=f"k{i}", key_id=f"k{i}").public_key.b64
+    return {"type": "key", "v": 1, "key": {"key_id": f"k{i}", "name": f"k{i}", "public_key_b64": public},
+            "role": "auditor", "created_utc": when}
+
+
+@contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """A static HTTP server over ``folder`` on 127.0.0.1 (an export published on the web)."""
+    handler = functools.partial(_QuietFiles, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietFiles(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+def test_attack_history_rebuilt_under_the_same_id(tmp_path: Path) -> None:
+    store, ledger_id, honest = operator_store(tmp_path)
+    folders = [witness_folder(tmp_path, i, origin=honest.origin, vkey=honest.verifier_key) for i in range(3)]
+    policy = tmp_path / "policy"
+    policy.write_text(policy_text(honest))
+    with honest, ExitStack() as stack:
+        servers = [stack.enter_context(running(f, clock=Clock(T0 + timedelta(hours=1)))) for f in folders]
+        for i, server in enumerate(servers):
+            assert cli("witness", "add", server.url, "--key", cosigner(i).vkey, store=store).exit_code == 0
+        for i in range(1, 4):
+            assert append_key_entry(store, ledger_id, tmp_path, i).exit_code == 0
+        # an append waits for the quorum only (2 of 3); sync brings the slowest witness up to date too
+        assert cli("witness", "sync", ledger_id, store=store).exit_code == 0
+        first = tmp_path / "export1"
+        assert cli("ledger", "export", ledger_id, str(first), store=store).exit_code == 0
+        state = tmp_path / "follower.json"
+        with served(first) as url:  # the follower reads the published export over HTTP
+            followed = cli("ledger", "follow", ledger_id, "--from", url, "--state", str(state), "--policy",
+                           str(policy), "--json")
+        assert followed.exit_code == 0, followed.output
+        assert json.loads(followed.stdout)["size"] == 4
+
+        # the operator rebuilds the ledger under the same id, drops entry 2 and logs more
+        fork = rebuild_under_same_id(honest, tmp_path / "rebuilt")
+        fork.append_batch([key_entry(1), key_entry(5), key_entry(6), key_entry(7)], signer=OPERATOR,
+                          now=T0 + timedelta(days=1))
+        # every witness refuses it: it does not extend what they cosigned (422), and nobody cosigns size 5
+        for server in servers:
+            assert post(server.url, body_for(fork, 4, size=5))[0] == 422
+            assert post(server.url, body_for(fork, 0, size=5))[0:3:2] == (409, b"4\n")
+        second = tmp_path / "export2"
+        from ledger import export_ledger
+
+        export_ledger(fork, second)
+        # with the policy the follower refuses for want of a quorum, without touching its state
+        unwitnessed = cli("ledger", "follow", ledger_id, "--from", str(second), "--state", str(state), "--policy",
+                          str(policy))
+        assert unwitnessed.exit_code == 1 and "quorum 'wit'" in unwitnessed.output
+        # without a policy (or against colluding witnesses) the follower still refuses: fork evidence, exit 1
+        refused = cli("ledger", "follow", ledger_id, "--from", str(second), "--state", str(state))
+        assert refused.exit_code == 1 and "not proven to extend" in refused.output
+        evidence = sorted((tmp_path / "follower.json.evidence").iterdir())
+        assert len(evidence) == 1 and evidence[0].name.startswith("fork-4-5-")
+        notes = [(evidence[0] / n).read_text() for n in ("accepted.note", "presented.note")]
+        signed = [verify_checkpoint(n, name=OPERATOR.name, key=OPERATOR.public_key, origin=honest.origin)
+                  for n in notes]
+        assert [c.size for c in signed] == [4, 5]  # two signed heads that cannot both be one history
+        assert json.loads(state.read_text())["note"].startswith(f"{honest.origin}\n4\n")  # state unchanged
+        fork.close()
+
+
+def test_attack_split_view_the_witnesses_cosign_at_most_one(tmp_path: Path) -> None:
+    """Two different checkpoints of one size, shown to two groups of verifiers (and witnesses)."""
+    _, _, honest = operator_store(tmp_path)
+    with honest:
+        fork = rebuild_under_same_id(honest, tmp_path / "other-view")
+        honest.append_batch([key_entry(1), key_entry(2)], signer=OPERATOR, now=T0)
+        fork.append_batch([key_entry(1), key_entry(3)], signer=OPERATOR, now=T0)
+        left, right = honest.latest_checkpoint(), fork.latest_checkpoint()
+        assert left.size == right.size == 3 and left.root != right.root
+        folders = [witness_folder(tmp_path, i, origin=honest.origin, vkey=honest.verifier_key) for i in range(3)]
+        views: dict[str, list[str]] = {"left": [], "right": []}
+        with ExitStack() as stack:
+            servers = [stack.enter_context(running(f, clock=Clock(T0))) for f in folders]
+            # the operator shows the left view to witnesses 0 and 1, the right one to witness 2, then each
+            # view to everyone else too: every witness cosigns the first it saw and refuses the other
+            order = [(servers[0], "left"), (servers[1], "left"), (servers[2], "right"),
+                     (servers[0], "right"), (servers[1], "right"), (servers[2], "left")]
+            for server, view in order:
+                ledger = honest if view == "left" else fork
+                status, _, body = post(server.url, body_for(ledger, 0))
+                if status == 200:
+                    views[view].append(body.decode())
+                else:
+                    assert status == 409
+        assert len(views["left"]) == 2 and len(views["right"]) == 1
+        cosigners = [cosigner(i) for i in range(3)]
+        left_signed = verified_cosignatures(with_cosignatures(left, views["left"]), cosigners)
+        right_signed = verified_cosignatures(with_cosignatures(right, views["right"]), cosigners)
+        assert not set(left_signed) & set(right_signed)  # no witness cosigned both views
+        policy = parse_policy(policy_text(honest))
+        assert policy.evaluate(with_cosignatures(left, views["left"]), origin=honest.origin).quorum == "wit"
+        with pytest.raises(QuorumError, match="needs 2 of 3"):
+            policy.evaluate(with_cosignatures(right, views["right"]), origin=honest.origin)
+        for i, folder in enumerate(folders):  # and each witness's state is the view it cosigned
+            with Witness(folder, witness_signer(i), clock=lambda: T0) as witness:
+                state = witness.state(honest.origin)
+            assert state is not None and state.root == (right.root if i == 2 else left.root)
+        fork.close()
+
+
+def test_attack_clock_set_back_the_append_is_refused(tmp_path: Path) -> None:
+    store, ledger_id, ledger = operator_store(tmp_path)
+    with ledger:
+        assert append_key_entry(store, ledger_id, tmp_path, 1, at="2026-03-05T00:00:00Z").exit_code == 0
+        size = ledger.size
+        refused = append_key_entry(store, ledger_id, tmp_path, 2, at="2026-03-04T23:59:59Z")
+        assert refused.exit_code == 2 and "only moves forward" in refused.output
+        assert ledger.size == size  # nothing written
+        assert append_key_entry(store, ledger_id, tmp_path, 3, at="2026-03-05T00:00:00Z").exit_code == 0
+
+
+def test_attack_forged_backdated_entry_is_reported_by_the_audit(tmp_path: Path) -> None:
+    """The operator's own modified program skips the time check; the audit of its export still names it."""
+    store, ledger_id, ledger = operator_store(tmp_path)
+    with ledger:
+        ledger.append(key_entry(1, "2026-03-05T00:00:00Z"), signer=OPERATOR, now=T0)
+        ledger._append_encoded([encode_entry(key_entry(2, "2026-03-02T00:00:00Z"))], signer=OPERATOR, now=T0)
+        ledger.append(key_entry(3, "2026-03-06T00:00:00Z"), signer=OPERATOR, now=T0)
+        export = tmp_path / "export"
+        assert cli("ledger", "export", ledger_id, str(export), store=store).exit_code == 0
+    audit = cli("audit", ledger_id, "--from", str(export), "--out", str(tmp_path / "a.json"), "--json")
+    assert audit.exit_code == 1
+    findings = json.loads(audit.stdout)["findings"]
+    assert [(f["check"], f["index"]) for f in findings] == [("time", 2)]
+    assert "backwards" in findings[0]["message"]
+
+
+def test_attack_evaluation_after_the_witnessed_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gen1 expires 2027-03-01; a witness cosigns the ledger on 2027-03-05. The operator then sets its clock to
+    2026-10-01 to log one more gen1 evaluation: refused. A modified program that ignores the witnessed time
+    logs it anyway: the audit reports the late bundle."""
+    fixture = build_store(tmp_path, bundles_per_generation=1, n_public=30, per_task=20)
+    st = Store.open(fixture.store)
+    with Ledger.open(Ledger.locate(st.ledgers, fixture.ledger_id)) as ledger:
+        origin, vkey = ledger.origin, ledger.verifier_key
+    folder = witness_folder(tmp_path, 0, origin=origin, vkey=vkey)
+    with running(folder, clock=Clock(datetime(2027, 3, 5, tzinfo=UTC))) as server:
+        assert cli("witness", "add", server.url, "--key", cosigner(0).vkey, store=fixture.store).exit_code == 0
+        assert cli("witness", "sync", "--json", store=fixture.store).exit_code == 0
+        with pytest.raises(ExpiredError, match="witnesses attest"):
+            add_bundle(fixture.store, "gen1", "late-model", seed=5, at="2026-10-01T00:00:00Z",
+                       data_root=fixture.data_root)
+        monkeypatch.setattr(Ledger, "witnessed_time", lambda self, size=None: None)  # the modified program
+        late = add_bundle(fixture.store, "gen1", "late-model", seed=5, at="2026-10-01T00:00:00Z",
+                          data_root=fixture.data_root)
+        monkeypatch.undo()
+        audit = cli("audit", fixture.ledger_id, "--json", "--at", "2026-10-02T00:00:00Z", store=fixture.store)
+    assert audit.exit_code == 1, audit.output
+    findings = [(f["check"], f["index"]) for f in json.loads(audit.stdout)["findings"]]
+    assert findings == [("witnessed-time", late)]
+
+
+def test_a_checkpoint_note_with_cosignatures_still_verifies_as_the_logs(tmp_path: Path) -> None:
+    _, _, ledger = operator_store(tmp_path)
+    with ledger:
+        checkpoint: Checkpoint = ledger.latest_checkpoint()
+        folder = witness_folder(tmp_path, 0, origin=ledger.origin, vkey=ledger.verifier_key)
+        with Witness(folder, witness_signer(0), clock=lambda: T0) as witness:
+            cosigned = witness.add_checkpoint(body_for(ledger, 0))
+        note = with_cosignatures(checkpoint, [cosigned.line]).note
+        verify_checkpoint(note, name=OPERATOR.name, key=OPERATOR.public_key, origin=ledger.origin)
+        assert verifier_key_string(OPERATOR.name, OPERATOR.public_key) == ledger.verifier_key
