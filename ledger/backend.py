@@ -54,12 +54,14 @@ class LedgerBackend:
         assert self.folder is not None
         return sqlite.locate(self.folder, ledger_id_or_prefix).name.removesuffix(sqlite.LEDGER_SUFFIX)
 
-    def open(self, ledger_id_or_prefix: str) -> Ledger:
+    def open(self, ledger_id_or_prefix: str, *, read_only: bool = False) -> Ledger:
+        """The ledger an id or unique prefix names; ``read_only`` for commands that only read (a SQLite
+        ledger is opened so that it is never written; a PostgreSQL session refuses writes)."""
         ledger_id = self.locate(ledger_id_or_prefix)
         if self.database is not None:
-            return Ledger.open_storage(postgres.open_storage(self.database, ledger_id))
+            return Ledger.open_storage(postgres.open_storage(self.database, ledger_id, read_only=read_only))
         assert self.folder is not None
-        return Ledger.open(self.folder / f"{ledger_id}{sqlite.LEDGER_SUFFIX}")
+        return Ledger.open(self.folder / f"{ledger_id}{sqlite.LEDGER_SUFFIX}", read_only=read_only)
 
     def create_storage(self, ledger_id: str, fill: Fill) -> LedgerStorage:
         if self.database is not None:

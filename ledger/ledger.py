@@ -26,6 +26,7 @@ stored by :meth:`add_cosignature` (each verified first) and served by :meth:`cos
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -58,6 +59,7 @@ from ledger.errors import (
     LedgerKeyError,
     LedgerUsageError,
     TimeRegression,
+    database_error,
 )
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.replay import CheckpointClaim, ProgressFn, ReplayReport, replay
@@ -126,8 +128,13 @@ class Ledger:
         return cls(create_storage(ledger_id, fill))
 
     @classmethod
-    def open(cls, path: Path) -> Ledger:
-        return cls.open_storage(sqlite.open_storage(Path(path)))
+    def open(cls, path: Path, *, read_only: bool = False) -> Ledger:
+        """Open a ledger file; ``read_only`` for commands that only read (works on a read-only copy)."""
+        path = Path(path)
+        try:
+            return cls.open_storage(sqlite.open_storage(path, read_only=read_only))
+        except sqlite3.Error as exc:
+            raise database_error(exc, path) from None
 
     @classmethod
     def open_storage(cls, storage: LedgerStorage) -> Ledger:

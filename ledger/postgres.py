@@ -34,7 +34,7 @@ from typing import Any
 
 from ledger.db import MIN_NODE_LEVEL, SCHEMA_VERSION
 from ledger.entries import is_ledger_id, is_ledger_prefix
-from ledger.errors import LedgerIntegrityError, LedgerUsageError
+from ledger.errors import LedgerError, LedgerIntegrityError, LedgerStorageError, LedgerUsageError
 from ledger.storage import CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
 
 WRITER_ROLE = "heldout_writer"
@@ -93,11 +93,23 @@ def _connect(url: str) -> Any:
     try:
         conn = psycopg.connect(database_url(url), autocommit=True)
     except psycopg.Error as exc:
-        raise LedgerUsageError(f"cannot connect to the ledger database {display_url(url)}: "
+        raise LedgerStorageError(f"cannot connect to the ledger database {display_url(url)}: "
                                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc}",
                                database=display_url(url)) from None
     conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
     return conn
+
+
+def server_error(exc: BaseException) -> LedgerError:
+    """The project's error for a psycopg error that escaped a command: the server refusing data (a trigger, a
+    constraint) is an integrity failure (exit 1); anything else (connection lost, server down, privileges,
+    timeouts) is the environment (exit 2)."""
+    import psycopg
+
+    words = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, (psycopg.errors.IntegrityError, psycopg.errors.RaiseException, psycopg.DataError)):
+        return LedgerIntegrityError(f"the ledger database refused the data: {words}")
+    return LedgerStorageError(f"the ledger database cannot be used: {words}")
 
 
 class PostgresStorage:
@@ -367,9 +379,12 @@ def locate(url: str, ledger_id_or_prefix: str) -> str:
     return found[0]
 
 
-def open_storage(url: str, ledger_id: str) -> PostgresStorage:
+def open_storage(url: str, ledger_id: str, *, read_only: bool = False) -> PostgresStorage:
+    """The rows of ``ledger_id`` in the database; ``read_only``: the session refuses every write."""
     conn = _connect(url)
     try:
+        if read_only:
+            conn.execute("SET default_transaction_read_only = on")
         if ledger_id not in _schemas(conn):
             raise LedgerUsageError(f"no ledger {ledger_id} in {display_url(url)}", database=display_url(url),
                                    found=ledger_id)

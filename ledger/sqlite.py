@@ -205,9 +205,10 @@ def lock_path(ledger_file: Path) -> Path:
     return ledger_file.with_name(f".{ledger_file.name.removesuffix(LEDGER_SUFFIX)}.generations.lock")
 
 
-def open_storage(path: Path) -> SqliteStorage:
+def open_storage(path: Path, *, read_only: bool = False) -> SqliteStorage:
+    """The rows of the ledger file at ``path``; ``read_only`` never writes (see ``ledger.db.connect``)."""
     path = Path(path)
-    return SqliteStorage(connect(path), path)
+    return SqliteStorage(connect(path, read_only=read_only), path)
 
 
 def create_storage(folder: Path, ledger_id: str, fill: Fill) -> SqliteStorage:

@@ -288,14 +288,14 @@ def test_init_database_records_the_url_and_every_command_uses_it(store_dir: Path
     assert (store_dir / "ledgers" / "DATABASE").read_text().strip() == postgres_url
     assert not list((store_dir / "ledgers").glob("*.sqlite"))
     entry = store_dir / "entry.json"
-    entry.write_text(json.dumps(retire_entry(1)))
-    for args in (["status"], ["ledger", "append", ledger_id[:6], "--type", "retire", "--json-file", str(entry)],
+    entry.write_text(json.dumps({"text": "incident report: none", "created_utc": "2026-03-01T12:00:00Z"}))
+    for args in (["status"], ["ledger", "append", ledger_id[:6], "--type", "note", "--json-file", str(entry)],
                  ["ledger", "verify", ledger_id], ["ledger", "head", ledger_id],
                  ["ledger", "prove", ledger_id, "--index", "1"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, (args, result.output)
     with LedgerBackend(database=postgres_url).open(ledger_id) as ledger:
-        assert ledger.size == 2 and ledger.entry(1)["type"] == "retire"
+        assert ledger.size == 2 and ledger.entry(1)["text"] == "incident report: none"
     # HELDOUT_DATABASE overrides the recorded URL (another role, a moved server): here, an empty database
     monkeypatch.setenv("HELDOUT_DATABASE", postgres_url.replace("heldout_admin", "nobody_here"))
     result = runner.invoke(app, ["ledger", "verify", ledger_id])

@@ -8,12 +8,12 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 
+from heldout.staging import ledger_lock, lock_path, operation_lock, recover_if_staged, staging_pending
 from heldout.store import Store
 from keys import Signer
 from ledger import Ledger, LedgerBackend
-from ledger.sqlite import lock_path as sqlite_lock_path
+from ledger.errors import LedgerStorageError
 from seals import system_clock
 
 #: A PostgreSQL URL (no password: ~/.pgpass, PGPASSFILE, a service file or PGPASSWORD supply it) that holds
@@ -47,19 +47,33 @@ def create_ledger(store: Store, signer: Signer, *, name: str, now: datetime, dat
     behind)."""
     backend = LedgerBackend(database=database) if database else ledger_backend(store)
     ledger = backend.create(signer, name=name, now=now)
-    if ledger.path is not None:
-        sqlite_lock_path(ledger.path).touch()
+    create_lock(ledger)
     return ledger
 
 
-def open_ledger(store: Store, ledger_id: str | None = None) -> Ledger:
-    """Open a ledger of the store; every checkpoint it signs from now on goes to the store's witnesses
+def open_ledger(store: Store, ledger_id: str | None = None, *, read_only: bool = False) -> Ledger:
+    """Open a ledger of the store (``read_only`` for commands that only read), after finishing or discarding
+    what a killed operation left on it. A reader of a writable store recovers first, through a writable
+    connection, so that it never sees a half-done operation; a read-only copy is read as committed. Every
+    checkpoint a writable ledger signs from now on (a recovery's too) goes to the store's witnesses
     (``heldout.witness.operator``)."""
     from heldout.witness.operator import attach
 
-    ledger = ledger_backend(store).open(resolve_ledger_id(store, ledger_id))
+    backend = ledger_backend(store)
+    found = resolve_ledger_id(store, ledger_id)
+    if read_only:
+        if staging_pending(store, found):
+            try:
+                with backend.open(found) as writable:
+                    attach(store, writable, clock=system_clock)
+                    recover_if_staged(store, writable)
+            except (OSError, LedgerStorageError):
+                pass  # an unwritable store: recover_if_staged leaves it as it is in any case
+        return backend.open(found, read_only=True)
+    ledger = backend.open(found)
     try:
         attach(store, ledger, clock=system_clock)
+        recover_if_staged(store, ledger)
     except BaseException:
         ledger.close()
         raise
@@ -71,15 +85,23 @@ def ledger_signer(store: Store, ledger: Ledger) -> Signer:
     return store.load_signer(ledger.key.key_id)
 
 
-def lock_path(ledger: Ledger) -> Path | None:
-    """The generations lock file of a SQLite ledger (``None`` in a database: the lock is the server's)."""
-    return None if ledger.path is None else sqlite_lock_path(ledger.path)
+def create_lock(ledger: Ledger) -> None:
+    """Create the lock file of a SQLite ledger (done when it is created, so that refusals never leave a new
+    file behind); a ledger in PostgreSQL locks on the server and has none."""
+    path = lock_path(ledger)
+    if path is not None and not path.exists():
+        path.touch()
 
 
 @contextmanager
-def generations_lock(ledger: Ledger) -> Iterator[None]:
-    """An exclusive lock held while a seal or retire checks the ledger and appends to it, so two operators
-    cannot seal one name twice and a seal's predicted entry index holds against other seals: a ``flock`` on
-    the ledger file's lock file, or a PostgreSQL advisory lock (``Ledger.operation_lock``)."""
-    with ledger.operation_lock():
-        yield
+def generations_lock(ledger: Ledger, store: Store | None = None) -> Iterator[None]:
+    """The exclusive lock held while an operation checks the ledger and appends to it (seal, retire,
+    evaluate, passport issue, spec supersede), so two operators cannot seal one name twice and a seal's
+    predicted entry index holds against other seals. Re-entrant within a process. With ``store``, what a
+    killed operation left is finished or discarded first, under the same lock (``heldout.staging``)."""
+    if store is None:
+        with ledger_lock(ledger):
+            yield
+    else:
+        with operation_lock(store, ledger):
+            yield

@@ -26,6 +26,7 @@ from heldout.generations.seal import manifest_path
 from heldout.generations.state import BlobSource, GenerationState, load_generations
 from heldout.store import Store
 from keys import PublicKey, TrustedKey, UsageError, VerificationError
+from keys.safeio import DOCUMENT_LIMIT, file_in, read_in
 from ledger import BlobStore, Ledger, LedgerExport, open_export, verify_checkpoint
 from seals import format_utc, parse_json_object, sha256_hex
 from seals.manifest import SealManifest
@@ -71,6 +72,17 @@ def check_manifest_binding(manifest: SealManifest, digest: str, state: Generatio
         if expected != found:
             raise VerificationError(f"the seal manifest of {state.name} disagrees with its seal entry on {member}",
                                     index=state.seal_index, field=member, expected=expected, found=found)
+
+
+def read_first_in(folder: Path, names: list[str], *, what: str) -> tuple[bytes, str] | None:
+    """The bytes and name of the first of ``names`` that is a file inside ``folder``, or ``None``; read through
+    ``keys.safeio`` (no links followed, regular files only, at most ``DOCUMENT_LIMIT`` bytes), so a crafted
+    folder is refused (exit 1) rather than followed, waited on or read without a bound."""
+    for name in names:
+        data = read_in(folder, name, limit=DOCUMENT_LIMIT, what=what)
+        if data is not None:
+            return data, name
+    return None
 
 
 EntryAt = Callable[[int], Mapping[str, Any] | None]
@@ -123,13 +135,6 @@ def check_draw_binding(manifest: SealManifest, state: GenerationState, entry_at:
     recompute_seed(draw, checkpoint.root)
 
 
-def _read(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {what} {path} ({exc.strerror})", path=str(path)) from None
-
-
 def _verify(manifest_data: bytes, reveal_data: bytes, trusted: PublicKey | TrustedKey, *,
             state: GenerationState | None, ledger: Ledger | LedgerExport | None, blobs: BlobSource | None,
             source: str) -> RevealVerdict:
@@ -177,14 +182,11 @@ def verify_store_reveal(store: Store, ledger: Ledger, generation: str, trusted: 
                         now: datetime) -> RevealVerdict:
     state = _revealed_state(load_generations(ledger, now), generation)
     blobs = BlobStore(store.blobs)
-    path = manifest_path(store, generation)
-    manifest_data = path.read_bytes() if path.is_file() else blobs.get(state.manifest_sha256)
+    published = read_first_in(store.root, [str(manifest_path(store, generation).relative_to(store.root))],
+                              what="seal manifest")
+    manifest_data = published[0] if published is not None else blobs.get(state.manifest_sha256)
     return _verify(manifest_data, blobs.get(str(state.reveal_sha256)), trusted, state=state,
                    ledger=ledger, blobs=blobs, source=str(store.root))
-
-
-def _first_file(folder: Path, names: list[str]) -> Path | None:
-    return next((folder / n for n in names if (folder / n).is_file()), None)
 
 
 def verify_folder_reveal(folder: Path, generation: str, trusted: PublicKey | TrustedKey,
@@ -192,15 +194,17 @@ def verify_folder_reveal(folder: Path, generation: str, trusted: PublicKey | Tru
     folder = Path(folder)
     if not folder.is_dir():
         raise UsageError(f"--from {folder} is not a folder", path=str(folder))
-    manifest_file = _first_file(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"])
+    manifest_file = read_first_in(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
+                                  what="seal manifest")
     if manifest_file is None:
         raise UsageError(f"no {generation}.seal.json in {folder} or {folder}/seals", path=str(folder))
     state = None
     export: LedgerExport | None = None
     blobs: BlobSource | None = BlobStore(folder / "blobs" / "sha256") if (folder / "blobs").is_dir() else None
-    reveal_file = _first_file(folder, [f"seals/{generation}.reveal.json", f"{generation}.reveal.json"])
-    reveal_data = _read(reveal_file, "reveal") if reveal_file is not None else None
-    if (folder / "export.json").is_file():
+    reveal_file = read_first_in(folder, [f"seals/{generation}.reveal.json", f"{generation}.reveal.json"],
+                                what="reveal")
+    reveal_data = reveal_file[0] if reveal_file is not None else None
+    if file_in(folder, "export.json", what="ledger export"):
         export = open_export(folder)
         state = _revealed_state(load_generations(export, now), generation)
         blobs = export.blobs
@@ -208,7 +212,7 @@ def verify_folder_reveal(folder: Path, generation: str, trusted: PublicKey | Tru
             reveal_data = export.blob(str(state.reveal_sha256))
     if reveal_data is None:
         raise UsageError(f"no {generation}.reveal.json in {folder} or {folder}/seals", path=str(folder))
-    return _verify(_read(manifest_file, "seal manifest"), reveal_data, trusted, state=state,
+    return _verify(manifest_file[0], reveal_data, trusted, state=state,
                    ledger=export, blobs=blobs, source=str(folder))
 
 
