@@ -5,7 +5,18 @@ from __future__ import annotations
 
 import typer
 
-from heldout.cli import audit_cmd, data_cmd, demo_cmd, eval_cmd, gen_cmd, keys_cmd, ledger_cmd, passport_cmd, spec_cmd
+from heldout.cli import (
+    audit_cmd,
+    data_cmd,
+    demo_cmd,
+    eval_cmd,
+    gen_cmd,
+    keys_cmd,
+    ledger_cmd,
+    passport_cmd,
+    site_cmd,
+    spec_cmd,
+)
 
 app = typer.Typer(
     name="heldout",
@@ -19,6 +30,7 @@ app.add_typer(passport_cmd.app, name="passport")
 app.add_typer(ledger_cmd.app, name="ledger")
 app.add_typer(data_cmd.app, name="data")
 app.add_typer(spec_cmd.app, name="spec")
+app.add_typer(site_cmd.app, name="site")
 gen_cmd.register(app)
 eval_cmd.register(app)
 audit_cmd.register(app)

@@ -30,11 +30,11 @@ from keys import (
     parse_key_argument,
 )
 from ledger import Ledger, open_export
-from seals import PassportState, parse_json_object, verify_passport
+from seals import EXIT_CODE_FOR_STATE, parse_json_object, verify_passport
 
 app = typer.Typer(help="Signed evidence records for one model.", no_args_is_help=True)
 
-EXIT_FOR_STATE = {PassportState.VALID: 0, PassportState.EXPIRED: 3, PassportState.LAPSED: 4}
+EXIT_FOR_STATE = EXIT_CODE_FOR_STATE
 
 
 def read_document_file(path: Path, *, what: str) -> dict:

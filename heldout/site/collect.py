@@ -1,0 +1,189 @@
+"""What the public site shows, read from a public export and verified before anything is rendered.
+
+The build fails closed: the export is replayed (``LedgerExport.verify``, every blob re-hashed), and every
+passport the ledger logged is verified against it with the same code as ``heldout passport verify --from``
+(``heldout.passports.verify_passport_on_ledger``). Anything that does not verify raises, naming the file, and
+nothing is written. The operator store is read through the same export view (an export made into a temporary
+folder), so a store build and an export build see the same bytes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from heldout.generations import GenerationState, load_generations
+from heldout.passports import LedgerView, verify_passport_on_ledger
+from heldout.specs import Supersession, load_supersessions
+from heldout.store import Store
+from keys import HeldoutError, MalformedInput, TrustedKey, UsageError, VerificationError, b64encode
+from ledger import BlobStore, Ledger, LedgerExport, export_ledger, open_export
+from ledger.checkpoint import Checkpoint
+from ledger.entries import genesis_key
+from seals import PassportVerdict, parse_json_object, parse_utc
+
+
+class SiteBuildRefused(VerificationError):
+    """Something the site would publish does not verify (exit 1): the build stops and names the file."""
+
+
+@dataclass(frozen=True)
+class PassportRecord:
+    """One logged passport, verified at the reference time."""
+
+    entry_index: int
+    sha256: str
+    data: bytes  # the blob, byte for byte (what was signed and logged)
+    doc: dict[str, Any]
+    verdict: PassportVerdict
+    exit_code: int
+    superseded_by: int | None = None  # a later passport entry for the same model and generation
+
+    @property
+    def model_id(self) -> str:
+        return self.verdict.passport.model_id
+
+    @property
+    def generation(self) -> str:
+        return str((self.verdict.passport.heldout or {}).get("generation"))
+
+    @property
+    def page(self) -> str:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{self.model_id}__{self.generation}")
+        return f"passports/{self.entry_index}-{safe}.html"
+
+
+@dataclass
+class SiteData:
+    export: LedgerExport
+    at: datetime
+    at_basis: str
+    release_tag: str | None
+    ledger_id: str
+    origin: str
+    size: int
+    keys: list[tuple[int, TrustedKey]]  # (declaring entry, key): the keys the site's Verify buttons trust
+    checkpoints: list[Checkpoint]
+    generations: dict[str, GenerationState]
+    supersessions: dict[str, Supersession]
+    passports: list[PassportRecord]
+    entry_types: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def head(self) -> Checkpoint:
+        return self.checkpoints[-1]
+
+
+@contextmanager
+def export_view(*, store: Path | None, from_dir: Path | None) -> Iterator[LedgerExport]:
+    """The public export to build from: ``from_dir`` as given, or the store's default ledger exported into a
+    temporary folder exactly as ``heldout ledger export`` would (nothing under ``private/`` is read)."""
+    if (store is None) == (from_dir is None):
+        raise UsageError("give exactly one of --store DIR or --from EXPORT", field="source")
+    if from_dir is not None:
+        if not Path(from_dir).is_dir():
+            raise UsageError(f"no export directory at {from_dir}", path=str(from_dir))
+        yield open_export(Path(from_dir))
+        return
+    assert store is not None
+    st = Store.open(store)
+    if not st.root.is_dir():
+        raise UsageError(f"no store at {st.root}", path=str(st.root))
+    ledger = Ledger.open(Ledger.locate(st.ledgers, st.default_ledger_id()))
+    with tempfile.TemporaryDirectory(prefix="heldout-site-") as tmp:
+        try:
+            export_ledger(ledger, Path(tmp) / "export", blobs=BlobStore(st.blobs), seals=st.seals, keyring=st.keys)
+        finally:
+            ledger.close()
+        yield open_export(Path(tmp) / "export")
+
+
+def default_reference_time(export: LedgerExport) -> datetime:
+    """Without --at or $HELDOUT_NOW the site is built as of its ledger's last entry: a time taken from the
+    data, so that rebuilding the same export gives the same bytes."""
+    last = export.entry(export.size - 1)
+    return parse_utc(str(last.get("created_utc")), what=f"entry {export.size - 1} created_utc")
+
+
+def _ledger_keys(export: LedgerExport) -> list[tuple[int, TrustedKey]]:
+    keys: list[tuple[int, TrustedKey]] = []
+    for index, entry in export.entries():
+        if entry.get("type") in ("genesis", "key"):
+            keys.append((index, genesis_key(entry)))
+    return keys
+
+
+def _refuse(what: str, path: Path, exc: HeldoutError) -> SiteBuildRefused:
+    return SiteBuildRefused(f"{what} does not verify, nothing was published: {exc.message}", file=str(path),
+                            **{k: v for k, v in exc.evidence.items() if k not in ("file", "path")})
+
+
+def collect(export: LedgerExport, *, at: datetime | None, release_tag: str | None) -> SiteData:
+    """Replay and verify ``export``, then verify every logged passport at the reference time."""
+    try:
+        report = export.verify(check_blobs=True)
+    except HeldoutError as exc:
+        raise SiteBuildRefused(f"the export does not verify, nothing was published: {exc.message}",
+                               **exc.evidence) from None
+    at_basis = "given with --at or $HELDOUT_NOW"
+    if at is None:
+        at = default_reference_time(export)
+        at_basis = f"the time of the ledger's last entry ({export.size - 1}); give --at to build as of another time"
+    keys = _ledger_keys(export)
+    by_id = {key.key_id: key for _, key in keys}
+    view = LedgerView(export)
+    entries = list(export.entries())
+    generations = load_generations(entries, at)
+    supersessions = load_supersessions(entries)
+    entry_types = {index: str(entry.get("type")) for index, entry in entries}
+    passports: list[PassportRecord] = []
+    latest: dict[tuple[str, str], int] = {}
+    for index, entry in entries:
+        if entry.get("type") != "passport":
+            continue
+        digest = str(entry.get("passport_sha256"))
+        path = export.folder / "blobs" / "sha256" / digest[:2] / digest
+        if not export.has_blob(digest):
+            raise SiteBuildRefused(f"passport entry {index} names a blob the export does not hold", index=index,
+                                   file=str(path))
+        try:
+            data = export.blob(digest)
+            doc = parse_json_object(data, what=f"passport {digest}")
+            issuer = doc.get("issuer")
+            key_id = issuer.get("key_id") if isinstance(issuer, dict) else None
+            trusted = by_id.get(str(key_id))
+            if trusted is None:
+                raise MalformedInput(f"issuer key {key_id!r} is not one of the ledger's keys", field="issuer.key_id")
+            verdict = verify_passport_on_ledger(doc, trusted, view, export.ledger_key, at=at)
+        except HeldoutError as exc:
+            raise _refuse(f"passport of entry {index}", path, exc) from None
+        if verdict.passport.model_id != entry.get("model_id") or \
+                (verdict.passport.heldout or {}).get("generation") != entry.get("generation"):
+            raise SiteBuildRefused(f"passport of entry {index} is not for the model and generation the entry names",
+                                   index=index, file=str(path))
+        record = PassportRecord(entry_index=index, sha256=digest, data=data, doc=doc, verdict=verdict,
+                                exit_code=verdict.exit_code)
+        key = (record.model_id, record.generation)
+        if key in latest:
+            earlier = latest[key]
+            passports[earlier] = _superseded(passports[earlier], index)
+        latest[key] = len(passports)
+        passports.append(record)
+    return SiteData(export=export, at=at, at_basis=at_basis, release_tag=release_tag, ledger_id=report.ledger_id,
+                    origin=report.origin, size=report.size, keys=keys, checkpoints=export.checkpoints(),
+                    generations=generations, supersessions=supersessions, passports=passports,
+                    entry_types=entry_types)
+
+
+def _superseded(record: PassportRecord, by: int) -> PassportRecord:
+    return PassportRecord(entry_index=record.entry_index, sha256=record.sha256, data=record.data, doc=record.doc,
+                          verdict=record.verdict, exit_code=record.exit_code, superseded_by=by)
+
+
+def root_b64(checkpoint: Checkpoint) -> str:
+    return b64encode(checkpoint.root)
