@@ -1,0 +1,171 @@
+"""``heldout site build``: fails closed (a tampered blob stops the build, exit 1, naming it; nothing written),
+byte-identical builds, store build == export build, the manifest, the leaderboard document and its ranking
+rule, the reference time, and bad input (exit 2, nothing written). The browser checks are in
+test_site_browser.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from heldout.site import manifest_of
+from tests.site_support import SITE_AT, SiteFixture, build_site_store, run, tree
+
+
+@pytest.fixture(scope="module")
+def site_store(tmp_path_factory: pytest.TempPathFactory) -> SiteFixture:
+    return build_site_store(tmp_path_factory.mktemp("site-store"))
+
+
+@pytest.fixture(scope="module")
+def built(site_store: SiteFixture, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("built") / "site"
+    result = run("site", "build", str(out), "--from", str(site_store.export), "--at", SITE_AT,
+                 "--release-tag", "r1")
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().splitlines()[-1] == str(out / "index.html")
+    return out
+
+
+def build(out: Path, *args: str) -> tuple[int, str]:
+    result = run("site", "build", str(out), *args)
+    return result.exit_code, result.output
+
+
+def test_two_builds_are_byte_identical(site_store: SiteFixture, built: Path, tmp_path: Path) -> None:
+    code, output = build(tmp_path / "again", "--from", str(site_store.export), "--at", SITE_AT, "--release-tag", "r1")
+    assert code == 0, output
+    first, second = tree(built), tree(tmp_path / "again")
+    assert sorted(first) == sorted(second)
+    different = [path for path in first if first[path] != second[path]]
+    assert different == []
+
+
+def test_store_build_equals_export_build(site_store: SiteFixture, built: Path, tmp_path: Path) -> None:
+    code, output = build(tmp_path / "from-store", "--store", str(site_store.store), "--at", SITE_AT,
+                         "--release-tag", "r1")
+    assert code == 0, output
+    assert tree(tmp_path / "from-store") == tree(built)
+
+
+def test_a_changed_byte_in_one_blob_stops_the_build_naming_it(site_store: SiteFixture, tmp_path: Path) -> None:
+    export = tmp_path / "export"
+    shutil.copytree(site_store.export, export)
+    manifest = json.loads((export / "export.json").read_text())
+    digest = manifest["blobs"][len(manifest["blobs"]) // 2]
+    blob = export / "blobs" / "sha256" / digest[:2] / digest
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    blob.write_bytes(bytes(data))
+    out = tmp_path / "site"
+    code, output = build(out, "--from", str(export), "--at", SITE_AT)
+    assert code == 1, output
+    assert digest in output and str(blob) in output.replace("\n", "")
+    assert not out.exists()
+    assert not any(p.name.startswith(".site.tmp") for p in tmp_path.iterdir())
+
+
+def test_a_refused_rebuild_keeps_the_previous_site(site_store: SiteFixture, built: Path, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    shutil.copytree(built, out)
+    before = tree(out)
+    export = tmp_path / "export"
+    shutil.copytree(site_store.export, export)
+    (export / "entries.jsonl").write_bytes((export / "entries.jsonl").read_bytes().replace(b"model_1", b"model_9"))
+    code, output = build(out, "--from", str(export), "--at", SITE_AT)
+    assert code == 1, output
+    assert tree(out) == before
+
+
+def test_manifest_lists_every_file_with_its_sha256(built: Path) -> None:
+    manifest = manifest_of(built)
+    files = tree(built)
+    assert set(manifest["files"]) == set(files) - {"manifest.json"}
+    for path, digest in manifest["files"].items():
+        assert hashlib.sha256(files[path]).hexdigest() == digest, path
+    assert manifest["reference_time"] == SITE_AT and manifest["release_tag"] == "r1"
+
+
+def test_leaderboard_document_ranks_and_separates(built: Path) -> None:
+    doc = json.loads((built / "leaderboard.json").read_text())
+    assert doc["schema_version"] == 1
+    assert [k["key"] for k in doc["sort_keys"]] == ["composite_index", "ci95_low", "model_id"]
+    assert doc["reference_time"] == SITE_AT and "composite index" in doc["rank_rule"]
+    boards = {b["generation"]: b for b in doc["boards"]}
+    assert sorted(boards) == ["gen2", "public"]
+    gen2 = boards["gen2"]["rows"]
+    assert [r["rank"] for r in gen2] == [1, 2]
+    assert gen2[0]["composite_index"] >= gen2[1]["composite_index"]
+    for row in gen2:
+        assert row["state"] == "valid" and row["bundle_indices"] and len(row["passport_sha256"]) == 64
+        assert (built / row["page"]).is_file()
+    unranked = {(r["model_id"], r["generation"], r["state"], r["superseded_by"] is not None) for r in doc["unranked"]}
+    assert ("model_0", "gen1", "lapsed", False) in unranked
+    assert ("model_1", "gen2", "valid", True) in unranked  # re-issued: the earlier one is kept but not ranked
+    assert all(r["rank"] is None for r in doc["unranked"])
+    index = (built / "index.html").read_text()
+    assert "Ranking rule" in index and "leaderboard.json" in index
+
+
+def test_pages_make_no_external_request(built: Path) -> None:
+    for path in built.rglob("*.html"):
+        text = path.read_text()
+        assert 'http-equiv="Content-Security-Policy"' in text and "default-src 'none'" in text
+        for attr in ('src="http', "src='http", 'href="http', "href='http", "url(", "@import"):
+            assert attr not in text, (path, attr)
+    assert "url(" not in (built / "static" / "site.css").read_text()
+
+
+def test_nothing_private_is_published(site_store: SiteFixture, built: Path) -> None:
+    # A revealed generation's opening is its reveal, public on purpose (in the export): everything else under
+    # private/ (keys, pools, salts of sealed generations) must not reach the site.
+    exported = {hashlib.sha256(data).hexdigest() for data in tree(site_store.export).values()}
+    private = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (site_store.store / "private").rglob("*")
+               if p.is_file()} - exported
+    assert private
+    assert not private & set(manifest_of(built)["files"].values())
+    assert not any("private" in path for path in manifest_of(built)["files"])
+
+
+def test_reference_time_from_env_or_the_ledger(site_store: SiteFixture, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELDOUT_NOW", SITE_AT)
+    assert build(tmp_path / "env", "--from", str(site_store.export))[0] == 0
+    assert manifest_of(tmp_path / "env")["reference_time"] == SITE_AT
+    monkeypatch.delenv("HELDOUT_NOW")
+    assert build(tmp_path / "data", "--from", str(site_store.export))[0] == 0
+    last = (site_store.export / "entries.jsonl").read_text().splitlines()[-1]
+    assert manifest_of(tmp_path / "data")["reference_time"] == json.loads(last)["created_utc"]
+    assert "last entry" in (tmp_path / "data" / "index.html").read_text()
+
+
+def test_bad_input_exits_2_and_writes_nothing(site_store: SiteFixture, tmp_path: Path) -> None:
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "notes.txt").write_text("mine")
+    code, output = build(occupied, "--from", str(site_store.export), "--at", SITE_AT)
+    assert code == 2 and "not a heldout site" in output
+    assert [p.name for p in occupied.iterdir()] == ["notes.txt"]
+    code, output = build(tmp_path / "both", "--from", str(site_store.export), "--store", str(site_store.store))
+    assert code == 2 and not (tmp_path / "both").exists()
+    code, output = build(tmp_path / "bad-at", "--from", str(site_store.export), "--at", "yesterday")
+    assert code == 2 and not (tmp_path / "bad-at").exists()
+    code, output = build(tmp_path / "none", "--from", str(tmp_path / "missing"))
+    assert code == 2 and not (tmp_path / "none").exists()
+
+
+def test_passport_page_carries_every_block_of_the_reference_layout(site_store: SiteFixture, built: Path) -> None:
+    doc = json.loads((built / "leaderboard.json").read_text())
+    row = next(b for b in doc["boards"] if b["generation"] == "gen2")["rows"][0]
+    text = (built / row["page"]).read_text()
+    for heading in ("Subject and configuration", "Spec", "Issued and expiry", "Tasks and the nine MedEval-1 "
+                    "dimensions", "Pictures", "Known limitations", "Held-out track", "Audit chain", "Sources",
+                    "Vendor declaration", "Observed in deployment", "Raw signed JSON"):
+        assert f"<h2>{heading}</h2>" in text, heading
+    assert row["verdict"] in text and f"python audit.py {site_store.ledger_id} --from EXPORT" in text
+    assert text.count("<svg") >= 4  # dimensions, reliability, corruption and acquisition retention
+    assert "No vendor declaration" in text and "continuous monitoring" in text
