@@ -69,6 +69,16 @@ def test_a_changed_byte_in_one_blob_stops_the_build_naming_it(site_store: SiteFi
     assert not any(p.name.startswith(".site.tmp") for p in tmp_path.iterdir())
 
 
+def test_an_altered_seal_manifest_stops_the_build_naming_it(site_store: SiteFixture, tmp_path: Path) -> None:
+    export = tmp_path / "export"
+    shutil.copytree(site_store.export, export)
+    manifest = export / "seals" / "gen2.seal.json"
+    manifest.write_bytes(manifest.read_bytes().replace(b"2027-04-01", b"2028-04-01"))
+    code, output = build(tmp_path / "site", "--from", str(export), "--at", SITE_AT)
+    assert code == 1 and str(manifest) in output.replace("\n", "")
+    assert not (tmp_path / "site").exists()
+
+
 def test_a_refused_rebuild_keeps_the_previous_site(site_store: SiteFixture, built: Path, tmp_path: Path) -> None:
     out = tmp_path / "site"
     shutil.copytree(built, out)

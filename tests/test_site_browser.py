@@ -28,6 +28,7 @@ from seals import jcs_bytes
 from tests.conftest import REFERENCE_KEY_B64, seeded_signer
 from tests.site_support import SITE_AT, SiteFixture, build_site_store, run
 
+pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -25,7 +25,7 @@ from keys import HeldoutError, MalformedInput, TrustedKey, UsageError, Verificat
 from ledger import BlobStore, Ledger, LedgerExport, export_ledger, open_export
 from ledger.checkpoint import Checkpoint
 from ledger.entries import genesis_key
-from seals import PassportVerdict, parse_json_object, parse_utc
+from seals import PassportVerdict, parse_json_object, parse_utc, sha256_hex
 
 
 class SiteBuildRefused(VerificationError):
@@ -118,6 +118,23 @@ def _ledger_keys(export: LedgerExport) -> list[tuple[int, TrustedKey]]:
     return keys
 
 
+class StateEntriesView(LedgerView):
+    """The export as ``verify_passport_on_ledger`` sees it, with ``entries()`` narrowed to the entries that decide
+    a generation's or a spec's state (seal, retire, reveal, spec), parsed once. Bundle entries only feed budget
+    counts, which no passport verdict reads; the build has already run ``load_generations`` over every entry
+    (so a ledger that contradicts itself stops the build there). Without this, checking N passports would
+    re-read the whole ledger N times."""
+
+    STATE_TYPES = frozenset({"genesis", "seal", "retire", "reveal", "spec"})
+
+    def __init__(self, export: LedgerExport, entries: list[tuple[int, dict[str, Any]]]) -> None:
+        super().__init__(export)
+        self._state_entries = [(i, e) for i, e in entries if e.get("type") in self.STATE_TYPES]
+
+    def entries(self) -> Any:
+        return iter(self._state_entries)
+
+
 def _refuse(what: str, path: Path, exc: HeldoutError) -> SiteBuildRefused:
     return SiteBuildRefused(f"{what} does not verify, nothing was published: {exc.message}", file=str(path),
                             **{k: v for k, v in exc.evidence.items() if k not in ("file", "path")})
@@ -136,11 +153,12 @@ def collect(export: LedgerExport, *, at: datetime | None, release_tag: str | Non
         at_basis = f"the time of the ledger's last entry ({export.size - 1}); give --at to build as of another time"
     keys = _ledger_keys(export)
     by_id = {key.key_id: key for _, key in keys}
-    view = LedgerView(export)
     entries = list(export.entries())
+    view = StateEntriesView(export, entries)
     generations = load_generations(entries, at)
     supersessions = load_supersessions(entries)
     entry_types = {index: str(entry.get("type")) for index, entry in entries}
+    _check_seal_files(export, entries)
     passports: list[PassportRecord] = []
     latest: dict[tuple[str, str], int] = {}
     for index, entry in entries:
@@ -178,6 +196,17 @@ def collect(export: LedgerExport, *, at: datetime | None, release_tag: str | Non
                     origin=report.origin, size=report.size, keys=keys, checkpoints=export.checkpoints(),
                     generations=generations, supersessions=supersessions, passports=passports,
                     entry_types=entry_types)
+
+
+def _check_seal_files(export: LedgerExport, entries: list[tuple[int, dict[str, Any]]]) -> None:
+    """The export's ``seals/`` folder is published as is, so each file must be one the ledger names: a seal
+    manifest (``manifest_sha256`` of a seal entry) or a reveal (``reveal_sha256`` of a reveal entry)."""
+    named = {str(e.get(m)) for _, e in entries for m in ("manifest_sha256", "reveal_sha256") if e.get(m)}
+    for path in export.seal_paths():
+        found = sha256_hex(path.read_bytes())
+        if found not in named:
+            raise SiteBuildRefused(f"{path.name} in the export is not a seal manifest or reveal the ledger names "
+                                   "(altered?), nothing was published", file=str(path), found=found)
 
 
 def _superseded(record: PassportRecord, by: int) -> PassportRecord:

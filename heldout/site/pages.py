@@ -338,8 +338,9 @@ def passport_page(site: SiteData, record: PassportRecord, carried: set[str]) -> 
         "<section><h2>Audit chain</h2>", definition_list(audit_rows),
         f"<p>The operator's audit (signed in this passport): <code>{esc(audit.get('audit_command'))}</code></p>",
         f"<p>Re-run it yourself from the public export of ledger {code(site.ledger_id)}: <code>{esc(rerun)}</code> "
-        f"and check this file: <code>heldout passport verify {esc(record.page.split('/')[-1][:-5])}.json --from "
-        f"EXPORT --key {esc(issuer.get('public_key_b64'))} --at {esc(format_utc(site.at))}</code></p></section>",
+        f"and check this passport: <code>heldout passport verify blobs/sha256/{record.sha256[:2]}/{record.sha256} "
+        f"--from EXPORT --key {esc(issuer.get('public_key_b64'))} --at {esc(format_utc(site.at))}</code></p>"
+        "</section>",
         "<section><h2>Sources</h2>", table(["source", "SHA-256"], source_rows), "</section>",
         "<section><h2>Vendor declaration</h2>", null_block("declared"), "</section>",
         "<section><h2>Observed in deployment</h2>", null_block("observed"), "</section>",
