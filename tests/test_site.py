@@ -179,3 +179,30 @@ def test_passport_page_carries_every_block_of_the_reference_layout(site_store: S
     assert row["verdict"] in text and f"python audit.py {site_store.ledger_id} --from EXPORT" in text
     assert text.count("<svg") >= 4  # dimensions, reliability, corruption and acquisition retention
     assert "No vendor declaration" in text and "continuous monitoring" in text
+
+
+def test_reliability_bins_from_a_reveal_reproduce_the_signed_ece(site_store: SiteFixture) -> None:
+    """Where the labels are public the site draws per-bin bars; the bins must give back the ECE the passport
+    signed (same binning as MedEval-1), and a sealed generation gets none."""
+    from heldout.site import collect, export_view
+    from heldout.site.calibration import RevealedLabels
+    from seals import parse_utc
+
+    with export_view(store=None, from_dir=site_store.export) as export:
+        site = collect(export, at=parse_utc(SITE_AT), release_tag=None)
+        labels = RevealedLabels(site)
+        checked = set()
+        for record in site.passports:
+            bins = labels.bins_for(record)
+            if record.generation == "gen2":
+                assert bins == {}
+                continue
+            assert bins, record.generation  # public and the revealed gen1
+            for evaluation in record.verdict.passport.evaluations:
+                task_bins = bins[str(evaluation["task"])]
+                n = sum(b["count"] for b in task_bins)
+                ece = sum(b["count"] / n * abs(b["accuracy"] - b["confidence"]) for b in task_bins if b["count"])
+                assert n == evaluation["n_test"] and len(task_bins) == 15
+                assert abs(ece - evaluation["dimensions"]["calibration"]["ece"]) < 1e-5
+            checked.add(record.generation)
+        assert checked == {"gen1", "public"}

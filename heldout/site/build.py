@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from heldout.site.calibration import RevealedLabels
 from heldout.site.collect import SiteData, collect, export_view
 from heldout.site.pages import generations_page, keys_page, leaderboard, ledger_pages, passport_page
 from keys import HeldoutError, UsageError
@@ -76,8 +77,9 @@ def render(site: SiteData) -> dict[str, bytes]:
     files["ledger/generations.html"] = generations_page(site, carried).encode("utf-8")
     for page_path, text in ledger_pages(site, carried).items():
         files[page_path] = text.encode("utf-8")
+    labels = RevealedLabels(site)
     for record in site.passports:
-        files[record.page] = passport_page(site, record, carried).encode("utf-8")
+        files[record.page] = passport_page(site, record, carried, labels.bins_for(record)).encode("utf-8")
     manifest = {
         "format": SITE_FORMAT,
         "version": SITE_VERSION,

@@ -73,10 +73,18 @@ class SiteData:
     supersessions: dict[str, Supersession]
     passports: list[PassportRecord]
     entry_types: dict[int, str] = field(default_factory=dict)
+    _head_proofs: dict[int, list[str]] = field(default_factory=dict)
 
     @property
     def head(self) -> Checkpoint:
         return self.checkpoints[-1]
+
+    def head_proof(self, index: int) -> list[str]:
+        """The inclusion proof of entry ``index`` in the head checkpoint (base64 hashes), computed once."""
+        if index not in self._head_proofs:
+            path = self.export.inclusion_proof(index, self.head.size).path
+            self._head_proofs[index] = [b64encode(h) for h in path]
+        return self._head_proofs[index]
 
 
 @contextmanager
@@ -130,9 +138,13 @@ class StateEntriesView(LedgerView):
     def __init__(self, export: LedgerExport, entries: list[tuple[int, dict[str, Any]]]) -> None:
         super().__init__(export)
         self._state_entries = [(i, e) for i, e in entries if e.get("type") in self.STATE_TYPES]
+        self._head = export.latest_checkpoint()  # read once: the export does not change during a build
 
     def entries(self) -> Any:
         return iter(self._state_entries)
+
+    def latest_checkpoint(self) -> Any:
+        return self._head
 
 
 def _refuse(what: str, path: Path, exc: HeldoutError) -> SiteBuildRefused:

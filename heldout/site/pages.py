@@ -168,7 +168,7 @@ def _limitations(evaluations: tuple[dict[str, Any], ...]) -> str:
     return "<ul>" + "".join(items) + "</ul>" if items else "<p>None recorded.</p>"
 
 
-def _pictures(evaluations: tuple[dict[str, Any], ...]) -> str:
+def _pictures(evaluations: tuple[dict[str, Any], ...], bins: Mapping[str, list[dict[str, Any]]]) -> str:
     out = []
     for e in evaluations:
         task = str(e.get("task"))
@@ -176,17 +176,19 @@ def _pictures(evaluations: tuple[dict[str, Any], ...]) -> str:
         scores = [(d, (dims.get(d) or {}).get("score") if isinstance(dims.get(d), dict) else None)
                   for d in DIMENSIONS]
         figures = [("dimensions", dimension_bars(task, scores)),
-                   ("reliability", reliability_diagram(task, dims.get("calibration")))]
+                   ("reliability" + (" (bins from the revealed labels)" if task in bins else " (summary)"),
+                    reliability_diagram(task, dims.get("calibration"), bins.get(task)))]
         for name in ("corruption", "acquisition"):
             dim = dims.get(name)
             if isinstance(dim, dict):
                 figures.append((f"{name} retention", retention_lines(task, name, dim.get("per_perturbation"))))
         cells = "".join(f"<figure>{svg}<figcaption>{esc(cap)}</figcaption></figure>" for cap, svg in figures)
         out.append(f'<h3>{esc(task)}</h3><div class="figures">{cells}</div>')
-    note = ("<p class=\"note\">Reliability: MedEval-1 v0.1 evaluations publish the overall mean confidence and "
-            "accuracy (per-bin counts would be label-dependent releases charged to the generation's leakage "
-            "budget), so the diagram shows that point against the diagonal; the red segment is the "
-            "overconfidence. Where an evaluation carries calibration bins, one bar per bin is drawn.</p>")
+    note = ("<p class=\"note\">Reliability: where the generation's labels are public (the public split, or a "
+            "retired generation's reveal) the diagram has one bar per ECE bin, computed here from the bundle's "
+            "stored predictions and those labels. On a sealed generation per-bin accuracies would be "
+            "label-dependent releases, so only the published mean confidence and accuracy are drawn: one point "
+            "against the diagonal, the red segment being the overconfidence.</p>")
     return "".join(out) + note
 
 
@@ -207,7 +209,7 @@ def passport_context(site: SiteData, record: PassportRecord) -> dict[str, Any]:
     for index, kind in site.entry_types.items():
         if kind in ("seal", "retire", "spec", "key") and index < head.size:
             entries[str(index)] = export.entry_bytes(index).decode("utf-8")
-            inclusion[str(index)] = [b64encode(h) for h in export.inclusion_proof(index, head.size).path]
+            inclusion[str(index)] = site.head_proof(index)
     consistency = [b64encode(h) for h in export.consistency_proof(size, head.size).path] if 0 < size <= head.size \
         else []
     return {
@@ -229,7 +231,8 @@ def site_keys(site: SiteData) -> list[dict[str, Any]]:
             for index, k in site.keys]
 
 
-def passport_page(site: SiteData, record: PassportRecord, carried: set[str]) -> str:
+def passport_page(site: SiteData, record: PassportRecord, carried: set[str],
+                  bins: Mapping[str, list[dict[str, Any]]]) -> str:
     root = "../"
     doc = record.doc
     p = record.verdict.passport
@@ -329,7 +332,7 @@ def passport_page(site: SiteData, record: PassportRecord, carried: set[str]) -> 
         "<section><h2>Issued and expiry</h2>", definition_list(expiry_rows),
         "<h3>Issuer</h3>", definition_list(issuer_rows), "</section>",
         "<section><h2>Tasks and the nine MedEval-1 dimensions</h2>", _evaluation_table(p.evaluations), "</section>",
-        "<section><h2>Pictures</h2>", _pictures(p.evaluations), "</section>",
+        "<section><h2>Pictures</h2>", _pictures(p.evaluations, bins), "</section>",
         "<section><h2>Known limitations</h2>", _limitations(p.evaluations), "</section>",
         "<section><h2>Held-out track</h2>", definition_list(held_rows),
         "<h3>Cited bundles</h3>",
@@ -540,7 +543,7 @@ def ledger_pages(site: SiteData, carried: set[str]) -> dict[str, str]:
                          f'<button type="button" class="verify-entry" data-index="{index}" disabled>verify this entry'
                          f'</button><output id="v{index}"></output>'])
             data[str(index)] = {"entry": raw.decode("utf-8"),
-                                "proof": [b64encode(h) for h in export.inclusion_proof(index, head.size).path]}
+                                "proof": site.head_proof(index)}
         context = {"ledger": {"ledger_id": site.ledger_id, "origin": site.origin, "head_note": head.note,
                               "entries": {"0": export.entry_bytes(0).decode("utf-8")}}, "page": data}
         pages[f"ledger/entries-{number_:04d}.html"] = _page(site, f"entries page {number_}", root, "".join([

@@ -46,10 +46,12 @@ def dimension_bars(task: str, scores: Sequence[tuple[str, Any]]) -> str:
     return _svg(left + width + 40, height, f"MedEval-1 dimension scores for {task}", "".join(parts))
 
 
-def reliability_diagram(task: str, calibration: Mapping[str, Any] | None) -> str:
-    """Accuracy against confidence. With per-bin figures (``calibration.bins``: ``lo``, ``hi``, ``count``,
-    ``confidence``, ``accuracy``) one bar per bin; MedEval-1 v0.1 evaluations publish only the overall mean
-    confidence and accuracy, drawn as one point whose distance from the diagonal is the overconfidence."""
+def reliability_diagram(task: str, calibration: Mapping[str, Any] | None,
+                        bins: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """Accuracy against confidence. With per-bin figures (``lo``, ``hi``, ``count``, ``confidence``,
+    ``accuracy``: computed where the labels are public) one bar per bin; otherwise the overall mean confidence
+    and accuracy the evaluation publishes, drawn as one point whose distance from the diagonal is the
+    overconfidence."""
     size, pad = 200, 30
     span = size - 2 * pad
     parts = [f'<rect x="{pad}" y="{pad}" width="{span}" height="{span}" fill="#fafafa" stroke="#999999"/>',
@@ -63,7 +65,6 @@ def reliability_diagram(task: str, calibration: Mapping[str, Any] | None) -> str
         return fixed(pad + conf * span), fixed(pad + span - acc * span)
 
     cal = calibration or {}
-    bins = cal.get("bins") if isinstance(cal.get("bins"), list) else None
     if bins:
         for b in bins:
             lo, hi, acc = _num(b.get("lo")), _num(b.get("hi")), _num(b.get("accuracy"))
