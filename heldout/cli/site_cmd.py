@@ -7,8 +7,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from heldout.cli.common import NOW_ENV, JsonFlag, StoreOption, console, handle_errors, print_json, reference_time
+from heldout.cli.common import (
+    NOW_ENV,
+    JsonFlag,
+    StoreOption,
+    console,
+    err_console,
+    handle_errors,
+    print_json,
+    reference_time,
+)
 
 app = typer.Typer(help="The public transparency site, rendered from public data.", no_args_is_help=True)
 
@@ -34,8 +44,16 @@ def build(
         from heldout.store import default_store_path
 
         store = default_store_path()
-    built = build_site(out, store=store, from_dir=from_dir, at=moment, release_tag=release_tag,
-                       progress=None if as_json else (lambda message: console.print(f"[dim]{message}[/]")))
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True, disable=as_json) as bar:
+        phases: dict[str, TaskID] = {}
+
+        def tick(phase: str, done: int, total: int) -> None:
+            if phase not in phases:
+                phases[phase] = bar.add_task(phase, total=total)
+            bar.update(phases[phase], completed=done, total=total)
+
+        built = build_site(out, store=store, from_dir=from_dir, at=moment, release_tag=release_tag, progress=tick)
     if as_json:
         print_json({"out": str(built.out), "index": str(built.index), "files": built.files,
                     "passports": built.passports, "ledger_id": built.ledger_id,

@@ -29,7 +29,11 @@ MANIFEST = "manifest.json"
 STATIC = Path(__file__).resolve().parent / "static"
 STATIC_FILES = ("site.css", "verify.js")
 
-ProgressFn = Callable[[str], None]
+ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+def _quiet(phase: str, done: int, total: int) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ def _carried_blobs(site: SiteData) -> set[str]:
     return {d for d in wanted if site.export.has_blob(d)}
 
 
-def render(site: SiteData) -> dict[str, bytes]:
+def render(site: SiteData, progress: ProgressFn = _quiet) -> dict[str, bytes]:
     """Every file of the site (manifest included), by relative path."""
     files: dict[str, bytes] = {}
     carried = _carried_blobs(site)
@@ -78,7 +82,8 @@ def render(site: SiteData) -> dict[str, bytes]:
     for page_path, text in ledger_pages(site, carried).items():
         files[page_path] = text.encode("utf-8")
     labels = RevealedLabels(site)
-    for record in site.passports:
+    for done, record in enumerate(site.passports, start=1):
+        progress("rendering passport pages", done, len(site.passports))
         files[record.page] = passport_page(site, record, carried, labels.bins_for(record)).encode("utf-8")
     manifest = {
         "format": SITE_FORMAT,
@@ -132,12 +137,10 @@ def build_site(out: Path, *, store: Path | None = None, from_dir: Path | None = 
     """Verify the public data (an export, or the store seen through an export) and write the site to ``out``.
     Raises :class:`heldout.site.collect.SiteBuildRefused` (exit 1, naming the file) for anything that does not
     verify, and :class:`keys.UsageError` (exit 2) for bad arguments; in both cases nothing is written."""
-    say = progress or (lambda _message: None)
+    tick = progress or _quiet
     with export_view(store=store, from_dir=from_dir) as export:
-        say("replaying the export and verifying every passport")
-        site = collect(export, at=at, release_tag=release_tag)
-        say(f"rendering {len(site.passports)} passport pages and {site.size} ledger entries")
-        files = render(site)
+        site = collect(export, at=at, release_tag=release_tag, progress=tick)
+        files = render(site, tick)
     _write_tree(Path(out), files)
     manifest = files[MANIFEST]
     return BuiltSite(out=Path(out), files=len(files), passports=len(site.passports), ledger_id=site.ledger_id,

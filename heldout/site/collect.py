@@ -10,7 +10,7 @@ folder), so a store build and an export build see the same bytes.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -152,10 +152,19 @@ def _refuse(what: str, path: Path, exc: HeldoutError) -> SiteBuildRefused:
                             **{k: v for k, v in exc.evidence.items() if k not in ("file", "path")})
 
 
-def collect(export: LedgerExport, *, at: datetime | None, release_tag: str | None) -> SiteData:
+SiteProgress = Callable[[str, int, int], None]
+
+
+def _quiet(phase: str, done: int, total: int) -> None:
+    return None
+
+
+def collect(export: LedgerExport, *, at: datetime | None, release_tag: str | None,
+            progress: SiteProgress = _quiet) -> SiteData:
     """Replay and verify ``export``, then verify every logged passport at the reference time."""
     try:
-        report = export.verify(check_blobs=True)
+        report = export.verify(check_blobs=True, progress=lambda done, total: progress("replaying the export",
+                                                                                     done, total))
     except HeldoutError as exc:
         raise SiteBuildRefused(f"the export does not verify, nothing was published: {exc.message}",
                                **exc.evidence) from None
@@ -173,9 +182,9 @@ def collect(export: LedgerExport, *, at: datetime | None, release_tag: str | Non
     _check_seal_files(export, entries)
     passports: list[PassportRecord] = []
     latest: dict[tuple[str, str], int] = {}
-    for index, entry in entries:
-        if entry.get("type") != "passport":
-            continue
+    passport_entries = [(i, e) for i, e in entries if e.get("type") == "passport"]
+    for done, (index, entry) in enumerate(passport_entries, start=1):
+        progress("verifying passports", done, len(passport_entries))
         digest = str(entry.get("passport_sha256"))
         path = export.folder / "blobs" / "sha256" / digest[:2] / digest
         if not export.has_blob(digest):
