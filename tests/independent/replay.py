@@ -1,0 +1,923 @@
+"""An independent replay of a heldout ledger export, written from docs/FORMATS.md alone.
+
+It uses the Python standard library, PyNaCl (Ed25519) and rfc8785 (JCS) and nothing of the project: no
+``keys``, ``seals``, ``ledger``, ``harness``, ``heldout`` or ``audit`` import, and no numpy (the npz files are
+read with ``zipfile`` and the .npy header rules). tests/test_formats_independent.py checks that.
+
+``replay_export(folder, ledger_id)`` applies the verifier rules of FORMATS.md section 12 in their order and
+returns a summary; the first rule that fails raises :class:`ReplayFailure` naming the file (relative to the
+export folder) and the rule.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import hashlib
+import io
+import json
+import re
+import struct
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import rfc8785
+from nacl.exceptions import BadSignatureError
+from nacl.signing import VerifyKey
+
+MANIFEST = "export.json"
+ENTRIES = "entries.jsonl"
+MAX_ENTRY_BYTES = 65536
+MAX_SAFE_INTEGER = 2**53 - 1
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+KEY_NAME = re.compile(r"^[^\s+]{1,128}$")
+CASE_ID = re.compile(r"^([a-z][a-z0-9_]{0,63})-([0-9a-f]{16})(?:-([1-9][0-9]*))?$")
+SIZE_LINE = re.compile(r"^(0|[1-9][0-9]{0,18})$")
+EM_DASH = "\u2014"
+COMMITMENT_SCHEME = (
+    "heldout-commit-v1: commitment = SHA-256(salt || JCS{case_id, content_sha256, label}); "
+    "set_hash = RFC 6962 Merkle tree hash over leaf_hash(commitment) of the commitments sorted ascending; "
+    "content_sha256 = heldout-case-v1"
+)
+PREDICTIONS_FORMAT = "MedEval-1 stored predictions v1"
+PERTURBATIONS = ("brightness", "contrast", "defocus_blur", "detector_noise", "field_of_view", "gamma_shift",
+                 "gaussian_noise", "pixelate", "quantise", "resolution", "shot_noise", "window_level")
+EXPORT_MEMBERS = {"format", "version", "ledger_id", "origin", "size", "root", "note_verifier_key", "checkpoints",
+                  "blobs", "missing_blobs", "keys", "seals", "entries"}
+
+TEXT, HEX, TIME, KEY = "text", "hex64", "utc", "key"
+REQUIRED: dict[str, dict[str, str]] = {
+    "genesis": {"name": TEXT, "key": KEY, "created_utc": TIME, "nonce": HEX},
+    "key": {"key": KEY, "role": TEXT, "created_utc": TIME},
+    "seal": {"generation": TEXT, "manifest_sha256": HEX, "set_hash": HEX, "expiry_utc": TIME, "created_utc": TIME},
+    "bundle": {"generation": TEXT, "model_id": TEXT, "task": TEXT, "evaluation_sha256": HEX,
+               "predictions_sha256": HEX, "created_utc": TIME},
+    "retire": {"generation": TEXT, "reason": TEXT, "created_utc": TIME},
+    "reveal": {"generation": TEXT, "reveal_sha256": HEX, "created_utc": TIME},
+    "passport": {"model_id": TEXT, "generation": TEXT, "passport_sha256": HEX, "created_utc": TIME},
+    "spec": {"spec_version": TEXT, "superseded_by": TEXT, "effective_utc": TIME, "created_utc": TIME},
+}
+
+
+class ReplayFailure(Exception):
+    """A rule of FORMATS.md does not hold; ``file`` is the export file at fault (relative path)."""
+
+    def __init__(self, file: str, rule: str, message: str) -> None:
+        super().__init__(f"{file}: [{rule}] {message}")
+        self.file = file
+        self.rule = rule
+        self.message = message
+
+
+@dataclass
+class Summary:
+    ledger_id: str
+    size: int
+    root: bytes
+    checkpoints: list[int]
+    entry_types: dict[str, int]
+    blobs_checked: int
+    seals: list[str]
+    reveals: list[str]
+    passports: list[int]
+    missing_blobs: list[str] = field(default_factory=list)
+
+
+# --- encodings ---------------------------------------------------------------------------------------------
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate member {key!r}")
+        out[key] = value
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _int(text: str) -> int | float:
+    value = int(text)
+    return value if abs(value) <= MAX_SAFE_INTEGER else float(text)
+
+
+def parse_json(data: bytes) -> Any:
+    """Strict JSON (FORMATS.md 2): UTF-8, no duplicate member names, no NaN or Infinity."""
+    return json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
+                      parse_int=_int)
+
+
+def jcs(value: Any) -> bytes:
+    return rfc8785.dumps(value)
+
+
+def canonical_document(file: str, data: bytes, *, newline: bool) -> Any:
+    """Parse ``data`` and require it to be exactly JCS of itself (plus one LF where the format says so)."""
+    if newline:
+        if not data.endswith(b"\n"):
+            raise ReplayFailure(file, "canonical", "does not end with a newline")
+        data = data[:-1]
+    try:
+        value = parse_json(data)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ReplayFailure(file, "canonical", f"not strict JSON ({exc})") from None
+    try:
+        again = jcs(value)
+    except Exception as exc:  # rfc8785 refuses e.g. lone surrogates
+        raise ReplayFailure(file, "canonical", f"not canonicalisable ({exc})") from None
+    if again != data:
+        raise ReplayFailure(file, "canonical", "not in canonical form (RFC 8785)")
+    return value
+
+
+def b64decode_canonical(text: Any, file: str, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise ReplayFailure(file, "base64", f"{what} is not a string")
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise ReplayFailure(file, "base64", f"{what} is not base64") from None
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise ReplayFailure(file, "base64", f"{what} is not canonical base64")
+    return raw
+
+
+def sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _real_time(text: str) -> bool:
+    if not UTC.match(text):
+        return False
+    try:
+        datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return False
+    return True
+
+
+# --- RFC 6962 / 9162 ---------------------------------------------------------------------------------------
+def leaf_hash(data: bytes) -> bytes:
+    return sha256(b"\x00" + data)
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    return sha256(b"\x01" + left + right)
+
+
+def _split(n: int) -> int:
+    k = 1
+    while k * 2 < n:
+        k *= 2
+    return k
+
+
+def mth(leaves: list[bytes]) -> bytes:
+    """RFC 9162 2.1.1 over leaf hashes."""
+    if not leaves:
+        return sha256(b"")
+    if len(leaves) == 1:
+        return leaves[0]
+    k = _split(len(leaves))
+    return node_hash(mth(leaves[:k]), mth(leaves[k:]))
+
+
+def inclusion_path(index: int, leaves: list[bytes]) -> list[bytes]:
+    if len(leaves) == 1:
+        return []
+    k = _split(len(leaves))
+    if index < k:
+        return [*inclusion_path(index, leaves[:k]), mth(leaves[k:])]
+    return [*inclusion_path(index - k, leaves[k:]), mth(leaves[:k])]
+
+
+def consistency_proof(m: int, leaves: list[bytes]) -> list[bytes]:
+    """RFC 9162 2.1.4.1 PROOF(m, D[n])."""
+    def subproof(m: int, d: list[bytes], complete: bool) -> list[bytes]:
+        n = len(d)
+        if m == n:
+            return [] if complete else [mth(d)]
+        k = _split(n)
+        if m <= k:
+            return [*subproof(m, d[:k], complete), mth(d[k:])]
+        return [*subproof(m - k, d[k:], False), mth(d[:k])]
+
+    return [] if m in (0, len(leaves)) else subproof(m, leaves, True)
+
+
+def root_from_inclusion(index: int, size: int, leaf: bytes, path: list[bytes]) -> bytes | None:
+    """RFC 9162 2.1.3.2; None when the path cannot be a proof for (index, size)."""
+    if index >= size:
+        return None
+    fn, sn, r = index, size - 1, leaf
+    for sibling in path:
+        if sn == 0:
+            return None
+        if fn & 1 or fn == sn:
+            r = node_hash(sibling, r)
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
+        else:
+            r = node_hash(r, sibling)
+        fn >>= 1
+        sn >>= 1
+    return r if sn == 0 else None
+
+
+def consistency_holds(m: int, n: int, old_root: bytes, new_root: bytes, proof: list[bytes]) -> bool:
+    """RFC 9162 2.1.4.2 (1 <= m <= n)."""
+    if m == n:
+        return not proof and old_root == new_root
+    if not proof:
+        return False
+    path = list(proof)
+    if m & (m - 1) == 0:  # m is a power of two: the old root is the first node
+        path.insert(0, old_root)
+    fn, sn = m - 1, n - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    return fr == old_root and sr == new_root and sn == 0
+
+
+# --- keys and notes ----------------------------------------------------------------------------------------
+def note_key_hash(name: str, public_key: bytes) -> bytes:
+    return sha256(name.encode("utf-8") + b"\n" + b"\x01" + public_key)[:4]
+
+
+def verifier_key(name: str, public_key: bytes) -> str:
+    encoded = base64.b64encode(b"\x01" + public_key).decode("ascii")
+    return f"{name}+{note_key_hash(name, public_key).hex()}+{encoded}"
+
+
+def ed25519_ok(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    try:
+        VerifyKey(public_key).verify(message, signature)
+    except (BadSignatureError, ValueError, TypeError):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Key:
+    key_id: str
+    name: str
+    public_key: bytes
+
+
+def _key_member(value: Any, file: str, where: str) -> Key:
+    if not isinstance(value, dict):
+        raise ReplayFailure(file, "entry", f"{where}: key is not an object")
+    key_id, name = value.get("key_id"), value.get("name")
+    if not isinstance(key_id, str) or not KEY_ID.match(key_id):
+        raise ReplayFailure(file, "entry", f"{where}: key.key_id is not a key id")
+    if not isinstance(name, str) or not KEY_NAME.match(name):
+        raise ReplayFailure(file, "entry", f"{where}: key.name is not a note key name")
+    raw = b64decode_canonical(value.get("public_key_b64"), file, f"{where} key.public_key_b64")
+    if len(raw) != 32:
+        raise ReplayFailure(file, "entry", f"{where}: key.public_key_b64 is not 32 bytes")
+    return Key(key_id, name, raw)
+
+
+# --- checkpoints -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Note:
+    origin: str
+    size: int
+    root: bytes
+
+
+def verify_note(text: str, file: str, key: Key, origin: str) -> Note:
+    """FORMATS.md 5: structure, origin, and a valid signature by the ledger key."""
+    if not text.endswith("\n") or "\n\n" not in text:
+        raise ReplayFailure(file, "checkpoint", "not a signed note (blank line, final newline)")
+    if re.search(r"[\x00-\x09\x0b-\x1f\x7f]", text):
+        raise ReplayFailure(file, "checkpoint", "control characters in the note")
+    split = text.rfind("\n\n")
+    body, block = text[:split + 1], text[split + 2:]
+    lines = body[:-1].split("\n")
+    if len(lines) < 3:
+        raise ReplayFailure(file, "checkpoint", "body lacks origin, size or root")
+    note_origin, size_text, root_text = lines[:3]
+    if note_origin != origin:
+        raise ReplayFailure(file, "checkpoint", f"origin {note_origin!r} is not {origin!r}")
+    if not SIZE_LINE.match(size_text):
+        raise ReplayFailure(file, "checkpoint", "size line is not a decimal number")
+    root = b64decode_canonical(root_text, file, "root line")
+    if len(root) != 32:
+        raise ReplayFailure(file, "checkpoint", "root is not 32 bytes")
+    wanted = note_key_hash(key.name, key.public_key)
+    signed = False
+    for line in block[:-1].split("\n"):
+        if not line.startswith(EM_DASH + " "):
+            raise ReplayFailure(file, "checkpoint", "a signature line does not start with an em dash")
+        parts = line[2:].split(" ")
+        if len(parts) != 2:
+            raise ReplayFailure(file, "checkpoint", "a signature line is not '— name base64'")
+        blob = b64decode_canonical(parts[1], file, "signature")
+        if parts[0] == key.name and blob[:4] == wanted:
+            if not ed25519_ok(key.public_key, body.encode("utf-8"), blob[4:]):
+                raise ReplayFailure(file, "checkpoint", "the ledger key's signature does not verify")
+            signed = True
+    if not signed:
+        raise ReplayFailure(file, "checkpoint", "no signature by the ledger key")
+    return Note(note_origin, int(size_text), root)
+
+
+# --- npy / npz (stdlib) ------------------------------------------------------------------------------------
+def read_npy(data: bytes) -> tuple[str, tuple[int, ...], bytes]:
+    """(descr, shape, raw C-order data) of a .npy file without pickled objects."""
+    if data[:6] != b"\x93NUMPY":
+        raise ValueError("not a .npy file")
+    major = data[6]
+    if major == 1:
+        (length,) = struct.unpack("<H", data[8:10])
+        start = 10
+    else:
+        (length,) = struct.unpack("<I", data[8:12])
+        start = 12
+    header = ast.literal_eval(data[start:start + length].decode("latin-1"))
+    if not isinstance(header, dict) or header.get("fortran_order") is not False:
+        raise ValueError("not a C-order array")
+    return str(header["descr"]), tuple(header["shape"]), data[start + length:]
+
+
+def read_npz(data: bytes) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {info.filename[:-4]: read_npy(archive.read(info)) for info in archive.infolist()
+                if info.filename.endswith(".npy")}
+
+
+def _unicode_items(descr: str, shape: tuple[int, ...], raw: bytes) -> list[str]:
+    if not descr.startswith("<U"):
+        raise ValueError(f"not a unicode array ({descr})")
+    width = int(descr[2:]) * 4
+    count = 1
+    for d in shape:
+        count *= d
+    return [raw[i * width:(i + 1) * width].decode("utf-32-le").rstrip("\x00") for i in range(count)]
+
+
+def content_sha256(image: bytes, shape: tuple[int, ...], label: int) -> str:
+    header = jcs({"dtype": "uint8", "label": label, "scheme": "heldout-case-v1", "shape": list(shape)})
+    return hashlib.sha256(header + b"\n" + image).hexdigest()
+
+
+# --- the replay ------------------------------------------------------------------------------------------
+class _Replay:
+    def __init__(self, folder: Path, ledger_id: str) -> None:
+        self.folder = Path(folder)
+        self.pinned = ledger_id
+        self.entries: list[dict[str, Any]] = []
+        self.lines: list[bytes] = []
+        self.leaves: list[bytes] = []
+        self.keys: list[Key] = []
+        self.blob_files: dict[str, bytes] = {}
+        self.referenced: list[str] = []
+        self.seal_docs: dict[str, dict[str, Any]] = {}
+        self.seal_entries: dict[str, tuple[int, dict[str, Any]]] = {}
+        self.reveal_docs: dict[str, dict[str, Any]] = {}
+
+    def read(self, relative: str) -> bytes:
+        path = self.folder / relative
+        if not path.is_file():
+            raise ReplayFailure(relative, "layout", "missing")
+        return path.read_bytes()
+
+    def blob(self, digest: str, index: int, what: str) -> bytes | None:
+        """The blob's bytes (already hash-checked) or None when the manifest lists it missing."""
+        if digest in self.blob_files:
+            return self.blob_files[digest]
+        if digest in self.missing:
+            return None
+        raise ReplayFailure(f"blobs/sha256/{digest[:2]}/{digest}", "blob",
+                            f"{what} of entry {index} is neither exported nor listed in missing_blobs")
+
+    # R1 ------------------------------------------------------------------------------------------------
+    def manifest_file(self) -> None:
+        value = canonical_document(MANIFEST, self.read(MANIFEST), newline=True)
+        if not isinstance(value, dict) or set(value) != EXPORT_MEMBERS:
+            raise ReplayFailure(MANIFEST, "export", "members are not exactly those of format version 1")
+        if value["format"] != "heldout-ledger-export" or value["version"] != 1:
+            raise ReplayFailure(MANIFEST, "export", "unknown format or version")
+        missing = value["missing_blobs"]
+        if not isinstance(missing, list) or not all(isinstance(d, str) and HEX64.match(d) for d in missing):
+            raise ReplayFailure(MANIFEST, "export", "missing_blobs is not a list of SHA-256 hex values")
+        self.manifest = value
+        self.missing = set(missing)
+
+    # R2, R3 --------------------------------------------------------------------------------------------
+    def entries_file(self) -> None:
+        raw = self.read(ENTRIES)
+        if not raw.endswith(b"\n"):
+            raise ReplayFailure(ENTRIES, "entries", "empty or not ending with a newline")
+        self.lines = raw[:-1].split(b"\n")
+        for index, line in enumerate(self.lines):
+            if len(line) > MAX_ENTRY_BYTES:
+                raise ReplayFailure(ENTRIES, "entry", f"entry {index} is over 64 KiB")
+            try:
+                entry = canonical_document(ENTRIES, line, newline=False)
+            except ReplayFailure as exc:
+                raise ReplayFailure(ENTRIES, "entry", f"entry {index}: {exc.message}") from None
+            self.check_entry(index, entry)
+            self.entries.append(entry)
+            self.leaves.append(leaf_hash(line))
+        self.ledger_id = hashlib.sha256(self.lines[0]).hexdigest()[:20]
+        if self.ledger_id != self.pinned:
+            raise ReplayFailure(ENTRIES, "ledger-id", f"entry 0 hashes to ledger {self.ledger_id}, not {self.pinned}")
+        self.origin = "heldout/ledger/" + self.ledger_id
+        self.ledger_key = _key_member(self.entries[0]["key"], ENTRIES, "entry 0")
+        self.keys = [self.ledger_key] + [_key_member(e["key"], ENTRIES, f"entry {i}")
+                                         for i, e in enumerate(self.entries) if e["type"] == "key"]
+
+    def check_entry(self, index: int, entry: Any) -> None:
+        where = f"entry {index}"
+        if not isinstance(entry, dict):
+            raise ReplayFailure(ENTRIES, "entry", f"{where} is not an object")
+        kind = entry.get("type")
+        if kind not in REQUIRED:
+            raise ReplayFailure(ENTRIES, "entry", f"{where} has unknown type {kind!r}")
+        version = entry.get("v")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise ReplayFailure(ENTRIES, "entry", f"{where}: v is not a positive integer")
+        if (index == 0) != (kind == "genesis"):
+            raise ReplayFailure(ENTRIES, "entry", f"{where}: genesis is entry 0 and only entry 0")
+        for member, check in REQUIRED[kind].items():
+            value = entry.get(member)
+            if member not in entry:
+                raise ReplayFailure(ENTRIES, "entry", f"{where} lacks {member}")
+            ok = {TEXT: isinstance(value, str) and 0 < len(value) <= 256,
+                  HEX: isinstance(value, str) and bool(HEX64.match(value)),
+                  TIME: isinstance(value, str) and _real_time(value),
+                  KEY: True}[check]
+            if not ok:
+                raise ReplayFailure(ENTRIES, "entry", f"{where}: {member} is not a valid {check}")
+            if check == KEY:
+                _key_member(value, ENTRIES, where)
+
+    # R4, R5 --------------------------------------------------------------------------------------------
+    def checkpoints(self) -> None:
+        folder = self.folder / "checkpoints"
+        notes: dict[int, Note] = {}
+        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+            relative = f"checkpoints/{path.name}"
+            stem, _, suffix = path.name.partition(".")
+            if suffix != "note" or not SIZE_LINE.match(stem):
+                raise ReplayFailure(relative, "layout", "not a checkpoint file name <size>.note")
+            try:
+                text = path.read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                raise ReplayFailure(relative, "checkpoint", "not UTF-8") from None
+            note = verify_note(text, relative, self.ledger_key, self.origin)
+            if note.size != int(stem):
+                raise ReplayFailure(relative, "checkpoint", f"signs size {note.size}, filed under {stem}")
+            notes[note.size] = note
+        if not notes:
+            raise ReplayFailure("checkpoints/", "checkpoint", "the export has no checkpoint")
+        size = len(self.lines)
+        previous: Note | None = None
+        for checkpoint_size in sorted(notes):
+            note = notes[checkpoint_size]
+            if checkpoint_size > size:
+                raise ReplayFailure(ENTRIES, "checkpoint-root",
+                                    f"checkpoint {checkpoint_size} signs more entries than the {size} present")
+            if mth(self.leaves[:checkpoint_size]) != note.root:
+                raise ReplayFailure(ENTRIES, "checkpoint-root",
+                                    f"the entries do not give the root signed at size {checkpoint_size}")
+            if previous is not None and not consistency_holds(
+                    previous.size, note.size, previous.root, note.root,
+                    consistency_proof(previous.size, self.leaves[:note.size])):
+                raise ReplayFailure(f"checkpoints/{checkpoint_size}.note", "consistency",
+                                    f"not consistent with checkpoint {previous.size}")
+            previous = note
+        assert previous is not None
+        if previous.size != size:
+            raise ReplayFailure(ENTRIES, "checkpoint-root", f"{size - previous.size} entries after the last checkpoint")
+        self.notes = notes
+        self.root = previous.root
+
+    # R6 ------------------------------------------------------------------------------------------------
+    def key_files(self) -> None:
+        folder = self.folder / "keys"
+        found: dict[str, Key] = {}
+        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+            relative = f"keys/{path.name}"
+            if not path.name.endswith(".pub.json"):
+                raise ReplayFailure(relative, "layout", "not a public key file <key_id>.pub.json")
+            body = canonical_document(relative, path.read_bytes(), newline=True)
+            if not isinstance(body, dict) or set(body) != {"algo", "key_id", "name", "public_key_b64", "fingerprint",
+                                                           "note_verifier_key"}:
+                raise ReplayFailure(relative, "key-file", "members are not those of a public key file")
+            if body["algo"] != "Ed25519":
+                raise ReplayFailure(relative, "key-file", "algo is not Ed25519")
+            key = _key_member(body, relative, relative)
+            if key.key_id != path.name[: -len(".pub.json")]:
+                raise ReplayFailure(relative, "key-file", "key_id is not the file name")
+            if body["fingerprint"] != hashlib.sha256(key.public_key).hexdigest():
+                raise ReplayFailure(relative, "key-file", "fingerprint is not SHA-256 of the key")
+            if body["note_verifier_key"] != verifier_key(key.name, key.public_key):
+                raise ReplayFailure(relative, "key-file", "note_verifier_key does not match name and key")
+            found[key.key_id] = key
+        for key in self.keys:
+            if found.get(key.key_id) != key:
+                raise ReplayFailure(f"keys/{key.key_id}.pub.json", "key-file",
+                                    "a key the ledger declares has no matching key file")
+        self.key_files_found = found
+
+    # R7 ------------------------------------------------------------------------------------------------
+    def blobs(self) -> None:
+        root = self.folder / "blobs" / "sha256"
+        for path in sorted(root.rglob("*")) if root.is_dir() else []:
+            if path.is_dir():
+                continue
+            relative = path.relative_to(self.folder).as_posix()
+            name = path.name
+            if not HEX64.match(name) or path.parent.name != name[:2] or path.parent.parent != root:
+                raise ReplayFailure(relative, "layout", "not a blob path blobs/sha256/<hh>/<sha256>")
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest() != name:
+                raise ReplayFailure(relative, "blob", "content does not hash to its name")
+            self.blob_files[name] = data
+
+        def walk(value: Any) -> None:
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    if key.endswith("_sha256") and isinstance(item, str) and HEX64.match(item):
+                        self.referenced.append(item)
+                    else:
+                        walk(item)
+            elif isinstance(value, list):
+                for item in value:
+                    walk(item)
+
+        for entry in self.entries:
+            walk(entry)
+        for digest in self.referenced:
+            if digest not in self.blob_files and digest not in self.missing:
+                raise ReplayFailure(f"blobs/sha256/{digest[:2]}/{digest}", "blob",
+                                    "referenced, not exported and not listed in missing_blobs")
+        for digest in self.blob_files:
+            if digest not in self.referenced:
+                raise ReplayFailure(f"blobs/sha256/{digest[:2]}/{digest}", "blob",
+                                    "exported but referenced by no entry")
+
+    # R8 ------------------------------------------------------------------------------------------------
+    def signed_document(self, file: str, doc: Any) -> Key:
+        """FORMATS.md 3: issuer is a ledger key; Ed25519 over JCS of the document without signature."""
+        if not isinstance(doc, dict) or not isinstance(doc.get("issuer"), dict):
+            raise ReplayFailure(file, "signature", "no issuer")
+        issuer = doc["issuer"]
+        if issuer.get("algo") != "Ed25519":
+            raise ReplayFailure(file, "signature", "issuer.algo is not Ed25519")
+        claimed = _key_member(issuer, file, "issuer")
+        if claimed not in self.keys:
+            raise ReplayFailure(file, "signature", "issued under a key the ledger does not declare")
+        signature = b64decode_canonical(doc.get("signature"), file, "signature")
+        body = jcs({k: v for k, v in doc.items() if k != "signature"})
+        if len(signature) != 64 or not ed25519_ok(claimed.public_key, body, signature):
+            raise ReplayFailure(file, "signature", "signature does not verify")
+        return claimed
+
+    def seals(self) -> None:
+        for index, entry in enumerate(self.entries):
+            if entry["type"] != "seal":
+                continue
+            name = entry["generation"]
+            if name in self.seal_entries:
+                raise ReplayFailure(ENTRIES, "seal", f"entry {index} seals {name} again")
+            tasks = entry.get("tasks")
+            if not isinstance(tasks, dict) or not tasks or not all(
+                    isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in tasks.values()):
+                raise ReplayFailure(ENTRIES, "seal", f"seal entry {index} lacks its task counts")
+            self.seal_entries[name] = (index, entry)
+        folder = self.folder / "seals"
+        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+            generation, _, suffix = path.name.partition(".")
+            if suffix not in ("seal.json", "reveal.json") or generation not in self.seal_entries:
+                raise ReplayFailure(f"seals/{path.name}", "layout", "not a manifest or reveal of a sealed generation")
+        for name, (index, entry) in self.seal_entries.items():
+            file = f"seals/{name}.seal.json"
+            data = self.read(file)
+            if hashlib.sha256(data).hexdigest() != entry["manifest_sha256"]:
+                raise ReplayFailure(file, "seal", f"is not the manifest seal entry {index} names")
+            doc = canonical_document(file, data, newline=False)
+            self.signed_document(file, doc)
+            if doc.get("type") != "heldout/seal-manifest" or doc.get("manifest_version") != 1:
+                raise ReplayFailure(file, "seal", "not a seal manifest version 1")
+            tasks = doc.get("tasks")
+            expected = {"generation": name, "set_hash": entry["set_hash"], "ledger_id": self.ledger_id,
+                        "entry_index": index, "expiry_utc": entry["expiry_utc"], "created_utc": entry["created_utc"],
+                        "commitment_scheme": COMMITMENT_SCHEME}
+            for member, value in expected.items():
+                if doc.get(member) != value:
+                    raise ReplayFailure(file, "seal", f"{member} disagrees with seal entry {index}")
+            if not isinstance(tasks, dict) or {t: c.get("cases") for t, c in tasks.items()} != entry.get("tasks") \
+                    or doc.get("n_cases") != sum(entry.get("tasks", {}).values()):
+                raise ReplayFailure(file, "seal", f"task counts disagree with seal entry {index}")
+            self.seal_docs[name] = doc
+
+    # R9 ------------------------------------------------------------------------------------------------
+    def reveals(self) -> None:
+        for index, entry in enumerate(self.entries):
+            if entry["type"] != "reveal":
+                continue
+            name = entry["generation"]
+            if name not in self.seal_docs or self.seal_entries[name][0] > index:
+                raise ReplayFailure(ENTRIES, "reveal", f"entry {index} reveals {name}, which no earlier entry seals")
+            digest = entry["reveal_sha256"]
+            file = f"blobs/sha256/{digest[:2]}/{digest}"
+            data = self.blob(digest, index, "reveal_sha256")
+            published = self.folder / "seals" / f"{name}.reveal.json"
+            if published.is_file() and published.read_bytes() != data:
+                raise ReplayFailure(f"seals/{name}.reveal.json", "reveal", f"is not the reveal entry {index} names")
+            if data is None:
+                continue
+            doc = canonical_document(file, data, newline=False)
+            self.check_reveal(file, name, doc, entry, index)
+            self.reveal_docs[name] = doc
+        for path in sorted((self.folder / "seals").glob("*.reveal.json")):
+            if path.name.split(".")[0] not in self.reveal_docs:
+                raise ReplayFailure(f"seals/{path.name}", "reveal", "published, but no reveal entry names it")
+
+    def check_reveal(self, file: str, name: str, doc: Any, entry: dict[str, Any], index: int) -> None:
+        manifest = self.seal_docs[name]
+        members = {"type", "reveal_version", "generation", "ledger_id", "set_hash", "manifest_sha256", "membership",
+                   "commitment_scheme", "n_cases", "cases", "images", "order"}
+        if not isinstance(doc, dict) or set(doc) != members or doc["type"] != "heldout/reveal" \
+                or doc["reveal_version"] != 1:
+            raise ReplayFailure(file, "reveal", "not a reveal version 1")
+        for member in ("generation", "ledger_id", "set_hash", "membership", "n_cases", "commitment_scheme"):
+            if doc[member] != manifest[member]:
+                raise ReplayFailure(file, "reveal", f"{member} is not the manifest's")
+        if doc["manifest_sha256"] != self.seal_entries[name][1]["manifest_sha256"]:
+            raise ReplayFailure(file, "reveal", "manifest_sha256 is not the seal entry's")
+        cases = doc["cases"]
+        if not isinstance(cases, list) or len(cases) != doc["n_cases"]:
+            raise ReplayFailure(file, "reveal", "n_cases is not the number of cases")
+        salt_size = 0 if doc["membership"] == "public" else 32
+        previous = b""
+        counts: dict[str, int] = {}
+        seen: set[str] = set()
+        for i, case in enumerate(cases):
+            where = f"case #{i}"
+            if not isinstance(case, dict) or set(case) != {"case_id", "task", "content_sha256", "label", "salt",
+                                                           "commitment"}:
+                raise ReplayFailure(file, "reveal", f"{where} has the wrong members")
+            try:
+                salt = bytes.fromhex(case["salt"])
+                listed = bytes.fromhex(case["commitment"])
+            except (TypeError, ValueError):
+                raise ReplayFailure(file, "reveal", f"{where}: salt or commitment is not hex") from None
+            if len(salt) != salt_size or case["salt"] != salt.hex() or len(listed) != 32:
+                raise ReplayFailure(file, "reveal", f"{where}: salt or commitment has the wrong size")
+            label = case["label"]
+            if isinstance(label, bool) or not isinstance(label, int) or label < 0:
+                raise ReplayFailure(file, "reveal", f"{where}: label is not a non-negative integer")
+            match = CASE_ID.match(case["case_id"]) if isinstance(case["case_id"], str) else None
+            if not match or match.group(1) != case["task"] or match.group(2) != case["content_sha256"][:16] \
+                    or (match.group(3) and doc["membership"] != "public") or not HEX64.match(case["content_sha256"]):
+                raise ReplayFailure(file, "reveal", f"{where}: case id is not <task>-<16 hex of the content hash>")
+            if case["case_id"] in seen:
+                raise ReplayFailure(file, "reveal", f"{where}: listed twice")
+            seen.add(case["case_id"])
+            payload = jcs({"case_id": case["case_id"], "content_sha256": case["content_sha256"], "label": label})
+            if sha256(salt + payload) != listed:
+                raise ReplayFailure(file, "reveal", f"{where} ({case['case_id']}): commitment does not open")
+            if listed <= previous:
+                raise ReplayFailure(file, "reveal", f"{where}: cases are not in ascending commitment order")
+            previous = listed
+            counts[case["task"]] = counts.get(case["task"], 0) + 1
+        if counts != {t: c["cases"] for t, c in manifest["tasks"].items()}:
+            raise ReplayFailure(file, "reveal", "case counts per task are not the manifest's")
+        root = mth([leaf_hash(bytes.fromhex(c["commitment"])) for c in cases]).hex()
+        if root != manifest["set_hash"]:
+            raise ReplayFailure(file, "reveal", "the commitments do not hash to the sealed set hash")
+        if doc["images"] is not None:
+            self.check_images(file, doc, entry, index)
+
+    def check_images(self, file: str, doc: dict[str, Any], entry: dict[str, Any], index: int) -> None:
+        named = entry.get("image_blobs") or {}
+        by_id = {c["case_id"]: c for c in doc["cases"]}
+        for task, digest in doc["images"].items():
+            if named.get(f"{task}_sha256") != digest:
+                raise ReplayFailure(file, "reveal", f"image blob of {task} is not named by reveal entry {index}")
+            data = self.blob(digest, index, f"image_blobs.{task}_sha256")
+            if data is None:
+                continue
+            blob_file = f"blobs/sha256/{digest[:2]}/{digest}"
+            try:
+                arrays = read_npz(data)
+                ids = _unicode_items(*arrays["case_ids"])
+                descr, shape, raw = arrays["images"]
+            except (KeyError, ValueError, zipfile.BadZipFile, SyntaxError) as exc:
+                raise ReplayFailure(blob_file, "reveal-images", f"not a reveal image file ({exc})") from None
+            if descr != "|u1" or len(shape) < 3 or shape[0] != len(ids):
+                raise ReplayFailure(blob_file, "reveal-images", "images are not uint8 N x H x W (x C)")
+            per_case = len(raw) // shape[0]
+            for n, case_id in enumerate(ids):
+                case = by_id.get(case_id)
+                if case is None or case["task"] != task:
+                    raise ReplayFailure(blob_file, "reveal-images", f"holds {case_id}, not a case of {task}")
+                image = raw[n * per_case:(n + 1) * per_case]
+                if content_sha256(image, shape[1:], case["label"]) != case["content_sha256"]:
+                    raise ReplayFailure(blob_file, "reveal-images", f"{case_id}: image does not hash to its content")
+
+    # R10 -----------------------------------------------------------------------------------------------
+    def superseded(self, spec_version: Any, before: int, at: str) -> bool:
+        """Is ``spec_version`` superseded, by a spec entry before index ``before``, at the time ``at``?"""
+        return any(e["type"] == "spec" and e["spec_version"] == spec_version and e["effective_utc"] <= at
+                   for e in self.entries[:before])
+
+    def bundles(self) -> None:
+        for index, entry in enumerate(self.entries):
+            if entry["type"] != "bundle":
+                continue
+            name = entry["generation"]
+            seal = self.seal_entries.get(name)
+            if seal is None or seal[0] > index:
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index} is on a generation no earlier entry seals")
+            if any(e["type"] == "retire" and e["generation"] == name for e in self.entries[:index]):
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index} is on {name} after its retirement")
+            # UTC times in the one textual form compare as strings
+            if not seal[1]["created_utc"] <= entry["created_utc"] < seal[1]["expiry_utc"]:
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made while {name} was not current")
+            data = self.blob(entry["evaluation_sha256"], index, "evaluation_sha256")
+            if data is not None:
+                file = f"blobs/sha256/{entry['evaluation_sha256'][:2]}/{entry['evaluation_sha256']}"
+                evaluation = canonical_document(file, data, newline=False)
+                for member in ("task", "n_test", "seed", "spec_version", "split_origin", "code_fingerprint",
+                               "device"):
+                    if member in entry and evaluation.get(member) != entry[member]:
+                        raise ReplayFailure(file, "bundle", f"evaluation {member} disagrees with entry {index}")
+                public = seal[1].get("membership") == "public"
+                if evaluation.get("split_origin") != ("official released split" if public else name):
+                    raise ReplayFailure(file, "bundle", f"evaluation split_origin is not {name}'s")
+                if self.superseded(evaluation.get("spec_version"), index, entry["created_utc"]):
+                    raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made under a superseded spec")
+            predictions = self.blob(entry["predictions_sha256"], index, "predictions_sha256")
+            if predictions is not None:
+                self.check_predictions(entry, predictions)
+            reveal = self.reveal_docs.get(entry["generation"])
+            if reveal is not None and "labels_hash" in entry:
+                cases = [c for c in reveal["cases"] if c["task"] == entry["task"]]
+                order = (reveal["order"] or {}).get(entry["task"])
+                by_id = {c["case_id"]: c for c in cases}
+                ids = order if order is not None else sorted(by_id)
+                labels = [by_id[c]["label"] for c in ids]
+                if hashlib.sha256(jcs(labels)).hexdigest() != entry["labels_hash"]:
+                    raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: labels_hash is not the revealed labels'")
+
+    def check_predictions(self, entry: dict[str, Any], data: bytes) -> None:
+        digest = entry["predictions_sha256"]
+        file = f"blobs/sha256/{digest[:2]}/{digest}"
+        try:
+            arrays = read_npz(data)
+            (marker,) = _unicode_items(*arrays["format"])
+        except (KeyError, ValueError, zipfile.BadZipFile, SyntaxError) as exc:
+            raise ReplayFailure(file, "predictions", f"not a stored-predictions npz ({exc})") from None
+        expected = {"format", "clean_probs", *(f"perturbed_labels.{p}" for p in PERTURBATIONS)}
+        if marker != PREDICTIONS_FORMAT or not expected <= set(arrays) <= expected | {"template_probs",
+                                                                                         "fraction_probs"}:
+            raise ReplayFailure(file, "predictions", "members or format marker are not stored predictions v1")
+        descr, shape, _ = arrays["clean_probs"]
+        if descr != "<f4" or len(shape) != 2 or ("n_test" in entry and shape[0] != entry["n_test"]):
+            raise ReplayFailure(file, "predictions", "clean_probs is not <f4 (n_test, K)")
+
+    # R11 -----------------------------------------------------------------------------------------------
+    def passports(self) -> list[int]:
+        done = []
+        for index, entry in enumerate(self.entries):
+            if entry["type"] != "passport":
+                continue
+            digest = entry["passport_sha256"]
+            data = self.blob(digest, index, "passport_sha256")
+            if data is None:
+                continue
+            file = f"blobs/sha256/{digest[:2]}/{digest}"
+            doc = canonical_document(file, data, newline=False)
+            self.check_passport(file, doc, entry, index)
+            done.append(index)
+        return done
+
+    def check_passport(self, file: str, doc: Any, entry: dict[str, Any], index: int) -> None:
+        self.signed_document(file, doc)
+        if self.superseded(doc.get("spec_version"), index, str(doc.get("issued_utc"))):
+            raise ReplayFailure(file, "passport", "issued under a spec version already superseded")
+        for member in ("passport_version", "spec_version", "subject", "computed", "declared", "observed",
+                       "issued_utc", "expiry_utc", "expiry_basis", "canonicalisation"):
+            if member not in doc:
+                raise ReplayFailure(file, "passport", f"lacks {member}")
+        if doc["subject"].get("model_id") != entry["model_id"]:
+            raise ReplayFailure(file, "passport", f"subject.model_id is not entry {index}'s")
+        heldout = doc["computed"].get("heldout")
+        if not isinstance(heldout, dict) or heldout.get("generation") != entry["generation"]:
+            raise ReplayFailure(file, "passport", f"computed.heldout.generation is not entry {index}'s")
+        seal_index, seal = self.seal_entries[entry["generation"]]
+        expected = {"ledger_id": self.ledger_id, "set_hash": seal["set_hash"], "seal_index": seal_index,
+                    "manifest_sha256": seal["manifest_sha256"], "expiry_utc": seal["expiry_utc"],
+                    "note_verifier_key": verifier_key(self.ledger_key.name, self.ledger_key.public_key)}
+        for member, value in expected.items():
+            if heldout.get(member) != value:
+                raise ReplayFailure(file, "passport", f"computed.heldout.{member} is not the ledger's")
+        checkpoint = heldout.get("checkpoint") or {}
+        note = verify_note(str(checkpoint.get("note")), file, self.ledger_key, self.origin)
+        if checkpoint.get("size") != note.size or checkpoint.get("root_b64") != base64.b64encode(note.root).decode():
+            raise ReplayFailure(file, "passport", "checkpoint size or root_b64 is not its note's")
+        if note.size > index or mth(self.leaves[:note.size]) != note.root:
+            raise ReplayFailure(file, "passport", "its checkpoint is not a tree head of this ledger before it")
+        evaluations = doc["computed"].get("evaluations")
+        cited = heldout.get("bundles")
+        if not isinstance(cited, list) or not isinstance(evaluations, list) or len(cited) != len(evaluations):
+            raise ReplayFailure(file, "passport", "computed.heldout.bundles and computed.evaluations differ in length")
+        for k, (ref, evaluation) in enumerate(zip(cited, evaluations, strict=True)):
+            at = ref.get("index")
+            if not isinstance(at, int) or not 0 <= at < note.size:
+                raise ReplayFailure(file, "passport", f"bundles[{k}] lies outside its checkpoint")
+            bundle = self.entries[at]
+            if bundle["type"] != "bundle" or bundle["model_id"] != entry["model_id"] \
+                    or bundle["generation"] != entry["generation"]:
+                raise ReplayFailure(file, "passport", f"bundles[{k}] is not a bundle of the model on the generation")
+            leaf = self.leaves[at]
+            if b64decode_canonical(ref.get("leaf_hash_b64"), file, "leaf_hash_b64") != leaf:
+                raise ReplayFailure(file, "passport", f"bundles[{k}].leaf_hash_b64 is not entry {at}'s leaf hash")
+            path = [b64decode_canonical(h, file, "inclusion_proof") for h in ref.get("inclusion_proof") or []]
+            if root_from_inclusion(at, note.size, leaf, path) != note.root:
+                raise ReplayFailure(file, "passport", f"bundles[{k}]: inclusion proof does not lead to the root")
+            for member in ("evaluation_sha256", "predictions_sha256", "task"):
+                if ref.get(member) != bundle.get(member):
+                    raise ReplayFailure(file, "passport", f"bundles[{k}].{member} is not entry {at}'s")
+            if hashlib.sha256(jcs(evaluation)).hexdigest() != bundle["evaluation_sha256"]:
+                raise ReplayFailure(file, "passport", f"evaluations[{k}] is not the evaluation entry {at} logged")
+        audit = doc["computed"].get("audit") or {}
+        then = audit.get("ledger_entries")
+        if not isinstance(then, int) or not 0 < then <= index or audit.get("ledger_intact") is not True \
+                or audit.get("ledger_head") != mth(self.leaves[:then]).hex():
+            raise ReplayFailure(file, "passport", "computed.audit is not this ledger's head before the passport")
+
+    # R12 ------------------------------------------------------------------------------------------------
+    def manifest_claims(self) -> None:
+        m = self.manifest
+        present = sorted(self.blob_files)
+        referenced = sorted(set(self.referenced) - set(self.blob_files))
+        seals_folder = self.folder / "seals"
+        claims = {
+            "ledger_id": self.ledger_id,
+            "origin": self.origin,
+            "size": len(self.lines),
+            "root": base64.b64encode(self.root).decode(),
+            "note_verifier_key": verifier_key(self.ledger_key.name, self.ledger_key.public_key),
+            "checkpoints": sorted(self.notes),
+            "blobs": present,
+            "missing_blobs": referenced,
+            "keys": sorted(self.key_files_found),
+            "seals": sorted(p.name for p in seals_folder.iterdir()) if seals_folder.is_dir() else [],
+            "entries": {"file": ENTRIES, "count": len(self.lines),
+                        "sha256": hashlib.sha256(self.read(ENTRIES)).hexdigest()},
+        }
+        for member, value in claims.items():
+            if m[member] != value:
+                raise ReplayFailure(MANIFEST, "export", f"{member} does not describe the export")
+
+
+def replay_export(folder: Path, ledger_id: str) -> Summary:
+    """Replay the export in ``folder`` as the ledger ``ledger_id`` (the id the auditor pins); raise
+    :class:`ReplayFailure` at the first broken rule."""
+    r = _Replay(folder, ledger_id)
+    r.manifest_file()     # R1
+    r.entries_file()      # R2, R3
+    r.checkpoints()       # R4, R5
+    r.key_files()         # R6
+    r.blobs()             # R7
+    r.seals()             # R8
+    r.reveals()           # R9
+    r.bundles()           # R10
+    passports = r.passports()  # R11
+    r.manifest_claims()   # R12
+    types: dict[str, int] = {}
+    for entry in r.entries:
+        types[entry["type"]] = types.get(entry["type"], 0) + 1
+    return Summary(ledger_id=r.ledger_id, size=len(r.lines), root=r.root, checkpoints=sorted(r.notes),
+                   entry_types=types, blobs_checked=len(r.blob_files), seals=sorted(r.seal_docs),
+                   reveals=sorted(r.reveal_docs), passports=passports, missing_blobs=sorted(r.missing))
