@@ -96,6 +96,12 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[
                                                     "--store", str(store)))
     add("consistency-proof", "ledger consistency", _cli_json("ledger", "consistency", built.ledger_id, "--old", "3",
                                                              "--json", "--store", str(store)))
+    site = root / "site"
+    with command_clock(ISSUE_AT):
+        result = CliRunner().invoke(app, ["site", "build", str(site), "--from", str(export), "--release-tag", "t"])
+    assert result.exit_code == 0, result.output
+    add("site-manifest", "site manifest.json", load(site / "manifest.json"))
+    add("site-leaderboard", "site leaderboard.json", load(site / "leaderboard.json"))
     examples = document_examples((REPO_ROOT / "docs" / "FORMATS.md").read_text(encoding="utf-8"))
     assert examples == build_examples()
     for name in ("member-proof", "reveal", "seal-manifest", "audit-report"):
