@@ -423,3 +423,45 @@ def test_the_site_works_moved_elsewhere(browser: Any, site: tuple[SiteFixture, P
                                                   f"{page.text_content('#build-verdict')}"
     assert all(url.startswith(moved.as_uri()) for url in requests) and problems == []
     context.close()
+
+
+TIMES = [
+    "2026-09-20T00:00:00Z", "2026-09-20", "20260920", "2026-09-20T00:00", "2026-09-20T00", "2026-09-20 00:00:00+02:00",
+    "2026-09-20T00:00:00.123456Z", "2026-09-20T00:00:00.1Z", "2026-09-20T000000Z", "2026-09-20T00:00:00-0130",
+    "2026-02-29T00:00:00Z", "2024-02-29", "2026-13-01", "2026-09-31", "2026-09-20T24:00:00Z", "garbage", "",
+    " 2026-09-20T00:00:00Z ", "2026-09-20T00:00:00+00:00:30", "2026-09-20x00:00:00", "2026-W38-7", "2026-263",
+    "2026-09-20T00:00:00.1234567Z", "2026-09-20T00:00:00,5Z", "2026-09-20T0000", "2026-09-20T00:00:00+02",
+    "0099-01-01", "2026-09-20T00:00:00.Z", "2026-09-20T1:00", "2026-9-20", "2026-09-20T00:00:00z",
+    "2026-09-20T00:00:00+24:00", "2026-09-20T00:00:00.123+01:30:15.5", "2026-W38", "2026W387", "2026W38",
+    "2026-W53-1", "2020-W53-7", "2026-W00-1", "2026-W38-8", "2026-W38-0", "2026-09-20T00:00:00.1234567890Z",
+    "2026-09-20T00:00:00.+01:00", "2026-09-20T00:00.5", "2026-09-20T00:00:00+013015", "2026-09-20T00:00:00+01:30:15",
+    "2026-09-20T00.5", "2026-09-20T00:00:00+01:3", "2026-09-20T00:00:00+1", "2026-W38-7T12:00Z", "2026-09-20T12Z",
+    "20260920T120000Z", "2026-0920", "202609-20", "2026-09-20T00:00:00+00:00Z", "2026-09-20T23:59:60Z",
+    "2026-09-20T00:00:00-00:00", "2026-09-20T00:00:00.0000005Z", "2026-09-20T", "2026-09-20T00:00:00+01:75",
+    "2026-09-20T00:00:00:5", "2026-09-20T0000001", "2026-09-20Z", "2025-W53-1", "9999-12-31T23:59:59Z",
+]
+
+
+def test_times_are_read_as_the_cli_reads_them(browser: Any, site: tuple[SiteFixture, Path]) -> None:
+    """Passport times (issued, expiry, --at) accepted or refused exactly as seals.parse_utc does, with the same
+    instant: a signed passport with an unusual but valid time gets the same verdict in both."""
+    from datetime import UTC, datetime
+
+    from keys import HeldoutError
+    from seals import parse_utc
+
+    _, out = site
+    expected: list[int | None] = []
+    for text in TIMES:
+        try:
+            moment = parse_utc(text)
+        except HeldoutError:
+            expected.append(None)
+            continue
+        delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+        expected.append((delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
+    context, page, _, _ = open_page(browser, passport_pages(out)[0])
+    got = page.evaluate("""ts => ts.map(t => { try { return window.heldoutVerify.parseUtc(t, 'time'); }
+                                             catch (e) { return null; } })""", TIMES)
+    assert list(zip(TIMES, got, strict=True)) == list(zip(TIMES, expected, strict=True))
+    context.close()

@@ -259,46 +259,160 @@
   const canonicalBytes = (v) => jcsBytes(prepare(v));
 
   // --- times (seals.timeutil) --------------------------------------------------------------------------------
-  /* ISO 8601 as Python 3.11's datetime.fromisoformat reads it (after "Z" -> "+00:00"); naive means UTC.
+  /* parse_utc: strip, a final "Z"/"z" becomes "+00:00", then datetime.fromisoformat as CPython 3.11 reads it
+   * (the date forms YYYY-MM-DD, YYYYMMDD and ISO weeks; any one character before the time; HH[:MM[:SS]] with or
+   * without colons and a fraction of a second; an offset of the same form, under 24 hours); naive means UTC.
+   * A port of the parser's rules, so a time the CLI accepts is accepted here and one it refuses is refused.
    * Returns microseconds since the epoch. */
+  const isDigit = (c) => c !== undefined && c >= "0" && c <= "9";
+
+  function digitsAt(s, pos, count, end) {
+    if (pos + count > end) return null;
+    let value = 0;
+    for (let k = pos; k < pos + count; k++) {
+      if (!isDigit(s[k])) return null;
+      value = value * 10 + (s.charCodeAt(k) - 48);
+    }
+    return value;
+  }
+
+  /* CPython's parse_hh_mm_ss_ff: [hour, minute, second, microsecond, rest] or a negative code. rest is 1 when
+   * characters follow the parsed part. */
+  function hhmmssff(s, start, end) {
+    const values = [0, 0, 0];
+    let p = start;
+    let hasSeparator = true;
+    for (let i = 0; i < 3; i++) {
+      const v = digitsAt(s, p, 2, end);
+      if (v === null) return -3;
+      values[i] = v;
+      p += 2;
+      const c = p < s.length ? s[p] : "\0";
+      p++;
+      if (i === 0) hasSeparator = c === ":";
+      if (p >= end) return [...values, 0, c !== "\0" ? 1 : 0];
+      if (hasSeparator && c === ":") continue;
+      if (c === "." || c === ",") break;
+      if (!hasSeparator) { p--; continue; }
+      return -4;
+    }
+    const remains = end - p;
+    const take = Math.min(remains, 6);
+    const f = take === 0 ? 0 : digitsAt(s, p, take, end);
+    if (f === null) return -3;
+    p += take;
+    const micro = take === 0 ? 0 : f * 10 ** (6 - take);
+    while (p < end && isDigit(s[p])) p++;
+    return [...values, micro, p < s.length ? 1 : 0];
+  }
+
+  function findDateEnd(s) {
+    const n = s.length;
+    if (n === 7) return 7;
+    if (s[4] === "-") {
+      if (s[5] === "W") {
+        if (n > 8 && s[8] === "-") {
+          if (n === 9) return -1;
+          return n > 10 && isDigit(s[10]) ? 8 : 10;
+        }
+        return 8;
+      }
+      return 10;
+    }
+    if (s[4] === "W") {
+      let idx = 7;
+      while (idx < n && isDigit(s[idx])) idx++;
+      if (idx < 9) return idx;
+      return idx % 2 === 0 ? 7 : 8;
+    }
+    return 8;
+  }
+
+  const daysIn = (y, m) => [31, (y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0)) ? 29 : 28, 31, 30, 31, 30, 31,
+    31, 30, 31, 30, 31][m - 1];
+
+  function epochDay(y, m, d) {
+    const date = new Date(0);
+    date.setUTCFullYear(y, m - 1, d); // not Date.UTC, which reads years 0..99 as 1900..1999
+    return Math.round(date.getTime() / 86400000);
+  }
+
+  function parseDate(s, len) {
+    const year = digitsAt(s, 0, 4, s.length);
+    if (year === null) return null;
+    let p = 4;
+    const dash = s[p] === "-";
+    if (dash) p++;
+    if (s[p] === "W") {
+      p++;
+      const week = digitsAt(s, p, 2, s.length);
+      if (week === null) return null;
+      p += 2;
+      let day = 1;
+      if (p < len) {
+        if (dash && s[p++] !== "-") return null;
+        day = digitsAt(s, p, 1, s.length);
+        if (day === null) return null;
+      }
+      if (year < 1 || year > 9999) return null;
+      const jan1 = epochDay(year, 1, 1);
+      const weekday = ((jan1 % 7) + 7 + 3) % 7; // Monday 0 (1970-01-01 was a Thursday)
+      if (week < 1 || week > 53 || day < 1 || day > 7) return null;
+      if (week === 53) {
+        const leap = daysIn(year, 2) === 29;
+        if (!(weekday === 3 || (weekday === 2 && leap))) return null;
+      }
+      const monday1 = jan1 - weekday + (weekday > 3 ? 7 : 0);
+      const date = new Date((monday1 + (week - 1) * 7 + (day - 1)) * 86400000);
+      return [date.getUTCFullYear(), date.getUTCMonth() + 1, date.getUTCDate()];
+    }
+    const month = digitsAt(s, p, 2, s.length);
+    if (month === null) return null;
+    p += 2;
+    if (dash && s[p++] !== "-") return null;
+    const day = digitsAt(s, p, 2, s.length);
+    if (day === null) return null;
+    return [year, month, day];
+  }
+
   function parseUtc(text, what) {
     if (typeof text !== "string") fail(`${what} is not a string`);
     let raw = text.trim();
     if (raw.endsWith("Z") || raw.endsWith("z")) raw = raw.slice(0, -1) + "+00:00";
     const bad = () => fail(`${what} ${JSON.stringify(text)} is not an ISO 8601 time such as 2026-08-04T00:00:00Z`);
-    let m = /^(\d{4})-(\d{2})-(\d{2})/.exec(raw) || /^(\d{4})(\d{2})(\d{2})/.exec(raw);
-    if (!m) bad();
-    const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
-    let rest = raw.slice(m[0].length);
+    if (raw.length < 7) bad();
+    const dateEnd = findDateEnd(raw);
+    if (dateEnd < 0) bad();
+    const ymd = parseDate(raw, dateEnd);
+    if (!ymd) bad();
+    const [year, month, day] = ymd;
     let hour = 0, minute = 0, second = 0, micro = 0, offset = 0;
-    if (rest.length) {
-      rest = rest.slice(1); // any single separator character
-      const t = /^(\d{2})(?::?(\d{2})(?::?(\d{2})(?:[.,](\d{1,6}))?)?)?/.exec(rest);
-      if (!t) bad();
-      hour = Number(t[1]);
-      minute = t[2] ? Number(t[2]) : 0;
-      second = t[3] ? Number(t[3]) : 0;
-      micro = t[4] ? Number(t[4].padEnd(6, "0")) : 0;
-      const colons = (t[0].match(/:/g) || []).length;
-      const parts = 1 + (t[2] ? 1 : 0) + (t[3] ? 1 : 0);
-      if (colons !== 0 && colons !== parts - 1) bad();
-      rest = rest.slice(t[0].length);
-      if (rest.length) {
-        const z = /^([+-])(\d{2})(?::?(\d{2})(?::?(\d{2})(?:\.(\d{1,6}))?)?)?$/.exec(rest);
-        if (!z) bad();
-        const sign = z[1] === "-" ? -1 : 1;
-        const oh = Number(z[2]), om = z[3] ? Number(z[3]) : 0, os = z[4] ? Number(z[4]) : 0;
-        if (oh > 23 || om > 59 || os > 59) bad();
-        offset = sign * ((oh * 3600 + om * 60 + os) * 1e6 + (z[5] ? Number(z[5].padEnd(6, "0")) : 0));
+    if (raw.length > dateEnd) {
+      const t = raw.slice(dateEnd + 1);
+      let tz = 0;
+      while (tz < t.length && !"Z+-".includes(t[tz])) tz++;
+      if (t.length === 0) bad();
+      const parsed = hhmmssff(t, 0, tz);
+      if (!Array.isArray(parsed)) bad();
+      [hour, minute, second, micro] = parsed;
+      if (tz === t.length) {
+        if (parsed[4] === 1) bad();
+      } else if (t[tz] === "Z") {
+        if (tz + 1 !== t.length) bad();
+      } else {
+        const sign = t[tz] === "-" ? -1 : 1;
+        const zone = hhmmssff(t, tz + 1, t.length);
+        if (!Array.isArray(zone) || zone[4] !== 0) bad();
+        offset = sign * ((zone[0] * 3600 + zone[1] * 60 + zone[2]) * 1e6 + zone[3]);
+        if (Math.abs(offset) >= 86400e6) bad();
       }
     }
-    const days = new Date(Date.UTC(2000, month, 0)).getUTCDate() - (month === 2 && !(year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)) ? 1 : 0);
-    if (year < 1 || month < 1 || month > 12 || day < 1 || day > days || hour > 23 || minute > 59 || second > 59) bad();
+    if (year < 1 || month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 ||
+        second > 59) bad();
     const date = new Date(0);
-    date.setUTCFullYear(year, month - 1, day); // not Date.UTC, which reads years 0..99 as 1900..1999
+    date.setUTCFullYear(year, month - 1, day);
     date.setUTCHours(hour, minute, second, 0);
-    const base = date.getTime();
-    return base * 1000 + micro - offset;
+    return date.getTime() * 1000 + micro - offset;
   }
 
   function formatUtc(micros) {
