@@ -465,3 +465,35 @@ def test_times_are_read_as_the_cli_reads_them(browser: Any, site: tuple[SiteFixt
                                              catch (e) { return null; } })""", TIMES)
     assert list(zip(TIMES, got, strict=True)) == list(zip(TIMES, expected, strict=True))
     context.close()
+
+
+JSON_TEXTS = [
+    '{"a":1}', '{"a":1,"a":2}', '{"a":1,}', '[1,]', '{,}', '01', '1.', '.5', '-', '+1', '1e', '1e5', '-0', '-0.0',
+    '1E+2', 'NaN', 'Infinity', '-Infinity', '[NaN]', ' \t\n\r{"a":[]} \n', '\f{}', '{"a":"\x01"}', '{"a":"\\x"}',
+    '{"a":"\\u12"}', '{"a":"\\ud800"}', '{"\\ud800":1}', '{"a":"\\ud83d\\ude00"}', '\ufeff{}', '{"a":1}x', '[]',
+    '"text"', 'true', 'null', '{"b":1,"a":{"d":[1,2.5,{"c":null}],"c":"\\u00e9\\n"}}', '{"a":1e400}',
+    '{"a":123456789012345678901234567890}', '{"a":0.1e-7}', '{"a":"</script>"}', '{"a" :1 , "b":[ 1 , 2 ]}',
+    '', '   ', '{"a":tru}', '{"a":nul}', '{"a":"\\/"}', '{"é":1,"e":2,"z":3,"Z":4}', '[1,2', '{"a":1', '"\\u0000"',
+    '{"__proto__":{"x":1},"constructor":2}', '{"1":1,"a":2,"10":3}', '1.0', '100', '1e21', '1e-7', '0.000001',
+]
+
+
+def test_json_and_canonical_bytes_as_python_reads_and_writes_them(browser: Any, site: tuple[SiteFixture, Path]) -> None:
+    """Strict JSON (duplicate members, NaN, bad escapes refused as seals.parse_json refuses them) and RFC 8785
+    bytes of what was read (lone surrogates refused as seals.jcs_bytes refuses them)."""
+    from keys import HeldoutError
+    from seals import jcs_bytes, parse_json
+
+    _, out = site
+    expected: list[str | None] = []
+    for text in JSON_TEXTS:
+        try:
+            expected.append(jcs_bytes(parse_json(text)).decode("utf-8"))
+        except HeldoutError:
+            expected.append(None)
+    context, page, _, _ = open_page(browser, passport_pages(out)[0])
+    got = page.evaluate("""ts => ts.map(t => {
+        try { return window.heldoutVerify.jcs(window.heldoutVerify.parseJson(t)); } catch (e) { return null; }
+    })""", JSON_TEXTS)
+    assert list(zip(JSON_TEXTS, got, strict=True)) == list(zip(JSON_TEXTS, expected, strict=True))
+    context.close()
