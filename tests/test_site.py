@@ -206,3 +206,23 @@ def test_reliability_bins_from_a_reveal_reproduce_the_signed_ece(site_store: Sit
                 assert abs(ece - evaluation["dimensions"]["calibration"]["ece"]) < 1e-5
             checked.add(record.generation)
         assert checked == {"gen1", "public"}
+
+
+def test_site_build_does_not_import_torch(site_store: SiteFixture, tmp_path: Path) -> None:
+    """The site is built with the auditor's install (core only): torch and the rest are never loaded."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+    from tests.test_no_torch import PROBE
+
+    home = tmp_path / "home"
+    home.mkdir()
+    argv = ["site", "build", str(tmp_path / "site"), "--from", str(site_store.export), "--at", SITE_AT]
+    result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv)], capture_output=True, text=True,
+                            timeout=300, check=False, env={**os.environ, "HOME": str(home)}, cwd=REPO_ROOT)
+    line = next((line for line in result.stdout.splitlines() if line.startswith("PROBE ")), None)
+    assert line is not None, result.stdout + result.stderr
+    assert json.loads(line[len("PROBE "):]) == {"code": 0, "heavy": []}
+    assert (tmp_path / "site" / "index.html").is_file()
