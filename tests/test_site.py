@@ -226,3 +226,29 @@ def test_site_build_does_not_import_torch(site_store: SiteFixture, tmp_path: Pat
     assert line is not None, result.stdout + result.stderr
     assert json.loads(line[len("PROBE "):]) == {"code": 0, "heavy": []}
     assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_markup_in_logged_names_is_escaped(tmp_path: Path) -> None:
+    """A model id carrying markup (the operator, or whoever names models, controls it) is shown as text on every
+    page and never becomes an element; the passport page's file name is sanitised."""
+    from tests.audit_support import add_bundle, build_store, command_clock
+    from tests.site_support import ISSUE_AT
+
+    fixture = build_store(tmp_path, bundles_per_generation=0)
+    hostile = '<img src=x onerror=alert(1)>"</script><script>alert(2)</script>'
+    add_bundle(fixture.store, "gen2", hostile, seed=7)
+    with command_clock(ISSUE_AT):
+        assert run("audit", fixture.ledger_id, "--store", str(fixture.store)).exit_code == 0
+        issued = run("passport", "issue", hostile, "--generation", "gen2", "--store", str(fixture.store))
+        assert issued.exit_code == 0, issued.output
+    out = tmp_path / "site"
+    code, output = build(out, "--store", str(fixture.store), "--at", SITE_AT)
+    assert code == 0, output
+    pages = list(out.rglob("*.html"))
+    assert len(list((out / "passports").glob("*.html"))) == 1
+    for page in pages:
+        text = page.read_text()
+        assert "<img src=x" not in text and "<script>alert" not in text, page
+        assert text.count("<script") == text.count("</script>")
+    assert all(c.isalnum() or c in "-_." for c in next((out / "passports").glob("*.html")).name)
+    assert "&lt;img src=x onerror=alert(1)&gt;" in (out / "index.html").read_text()
