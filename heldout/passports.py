@@ -289,13 +289,29 @@ def verify_passport_on_ledger(doc: Any, trusted: PublicKey | TrustedKey, view: L
         proof = [b64decode_strict(h, what="inclusion proof") for h in ref.get("inclusion_proof") or []]
         verify_inclusion(index, checkpoint.size, leaf_hash(data), proof, checkpoint.root)
         entry = parse_json_object(data, what=f"entry {index}")
-        if entry.get("evaluation_sha256") != ref.get("evaluation_sha256"):
-            raise VerificationError(f"cited bundle {index} carries another evaluation", index=index,
-                                    field=f"computed.heldout.bundles[{position}].evaluation_sha256")
+        # The cited entry must be this model's bundle on this generation (FORMATS.md rule 11): otherwise a
+        # passport could carry another model's logged evaluation under its own name.
+        expected = {"type": "bundle", "model_id": verdict.passport.model_id, "generation": heldout.get("generation"),
+                    "task": ref.get("task"), "evaluation_sha256": ref.get("evaluation_sha256"),
+                    "predictions_sha256": ref.get("predictions_sha256")}
+        for member, value in expected.items():
+            if entry.get(member) != value:
+                raise VerificationError(f"cited entry {index} is not the passport's bundle ({member} differs)",
+                                        index=index, field=f"computed.heldout.bundles[{position}]",
+                                        expected=value, found=entry.get(member))
+        if ref.get("leaf_hash_b64") != b64encode(leaf_hash(data)):
+            raise VerificationError(f"cited bundle {index}: leaf_hash_b64 is not the entry's leaf hash", index=index,
+                                    field=f"computed.heldout.bundles[{position}].leaf_hash_b64")
         evaluation = verdict.passport.evaluations[position]
         if sha256_hex(canonical_bytes(evaluation)) != entry.get("evaluation_sha256"):
             raise VerificationError(f"evaluation {position} of the passport is not the one bundle {index} logged",
                                     index=index, field=f"computed.evaluations[{position}]")
+    cited = len(heldout.get("bundles") or [])
+    if len(verdict.passport.evaluations) != cited:
+        # An evaluation no cited bundle logged would be signed content the ledger never saw.
+        raise VerificationError("the passport carries evaluations that no cited bundle logged",
+                                field="computed.evaluations", expected=cited,
+                                found=len(verdict.passport.evaluations))
     generations = load_generations(view.entries(), at)
     name = heldout.get("generation")
     state = generations.get(str(name))

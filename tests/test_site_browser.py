@@ -285,7 +285,10 @@ def corpus(base_text: str, gen1_set_hash: str, other_entry: int) -> list[tuple[s
     resigned("ledger id changed", set_path(("computed", "heldout", "ledger_id"), "0" * 20))
     resigned("model id removed", lambda doc: doc["subject"].pop("model_id"))
     resigned("issuer key id changed", set_path(("issuer", "key_id"), "test-key-9"))
-    # The CLI accepts evaluations beyond the cited bundles (exit 0 today); the browser must agree either way.
+    resigned("subject is another model", set_path(("subject", "model_id"), "model_9"))
+    resigned("cited task renamed", set_path((*bundle, "task"), "breastmnist"))
+    resigned("leaf hash flipped", set_path((*bundle, "leaf_hash_b64"), flip(heldout["bundles"][0]["leaf_hash_b64"])))
+    resigned("predictions hash changed", set_path((*bundle, "predictions_sha256"), "0" * 64))
     resigned("an extra evaluation appended", lambda doc: doc["computed"]["evaluations"].append(
         doc["computed"]["evaluations"][0]))
     float_index = _resigned(base).replace(f'"index": {index},', f'"index": {index}.0,')
@@ -360,8 +363,12 @@ def test_agreement_corpus_browser_equals_cli(browser: Any, site: tuple[SiteFixtu
     assert by_name["re-signed: evaluation float given 7 decimals that round back"] == 0  # the emit rule
     assert by_name["re-signed: bundle index true"] == 2
     assert by_name["re-signed: expiry in the past"] == 3
-    assert by_name["re-signed: generation gen1 with its set hash"] == 4
+    assert by_name["re-signed: generation gen1 with its set hash"] == 1  # its cited bundles are on gen2
+    assert {code for name, code in by_name.items() if "__gen1.html" in name} == {4}  # gen1 retired: lapsed
     assert by_name["reference at 2026-08-04T00:00:00Z"] == 0
+    assert by_name["re-signed: an extra evaluation appended"] == 1  # signed content no bundle logged
+    for name in ("subject is another model", "cited task renamed", "leaf hash flipped", "predictions hash changed"):
+        assert by_name[f"re-signed: {name}"] == 1, name  # the cited entry must be this model's bundle
     exits = {code for code, _ in expected}
     assert {0, 1, 2, 3, 4} <= exits  # the corpus reaches every verdict the CLI can give here
 

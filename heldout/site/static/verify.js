@@ -571,6 +571,9 @@
   const truthy = (v) => !(v === null || v === undefined || v === false || v === 0 || v === "" ||
     (Array.isArray(v) && v.length === 0) || (isObject(v) && Object.keys(v).length === 0));
   const get = (o, k) => (isObject(o) && has(o, k) ? o[k] : undefined);
+  /* Python's == on parsed JSON values (a missing member is None, like dict.get). */
+  const sameJson = (a, b) => jcsOrNull(a === undefined ? null : a) === jcsOrNull(b === undefined ? null : b);
+  const jcsOrNull = (v) => { try { return jcsText(v); } catch (e) { return Symbol("unwritable"); } };
 
   function parseIssuer(body) {
     if (!isObject(body)) fail("document has no issuer object");
@@ -678,14 +681,24 @@
       const data = utf8(text);
       await verifyInclusion(index, checkpoint.size, await leafHash(data), proof, checkpoint.root);
       const entry = parseJsonObject(text, `entry ${index}`);
-      if (get(entry, "evaluation_sha256") !== get(ref, "evaluation_sha256")) {
-        fail(`cited bundle ${index} carries another evaluation`);
+      // The cited entry must be this model's bundle on this generation (FORMATS.md rule 11).
+      const expected = [["type", "bundle"], ["model_id", passport.modelId], ["generation", get(heldout, "generation")],
+        ["task", get(ref, "task")], ["evaluation_sha256", get(ref, "evaluation_sha256")],
+        ["predictions_sha256", get(ref, "predictions_sha256")]];
+      for (const [member, value] of expected) {
+        if (!sameJson(get(entry, member), value)) fail(`cited entry ${index} is not the passport's bundle (${member} differs)`);
+      }
+      if (get(ref, "leaf_hash_b64") !== b64encode(await leafHash(data))) {
+        fail(`cited bundle ${index}: leaf_hash_b64 is not the entry's leaf hash`);
       }
       if (position >= passport.evaluations.length) fail(`the passport has no evaluation ${position}`);
       const digest = hex(await sha256(canonicalBytes(passport.evaluations[position])));
       if (digest !== get(entry, "evaluation_sha256")) {
         fail(`evaluation ${position} of the passport is not the one bundle ${index} logged`);
       }
+    }
+    if (passport.evaluations.length !== bundles.length) {
+      fail("the passport carries evaluations that no cited bundle logged");
     }
     // Generations and supersessions from the entries the page proves included in the head.
     const generations = new Map();
