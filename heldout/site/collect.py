@@ -12,7 +12,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -201,9 +201,12 @@ def collect(export: LedgerExport, *, at: datetime | None, release_tag: str | Non
             verdict = verify_passport_on_ledger(doc, trusted, view, export.ledger_key, at=at)
         except HeldoutError as exc:
             raise _refuse(f"passport of entry {index}", path, exc) from None
-        if verdict.passport.model_id != entry.get("model_id") or \
-                (verdict.passport.heldout or {}).get("generation") != entry.get("generation"):
+        heldout = verdict.passport.heldout or {}
+        if verdict.passport.model_id != entry.get("model_id") or heldout.get("generation") != entry.get("generation"):
             raise SiteBuildRefused(f"passport of entry {index} is not for the model and generation the entry names",
+                                   index=index, file=str(path))
+        if not int((heldout.get("checkpoint") or {}).get("size") or 0) <= index:
+            raise SiteBuildRefused(f"passport of entry {index} cites a checkpoint that is not before it",
                                    index=index, file=str(path))
         record = PassportRecord(entry_index=index, sha256=digest, data=data, doc=doc, verdict=verdict,
                                 exit_code=verdict.exit_code)
@@ -231,9 +234,5 @@ def _check_seal_files(export: LedgerExport, entries: list[tuple[int, dict[str, A
 
 
 def _superseded(record: PassportRecord, by: int) -> PassportRecord:
-    return PassportRecord(entry_index=record.entry_index, sha256=record.sha256, data=record.data, doc=record.doc,
-                          verdict=record.verdict, exit_code=record.exit_code, superseded_by=by)
+    return replace(record, superseded_by=by)
 
-
-def root_b64(checkpoint: Checkpoint) -> str:
-    return b64encode(checkpoint.root)
