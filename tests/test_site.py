@@ -252,3 +252,33 @@ def test_markup_in_logged_names_is_escaped(tmp_path: Path) -> None:
         assert text.count("<script") == text.count("</script>")
     assert all(c.isalnum() or c in "-_." for c in next((out / "passports").glob("*.html")).name)
     assert "&lt;img src=x onerror=alert(1)&gt;" in (out / "index.html").read_text()
+
+
+def test_a_logged_passport_that_does_not_verify_stops_the_build_naming_it(tmp_path: Path) -> None:
+    """The operator logs a passport whose content was changed after signing (the entry and the blob hash are
+    intact, the signature is not): the build refuses it by file instead of publishing an unverifiable row."""
+    from heldout.generations import ledger_signer, open_ledger
+    from heldout.store import Store
+    from ledger import BlobStore
+    from seals import canonical_bytes, parse_utc
+    from tests.audit_support import build_store, command_clock
+    from tests.site_support import ISSUE_AT
+
+    fixture = build_store(tmp_path)
+    with command_clock(ISSUE_AT):
+        assert run("audit", fixture.ledger_id, "--store", str(fixture.store)).exit_code == 0
+        assert run("passport", "issue", "model_0", "--generation", "gen2", "--store", str(fixture.store)).exit_code == 0
+    doc = json.loads((fixture.store / "passports" / "model_0__gen2.passport.json").read_text())
+    doc["computed"]["evaluations"][0]["composite"]["index"] = 99.9  # a better score, not re-signed
+    st = Store.open(fixture.store)
+    digest = BlobStore(st.blobs).put(canonical_bytes(doc))
+    with open_ledger(st) as ledger:
+        ledger.append({"type": "passport", "v": 1, "model_id": "model_0", "generation": "gen2",
+                       "passport_sha256": digest, "created_utc": ISSUE_AT}, signer=ledger_signer(st, ledger),
+                      now=parse_utc(ISSUE_AT))
+    out = tmp_path / "site"
+    code, output = build(out, "--store", str(fixture.store), "--at", SITE_AT)
+    assert code == 1, output
+    flat = output.replace("\n", "")
+    assert digest in flat and "signature does not verify" in flat
+    assert not out.exists()
