@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from heldout.audit import AuditReport, AuditSource, ExportSource, operator_source, run_audit
@@ -15,9 +14,9 @@ from heldout.cli.common import (
     JsonFlag,
     StoreOption,
     console,
-    err_console,
     handle_errors,
     open_store,
+    phase_progress,
     print_json,
     reference_time,
 )
@@ -64,15 +63,7 @@ def audit_command(
 
 
 def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool) -> AuditReport:
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True, disable=quiet) as bar:
-        tasks: dict[str, TaskID] = {}
-
-        def tick(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(tasks[phase], completed=done, total=total)
-
+    with phase_progress(disable=quiet) as tick:
         return run_audit(source, now=now, audit_command=command, progress=tick)
 
 

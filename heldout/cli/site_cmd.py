@@ -7,15 +7,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from heldout.cli.common import (
     NOW_ENV,
     JsonFlag,
     StoreOption,
     console,
-    err_console,
     handle_errors,
+    phase_progress,
     print_json,
     reference_time,
 )
@@ -44,15 +43,7 @@ def build(
         from heldout.store import default_store_path
 
         store = default_store_path()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True, disable=as_json) as bar:
-        phases: dict[str, TaskID] = {}
-
-        def tick(phase: str, done: int, total: int) -> None:
-            if phase not in phases:
-                phases[phase] = bar.add_task(phase, total=total)
-            bar.update(phases[phase], completed=done, total=total)
-
+    with phase_progress(disable=as_json) as tick:
         built = build_site(out, store=store, from_dir=from_dir, at=moment, release_tag=release_tag, progress=tick)
     if as_json:
         print_json({"out": str(built.out), "index": str(built.index), "files": built.files,
