@@ -432,7 +432,9 @@ def follow(
 ) -> None:
     """Accept the export's latest checkpoint only if it extends the last one accepted (consistency proof from
     the export's entries) and, with --policy, is cosigned by the quorum. A smaller size, another root at the
-    same size or an unproven larger one exits 1 and keeps both signed checkpoints as fork evidence."""
+    same size or an unproven larger one exits 1 and keeps both signed checkpoints as fork evidence.
+
+    Example: heldout ledger follow LEDGER_ID --from https://lab.example/export --policy ./policy.txt"""
     if not is_ledger_id(ledger.strip()):
         raise LedgerUsageError("follow pins the full ledger id (20 lowercase hex characters)", found=ledger[:80])
     policy = load_policy(policy_file) if policy_file is not None else None
