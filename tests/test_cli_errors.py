@@ -367,13 +367,12 @@ def test_every_command_reports_a_failing_disk_in_one_line_with_exit_2(
                          ids=lambda a: " ".join(a[:2]))
 def test_every_ledger_user_reports_a_failing_database_in_one_line_with_exit_2(
         built: AuditFixture, args: list[str], entry_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ledger.db
-    import ledger.ledger
+    import ledger.sqlite
 
     def failing(path: Path, **kwargs: object) -> object:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(ledger.ledger, "connect", failing)
+    monkeypatch.setattr(ledger.sqlite, "connect", failing)  # where the SQLite backend opens ledger files
     argv = [a if a != "1" else ("0" if i and args[i - 1] == "--index" else "1") for i, a in enumerate(args)]
     line = assert_one_line_error(invoke(*argv, "--store", str(built.store)))
     assert "disk I/O error" in line, line

@@ -494,7 +494,9 @@ def migrate(
 ) -> None:
     """Copy a ledger between backends (SQLite <-> PostgreSQL) row for row (nothing is re-signed) and prove the
     copy identical: it replays clean, holds the same entry bytes, checkpoints and cosignatures, and has the same
-    root at every checkpoint size. The copy appears only once proven."""
+    root at every checkpoint size. The copy appears only once proven.
+
+    Example: heldout ledger migrate ~/.local/share/heldout/ledgers postgresql://lab@db.example/heldout"""
     with open_migration_source(source, ledger) as opened:
         report = migrate_ledger(opened, backend_at(destination))
     if as_json:
