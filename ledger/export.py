@@ -266,6 +266,9 @@ class LedgerExport:
     def has_blob(self, sha256_hex: str) -> bool:
         return self.blobs.has(sha256_hex)
 
+    def blob_file(self, sha256_hex: str) -> str:
+        return str(self.blobs.path(sha256_hex).relative_to(self.folder))
+
     @property
     def ledger_key(self) -> TrustedKey:
         """The checkpoint key that entry 0 declares."""
@@ -284,6 +287,9 @@ class LedgerExport:
     def seal_paths(self) -> list[Path]:
         folder = self.folder / SEALS
         return sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+
+    def has_seal(self, name: str) -> bool:
+        return "/" not in name and not name.startswith(".") and (self.folder / SEALS / name).is_file()
 
     def seal_bytes(self, name: str) -> bytes:
         path = self.folder / SEALS / name

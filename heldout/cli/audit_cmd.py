@@ -30,7 +30,8 @@ from ledger.policy import Policy, load_policy
 def audit_command(
     ledger_id: Annotated[str, typer.Argument(help="The ledger id (20 hex; a unique prefix in operator mode).")],
     store: StoreOption = None,
-    from_dir: Annotated[Path | None, typer.Option("--from", help="Audit a public export as a third party.")] = None,
+    from_dir: Annotated[str | None, typer.Option(
+        "--from", help="Audit a public export, or a tiles directory or its http(s) URL, as a third party.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Where to write audit_report.json.")] = None,
     at: Annotated[str | None, typer.Option(help="Reference time (ISO 8601); default: now.")] = None,
     policy_file: Annotated[Path | None, typer.Option(

@@ -36,11 +36,12 @@ from ledger import (
     LedgerUsageError,
     ReplayReport,
     export_ledger,
-    open_export,
 )
 from ledger.entries import MAX_ENTRY_BYTES, is_ledger_id, is_ledger_prefix
 from ledger.follow import follow as follow_export
 from ledger.policy import load_policy
+from ledger.public import open_public_log
+from ledger.tiles import write_tiles
 from seals import format_utc, parse_json_object
 
 app = typer.Typer(help="The append-only ledger: entries, signed checkpoints, proofs, export and replay.",
@@ -301,7 +302,8 @@ PolicyOption = Annotated[Path | None, typer.Option(
 @handle_errors
 def verify(
     ledger: LedgerArg,
-    source: Annotated[Path | None, typer.Option("--from", help="Verify this export directory instead.")] = None,
+    source: Annotated[str | None, typer.Option(
+        "--from", help="Verify this export directory, or tiles directory or URL, instead.")] = None,
     store: StoreOption = None,
     policy_file: PolicyOption = None,
     as_json: JsonFlag = False,
@@ -313,7 +315,7 @@ def verify(
     if source is not None:
         if not is_ledger_prefix(ledger.strip()):
             raise LedgerUsageError("LEDGER is a ledger id or a prefix of one (lowercase hex)", found=ledger[:80])
-        exported = open_export(source)
+        exported = open_public_log(source)
         with _progress("replaying export", show_progress) as progress:
             report = exported.verify(expected_id=ledger.strip(), progress=progress)
         latest = exported.latest_checkpoint()
@@ -387,3 +389,29 @@ def export(
     if manifest["missing_blobs"]:
         err_console.print(f"note: {len(manifest['missing_blobs'])} referenced blobs are not in the store "
                           "(listed in export.json as missing_blobs)")
+
+
+@app.command("tiles")
+@handle_errors
+def tiles(
+    ledger: LedgerArg,
+    dest: Annotated[Path, typer.Argument(help="Tiles directory to create, or to extend (an earlier run's).")],
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write or extend the C2SP tlog-tiles layout (checkpoint, tile/<L>/<N>, tile/entries/<N>) with the public
+    blobs, keys, seals and checkpoints beside it, for static hosting. Full tiles are never rewritten; the
+    checkpoint is written last. Nothing from the store's private/ folder."""
+    st: Store = open_store(store)
+    with _open(store, ledger) as opened:
+        result = write_tiles(opened, dest, blobs=BlobStore(st.blobs), seals=st.seals)
+    if as_json:
+        print_json({"path": str(dest), **result.to_json()})
+        return
+    body = result.to_json()
+    console.print(f"tiles of ledger {result.ledger_id} at size {result.size} (was {result.previous_size}) in {dest}: "
+                  f"{body['written']} files written ({body['full_tiles_written']} full tiles), "
+                  f"{body['unchanged']} unchanged, {body['removed_partials']} superseded partial tiles removed")
+    if result.missing_blobs:
+        err_console.print(f"note: {result.missing_blobs} referenced blobs are not in the store (listed in "
+                          "heldout-tiles.json as missing_blobs)")

@@ -26,7 +26,8 @@ from heldout.generations.seal import manifest_path
 from heldout.generations.state import BlobSource, GenerationState, load_generations
 from heldout.store import Store
 from keys import PublicKey, TrustedKey, UsageError, VerificationError
-from ledger import BlobStore, Ledger, LedgerExport, open_export, verify_checkpoint
+from ledger import BlobStore, Ledger, verify_checkpoint
+from ledger.public import PublicLog, is_public_log, open_public_log
 from seals import format_utc, parse_json_object, sha256_hex
 from seals.manifest import SealManifest
 
@@ -131,7 +132,7 @@ def _read(path: Path, what: str) -> bytes:
 
 
 def _verify(manifest_data: bytes, reveal_data: bytes, trusted: PublicKey | TrustedKey, *,
-            state: GenerationState | None, ledger: Ledger | LedgerExport | None, blobs: BlobSource | None,
+            state: GenerationState | None, ledger: Ledger | PublicLog | None, blobs: BlobSource | None,
             source: str) -> RevealVerdict:
     doc = parse_json_object(manifest_data, what="seal manifest")
     manifest = SealManifest.verify(doc, trusted)
@@ -158,7 +159,7 @@ def _verify(manifest_data: bytes, reveal_data: bytes, trusted: PublicKey | Trust
         reveal_index=None if state is None else state.reveal_index, source=source)
 
 
-def _ledger_key(view: Ledger | LedgerExport) -> TrustedKey:
+def _ledger_key(view: Ledger | PublicLog) -> TrustedKey:
     return view.key if isinstance(view, Ledger) else view.ledger_key
 
 
@@ -187,29 +188,43 @@ def _first_file(folder: Path, names: list[str]) -> Path | None:
     return next((folder / n for n in names if (folder / n).is_file()), None)
 
 
-def verify_folder_reveal(folder: Path, generation: str, trusted: PublicKey | TrustedKey,
-                         now: datetime) -> RevealVerdict:
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise UsageError(f"--from {folder} is not a folder", path=str(folder))
+def source_manifest_bytes(source: str | Path, generation: str) -> bytes:
+    """The signed seal manifest of ``generation`` from ``--from``: a published ledger's ``seals/`` (an export,
+    or a tiles directory or URL), else ``DIR/seals/<gen>.seal.json`` or ``DIR/<gen>.seal.json``."""
+    if is_public_log(source):
+        return open_public_log(source).seal_bytes(f"{generation}.seal.json")
+    folder = Path(source)
     manifest_file = _first_file(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"])
     if manifest_file is None:
         raise UsageError(f"no {generation}.seal.json in {folder} or {folder}/seals", path=str(folder))
-    state = None
-    export: LedgerExport | None = None
+    return _read(manifest_file, "seal manifest")
+
+
+def verify_folder_reveal(source: str | Path, generation: str, trusted: PublicKey | TrustedKey,
+                         now: datetime) -> RevealVerdict:
+    if is_public_log(source):
+        return verify_published_reveal(open_public_log(source), generation, trusted, now, source=str(source))
+    folder = Path(source)
+    if not folder.is_dir():
+        raise UsageError(f"--from {folder} is not a folder", path=str(folder))
+    manifest_data = source_manifest_bytes(folder, generation)
     blobs: BlobSource | None = BlobStore(folder / "blobs" / "sha256") if (folder / "blobs").is_dir() else None
     reveal_file = _first_file(folder, [f"seals/{generation}.reveal.json", f"{generation}.reveal.json"])
-    reveal_data = _read(reveal_file, "reveal") if reveal_file is not None else None
-    if (folder / "export.json").is_file():
-        export = open_export(folder)
-        state = _revealed_state(load_generations(export, now), generation)
-        blobs = export.blobs
-        if reveal_data is None:
-            reveal_data = export.blob(str(state.reveal_sha256))
-    if reveal_data is None:
+    if reveal_file is None:
         raise UsageError(f"no {generation}.reveal.json in {folder} or {folder}/seals", path=str(folder))
-    return _verify(_read(manifest_file, "seal manifest"), reveal_data, trusted, state=state,
-                   ledger=export, blobs=blobs, source=str(folder))
+    return _verify(manifest_data, _read(reveal_file, "reveal"), trusted, state=None, ledger=None, blobs=blobs,
+                   source=str(folder))
+
+
+def verify_published_reveal(log: PublicLog, generation: str, trusted: PublicKey | TrustedKey, now: datetime, *,
+                            source: str) -> RevealVerdict:
+    """A reveal in a published ledger (export or tiles): the manifest from its ``seals/``, the reveal from
+    ``seals/<gen>.reveal.json`` or the blob its ``reveal`` entry names, both bound to its entries."""
+    state = _revealed_state(load_generations(log, now), generation)
+    name = f"{generation}.reveal.json"
+    reveal_data = log.seal_bytes(name) if log.has_seal(name) else log.blob(str(state.reveal_sha256))
+    return _verify(log.seal_bytes(f"{generation}.seal.json"), reveal_data, trusted, state=state, ledger=log,
+                   blobs=log.blobs, source=source)
 
 
 def verify_member_proof(proof_doc: Any, manifest_data: bytes, trusted: PublicKey | TrustedKey) -> MemberProof:
