@@ -169,6 +169,8 @@ def _levels(size: int) -> Iterator[tuple[int, int]]:
 
 def _json_depth_ok(data: bytes, what: str) -> None:
     """Refuse nesting deeper than MAX_JSON_DEPTH before ``json`` recurses (strings removed first)."""
+    if data.count(b"[") + data.count(b"{") <= MAX_JSON_DEPTH:
+        return  # too few brackets to nest that deep (the usual case: counted in C, no regex pass)
     brackets = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", data).translate(None, delete=bytes(
         c for c in range(256) if c not in b"[]{}"))
     depth = deepest = 0
