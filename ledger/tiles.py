@@ -35,6 +35,7 @@ signed by the key entry 0 declares; :meth:`TilesLog.verify` then replays every c
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import http.client
 import os
@@ -52,7 +53,7 @@ from typing import Any
 from keys import MalformedInput, TrustedKey, b64encode, verifier_key_string
 from ledger.blobs import BlobStore, check_sha256_hex
 from ledger.checkpoint import Checkpoint, parse_checkpoint, verify_checkpoint
-from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger_id
+from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger_id, ledger_id_of, origin_of
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
 from ledger.export import BLOBS, CHECKPOINTS, KEYS, SEALS, key_file_bytes
 from ledger.ledger import Ledger
@@ -66,6 +67,7 @@ TILES_FORMAT = "heldout-ledger-tiles"
 TILES_VERSION = 1
 MANIFEST = "heldout-tiles.json"
 CHECKPOINT = "checkpoint"
+LOCK = ".heldout-tiles.lock"
 TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT
 MAX_BUNDLE_ENTRY = 0xFFFF  # the uint16 length prefix of an entry bundle
@@ -243,7 +245,11 @@ class _Writer:
             if replace:
                 os.replace(tmp, path)
             else:
-                os.link(tmp, path)
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    self.immutable(rel, data)  # appeared meanwhile: compared as any existing file
+                    return
         finally:
             tmp.unlink(missing_ok=True)
         self.dirs.add(path.parent)
@@ -307,8 +313,23 @@ def _previous(ledger: Ledger, out: Path) -> tuple[int, dict[str, Any]]:
 def write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None = None,
                 seals: Path | None = None) -> TilesResult:
     """Write (or extend) the tlog-tiles layout of ``ledger`` in ``out`` up to its latest checkpoint (see the
-    module docstring). The checkpoint is written last: until then readers see the previous state."""
+    module docstring). The checkpoint is written last: until then readers see the previous state. One run
+    at a time per folder (an exclusive lock on ``OUT/.heldout-tiles.lock``; a second run is refused)."""
     out = Path(out)
+    _previous(ledger, out)  # refuse a foreign folder before creating anything in it
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LedgerUsageError(f"another 'ledger tiles' run is writing {out}", path=str(out)) from None
+        return _write_tiles(ledger, out, blobs=blobs, seals=seals)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | None) -> TilesResult:
     old, previous = _previous(ledger, out)
     checkpoints = ledger.cosigned_checkpoints()
     latest = checkpoints[-1]
@@ -316,7 +337,6 @@ def write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None = None,
     if new < old:
         raise LedgerUsageError(f"{out} already publishes size {old}, beyond the ledger's checkpoint {new}",
                                path=str(out))
-    out.mkdir(parents=True, exist_ok=True)
     result = TilesResult(ledger.ledger_id, new, old)
     writer = _Writer(out, result)
 
@@ -503,7 +523,11 @@ class LocalFiles:
         return LedgerIntegrityError(f"{rel} in the tiles directory is {what}; refused", file=rel)
 
     def _dir_fd(self, parts: list[str], rel: str) -> int | None:
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise LedgerUsageError(f"cannot open the tiles directory {self.root}: {exc.strerror}",
+                                   path=str(self.root)) from None
         for part in parts:
             try:
                 child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
@@ -733,6 +757,7 @@ class TilesLog:
         size = self._checkpoint.size
         entries: list[bytes] = []
         nodes = MemoryNodes()
+        signed = False
         for number in range((size + TILE_WIDTH - 1) >> TILE_HEIGHT):
             width = min(TILE_WIDTH, size - (number << TILE_HEIGHT))
             rel, data, full = self._tile(partial(bundle_path, number), width, BUNDLE_LIMIT)
@@ -749,6 +774,14 @@ class TilesLog:
                                                expected=b64encode(stored), found=b64encode(leaf_hash(data_i)))
                 nodes.append(stored)
                 entries.append(data_i)
+            if not signed:
+                # the checkpoint must be signed by the key entry 0 declares before anything more is fetched: a
+                # stranger's unsigned size cannot make the reader fetch a log that is not there
+                genesis = entries[0]
+                key = genesis_key(decode_entry(genesis, index=0))
+                verify_checkpoint(self._checkpoint.note, name=key.name, key=key.public_key,
+                                  origin=origin_of(ledger_id_of(genesis)))
+                signed = True
         for level, count in _levels(size):
             if level == 0:
                 continue
@@ -764,9 +797,6 @@ class TilesLog:
         if size and tree.root_at(size) != self._checkpoint.root:
             raise LedgerIntegrityError("the tiles do not give the checkpoint's root", file=CHECKPOINT,
                                        expected=self._checkpoint.root_b64, found=b64encode(tree.root_at(size)))
-        if entries:  # the checkpoint is signed by the key entry 0 declares, for the origin its hash gives
-            key = genesis_key(decode_entry(entries[0], index=0))
-            verify_checkpoint(self._checkpoint.note, name=key.name, key=key.public_key)
         self._entries, self._nodes, self._tree = entries, nodes, tree
         return entries
 

@@ -6,6 +6,7 @@ or 2, never a traceback). The Go interop test is tests/test_tiles_go.py."""
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
@@ -27,6 +28,7 @@ from heldout.cli import app
 from ledger import LedgerIntegrityError, LedgerUsageError
 from ledger.tiles import (
     CHECKPOINT,
+    LOCK,
     MANIFEST,
     TilesLog,
     bundle_path,
@@ -260,7 +262,7 @@ def test_tiles_hold_only_public_files(published: Published) -> None:
              for p in published.tiles.rglob("*") if p.is_file()}
     assert not set(files.values()) & secrets
     beside = {rel: data for rel, data in files.items() if not rel.startswith("tile/") and rel not in
-              (MANIFEST, CHECKPOINT)}
+              (MANIFEST, CHECKPOINT, LOCK)}
     assert beside == {rel: data for rel, data in exported.items() if rel not in ("export.json", "entries.jsonl")}
     manifest = json.loads((published.tiles / MANIFEST).read_text())
     exported = json.loads((published.export / "export.json").read_text())
@@ -431,3 +433,49 @@ def test_hostile_tiles_over_http_are_refused(published: Published, tmp_path: Pat
     unreachable = cli("ledger", "verify", published.fixture.ledger_id, "--from", server.url)  # closed now
     assert unreachable.exit_code == 2 and "cannot fetch" in unreachable.output
     assert len(unreachable.output.strip().splitlines()) == 1
+
+
+def test_a_second_concurrent_run_is_refused(tmp_path: Path) -> None:
+    ledger = new_ledger(tmp_path / "ledger", entries=3)
+    out = tmp_path / "tiles"
+    write_tiles(ledger, out)
+    fd = os.open(out / LOCK, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(LedgerUsageError, match="another 'ledger tiles' run"):
+            write_tiles(ledger, out)
+    finally:
+        os.close(fd)
+    assert write_tiles(ledger, out).written == []
+    ledger.close()
+
+
+def test_follow_a_growing_tiles_directory_locally_and_over_http(tmp_path: Path) -> None:
+    """``ledger follow --from`` a tiles folder or URL: trust on first use, then each larger checkpoint only
+    with the consistency proof from the tiles; a history rewritten under the same key is a fork."""
+    ledger = new_ledger(tmp_path / "ledger", entries=300, batch=20)
+    out = tmp_path / "tiles"
+    write_tiles(ledger, out)
+    server = serve(out)
+    try:
+        for source, state in ((str(out), tmp_path / "local.json"), (server.url, tmp_path / "http.json")):
+            first = cli("ledger", "follow", ledger.ledger_id, "--from", source, "--state", str(state), "--json")
+            assert first.exit_code == 0 and json.loads(first.stdout)["size"] == ledger.size, first.output
+        grow(ledger, 400, day=1)
+        write_tiles(ledger, out)
+        for source, state in ((str(out), tmp_path / "local.json"), (server.url, tmp_path / "http.json")):
+            second = cli("ledger", "follow", ledger.ledger_id, "--from", source, "--state", str(state), "--json")
+            assert second.exit_code == 0, second.output
+            assert json.loads(second.stdout)["previous_size"] == 301
+            assert json.loads(second.stdout)["size"] == ledger.size
+    finally:
+        server.close()
+    forked = new_ledger(tmp_path / "forked")  # same key and genesis, then another history
+    forked.append_batch([bundle_entry(i, pad=5) for i in range(1, 900)], signer=ledger_signer(), now=T0)
+    assert forked.ledger_id == ledger.ledger_id
+    write_tiles(forked, tmp_path / "forked-tiles")
+    refused = cli("ledger", "follow", ledger.ledger_id, "--from", str(tmp_path / "forked-tiles"), "--state",
+                  str(tmp_path / "local.json"))
+    assert refused.exit_code == 1 and "not proven to extend" in refused.output
+    ledger.close()
+    forked.close()

@@ -341,7 +341,8 @@ def verify(
 @handle_errors
 def follow(
     ledger: Annotated[str, typer.Argument(help="The ledger id (all 20 hex characters).", show_default=False)],
-    source: Annotated[str, typer.Option("--from", help="An export directory, or the http(s) URL of one.")],
+    source: Annotated[str, typer.Option(
+        "--from", help="An export or tiles directory, or the http(s) URL of one.")],
     state: Annotated[Path | None, typer.Option(
         "--state", help="Where the last accepted checkpoint is kept (default: ./<ledger id>.follow.json).")] = None,
     key: Annotated[str | None, typer.Option(
