@@ -57,7 +57,7 @@ from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
 from ledger.export import BLOBS, CHECKPOINTS, KEYS, SEALS, key_file_bytes
 from ledger.ledger import Ledger
-from ledger.proofs import ConsistencyProof, InclusionProof
+from ledger.published import EntryList, check_replayed_claims
 from ledger.replay import CheckpointClaim, ProgressFn, ReplayReport, replay
 from ledger.rfc6962 import HASH_SIZE, leaf_hash, node_hash
 from ledger.tree import HashTree, MemoryNodes, frontier_root
@@ -692,10 +692,12 @@ class TileBlobs:
         self.get(digest)
 
 
-class TilesLog:
+class TilesLog(EntryList):
     """Read access to a tiles directory or URL with the interface of :class:`ledger.export.LedgerExport`.
     Entries are checked against the tiles and the tiles against the signed ``checkpoint`` when first read;
     :meth:`verify` replays every checkpoint and checks the manifest."""
+
+    what = "the tiles"
 
     def __init__(self, source: str | Path) -> None:
         self.source = str(source)
@@ -800,27 +802,6 @@ class TilesLog:
         self._entries, self._nodes, self._tree = entries, nodes, tree
         return entries
 
-    # entries ----------------------------------------------------------------------------------------------
-    @property
-    def size(self) -> int:
-        return len(self._load())
-
-    def entry_bytes(self, index: int) -> bytes:
-        entries = self._load()
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(entries):
-            raise LedgerUsageError(f"index {index} is outside the log (size {len(entries)})", index=index)
-        return entries[index]
-
-    def entry(self, index: int) -> dict[str, Any]:
-        return parse_json_object(self.entry_bytes(index), what=f"entry {index}")
-
-    def entries(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-        for index, data in enumerate(self._load()[start:end], start=start):
-            yield index, parse_json_object(data, what=f"entry {index}")
-
-    def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
-        yield from enumerate(self._load())
-
     # checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint_sizes(self) -> list[int]:
         sizes = self.manifest.get("checkpoints")
@@ -879,29 +860,6 @@ class TilesLog:
         self._load()
         assert self._tree is not None
         return self._tree
-
-    def root(self, size: int | None = None) -> bytes:
-        size = self.size if size is None else size
-        if not 0 <= size <= self.size:
-            raise LedgerUsageError(f"size {size} is outside 0..{self.size}", size=size)
-        return self._hash_tree().root_at(size)
-
-    def inclusion_proof(self, index: int, size: int | None = None) -> InclusionProof:
-        size = self.size if size is None else size
-        entry = self.entry_bytes(index)
-        if not index < size <= self.size:
-            raise LedgerUsageError(f"index {index} is not inside size {size}", index=index, size=size)
-        tree = self._hash_tree()
-        return InclusionProof(index, size, leaf_hash(entry), tree.root_at(size),
-                              tuple(tree.inclusion_path(index, size)), entry)
-
-    def consistency_proof(self, old_size: int, new_size: int | None = None) -> ConsistencyProof:
-        new = self.size if new_size is None else new_size
-        if not 1 <= old_size <= new <= self.size:
-            raise LedgerUsageError(f"sizes {old_size}..{new} are outside 1..{self.size}", old=old_size, new=new)
-        tree = self._hash_tree()
-        return ConsistencyProof(old_size, new, tree.root_at(old_size), tree.root_at(new),
-                                tuple(tree.consistency_path(old_size, new)))
 
     # verification -----------------------------------------------------------------------------------------
     def manifest_problems(self) -> Iterator[LedgerIntegrityError]:
@@ -964,18 +922,7 @@ class TilesLog:
             raise LedgerIntegrityError("the checkpoint file is not the latest checkpoint", file=CHECKPOINT,
                                        expected=report.size, found=latest.size)
         m = self.manifest
-        mismatches = {
-            "ledger_id": (m.get("ledger_id"), report.ledger_id),
-            "origin": (m.get("origin"), report.origin),
-            "size": (m.get("size"), report.size),
-            "root": (m.get("root"), b64encode(report.root)),
-            "note_verifier_key": (m.get("note_verifier_key"),
-                                  verifier_key_string(report.key.name, report.key.public_key)),
-        }
-        for member, (claimed, actual) in mismatches.items():
-            if claimed != actual:
-                raise LedgerIntegrityError(f"the tiles manifest's {member} does not match the replayed log",
-                                           file=MANIFEST, field=member, expected=actual, found=claimed)
+        check_replayed_claims(m, report, what="the tiles manifest", file=MANIFEST)
         if check_manifest:
             for problem in self.manifest_problems():
                 raise problem

@@ -26,8 +26,7 @@ import pytest
 
 from ledger import Ledger
 from ledger.tiles import bundle_path, hash_tile_path, write_tiles
-from tests.conftest import REPO_ROOT
-from tests.test_ledger_go import GOPATH
+from tests.go_support import build_go
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
 
 pytestmark = [pytest.mark.go, pytest.mark.skipif(shutil.which("go") is None, reason="Go toolchain not installed")]
@@ -37,14 +36,7 @@ MAX_SIZE = int(os.environ.get("HELDOUT_TILES_GO_SIZE", "1000"))
 
 @pytest.fixture(scope="module")
 def go_tiles(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("go") / "tiles"
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": GOPATH, "CGO_ENABLED": "0"}
-    if not env.get("GOCACHE") and not env.get("XDG_CACHE_HOME") and not env.get("HOME"):
-        env["GOCACHE"] = str(tmp_path_factory.mktemp("gocache"))
-    build = subprocess.run(["go", "build", "-o", str(out), "."], cwd=REPO_ROOT / "tests" / "go" / "tiles",
-                           env=env, capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, f"go build failed (is golang-golang-x-mod-dev installed?):\n{build.stderr}"
-    return out
+    return build_go("tiles", tmp_path_factory)
 
 
 def run_go(binary: Path, ledger: Ledger, folder: Path, trees: list[dict[str, Any]], *,
