@@ -11,7 +11,8 @@ One ledger of N bundle entries (about 330 bytes each) appended in batches of B, 
    only what the batch completes or extends) and, for comparison, a fresh export of the grown ledger (an
    export has no incremental mode);
 4. reading back: ``LedgerExport.verify`` and ``TilesLog.verify`` (every tile and entry checked, every
-   checkpoint replayed) of the grown ledger.
+   checkpoint replayed) of the grown ledger, the tiles also over HTTP from Python's ``http.server`` on
+   127.0.0.1 (one connection per file, as ``urllib`` makes them).
 
 Ratios are against the export measured in the same run.
 """
@@ -19,13 +20,16 @@ Ratios are against the export measured in the same run.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +53,11 @@ def bundle(i: int) -> dict[str, Any]:
     return {"type": "bundle", "v": 1, "generation": "gen1", "model_id": f"model-{i % 97}", "task": "pathmnist",
             "evaluation_sha256": digest("evaluation"), "predictions_sha256": digest("predictions"),
             "created_utc": "2026-03-01T00:00:00Z"}
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 def timed(action: Callable[[], object]) -> float:
@@ -85,6 +94,15 @@ def run(entries: int, batch: int, work: Path) -> dict[str, Any]:
     with console.status("reading back: export verify, tiles verify"):
         figures["export_verify_s"] = timed(lambda: open_export(work / "export2").verify())
         figures["tiles_verify_s"] = timed(lambda: open_tiles(work / "tiles").verify())
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(work / "tiles")))
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            url = f"http://127.0.0.1:{httpd.server_address[1]}"
+            figures["tiles_verify_http_s"] = timed(lambda: open_tiles(url).verify())
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
     ledger.close()
     figures["tiles_vs_export"] = figures["tiles_s"] / figures["export_s"]
     figures["incremental_vs_export"] = figures["tiles_incremental_s"] / figures["export_grown_s"]
@@ -113,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     table.add_row("export of the grown ledger", f"{figures['export_grown_s']:.2f}", "")
     table.add_row("verify export", f"{figures['export_verify_s']:.2f}", "1.00")
     table.add_row("verify tiles", f"{figures['tiles_verify_s']:.2f}", f"{figures['tiles_verify_vs_export_verify']:.2f}")
+    table.add_row("verify tiles over HTTP (127.0.0.1)", f"{figures['tiles_verify_http_s']:.2f}",
+                  f"{figures['tiles_verify_http_s'] / figures['export_verify_s']:.2f}")
     table.add_row("size on disk (MB): export / tiles",
                   f"{figures['export_bytes'] / 1e6:.1f} / {figures['tiles_bytes'] / 1e6:.1f}", "")
     Console().print(table)
