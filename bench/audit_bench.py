@@ -51,7 +51,7 @@ import numpy as np
 from harness.bundle import bundle_entry
 from harness.metrics import evaluation_bytes
 from heldout.audit import AuditReport, operator_source, run_audit
-from heldout.generations import charge_bits, generation_cases, ledger_signer, open_ledger
+from heldout.generations import charge_bits, generation_cases, ledger_signer, load_generations, open_ledger
 from heldout.passports import audit_report_path
 from heldout.store import Store
 from ledger import BlobStore
@@ -78,9 +78,11 @@ def build(root: Path, bundles: int, distinct: int, cases: int) -> dict[str, Any]
         for g, generation in enumerate(GENERATIONS):
             labels = np.asarray(generation_cases(st, generation, TASK, ledger=ledger,
                                                  data_root=fixture.data_root).labels, dtype=np.int64)
+            origin = load_generations(ledger, now)[generation].split_origin(TASK)
             for k in range(per_generation):
                 result = synthetic_result(f"bench-{generation}-{k}", labels, generation=generation,
-                                          seed=1000 * g + k, skill=0.3 + 0.5 * (k % 7) / 6, now=now)
+                                          seed=1000 * g + k, skill=0.3 + 0.5 * (k % 7) / 6, now=now,
+                                          split_origin=origin)
                 entry = bundle_entry(result, generation=generation, created_utc=now)
                 entry["leakage_bits"] = round(charge_bits(result.evaluation), 6)
                 blobs.put(evaluation_bytes(result.evaluation))

@@ -5,7 +5,9 @@ a model evaluated end to end by ``harness.run.evaluate`` (its measured inference
 cases, n + 36 n, is the baseline), then each dimension function timed on that run's stored predictions
 (median of --repeats), the whole ``build_evaluation`` (composite included), and the audit's side (load the
 npz blob, then ``build_evaluation``). The default model, cnn_small, is the fastest real model here, so its
-ratio is the worst case; zero-shot ViTs are hundreds of times slower per case.
+ratio is the worst case; zero-shot ViTs are hundreds of times slower per case. The end-to-end wall time of
+that evaluation (training included) is reported against a one-minute budget on 2 cores: it is measured here,
+not asserted in a test, because a loaded CI machine would make such a test fail for no fault of the code.
 
     python bench/harness_bench.py [--n 1200] [--model cnn_small] [--repeats 5] [--json]
 """
@@ -38,6 +40,9 @@ from harness.run import evaluate
 from harness.synth import write_synth
 from harness.tasks import task_spec
 
+#: The end-to-end budget of one cnn_small evaluation at the default sizes on 2 cores (was a timed test).
+WALL_BUDGET_S = 60.0
+
 
 def median_seconds(function: Callable[[], Any], repeats: int) -> float:
     samples = []
@@ -63,8 +68,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as root:
         write_synth(spec, Path(root), seed=1, n_train=args.n_train, n_val=10, n_test=args.n)
         data = load_task(spec, Path(root))
+    started = time.perf_counter()
     model = create_model(args.model)
     result = evaluate(model, data, spec, seed=args.seed)
+    evaluate_wall_s = time.perf_counter() - started
     forward_s = result.timings["inference_s"]
     stored, labels, seed = result.predictions, result.labels, args.seed
     n_classes = stored.n_classes
@@ -107,6 +114,8 @@ def main() -> None:
         "audit_load_and_build_s": audit_s, "ratio_nine_to_forward": nine_s / forward_s,
         "ratio_build_to_forward": build_s / forward_s, "stand_in_templates": stand_in_templates,
         "train_s": result.timings["train_s"], "perturb_s": result.timings["perturb_s"],
+        "evaluate_wall_s": evaluate_wall_s, "ratio_evaluate_to_budget": evaluate_wall_s / WALL_BUDGET_S,
+        "balanced_accuracy": result.evaluation["dimensions"]["accuracy"]["balanced_accuracy"],
     }
     if args.json:
         print(json.dumps(report, indent=1))
@@ -128,6 +137,9 @@ def main() -> None:
     verdict = "meets" if build_s / forward_s < 0.10 else "MISSES"
     console.print(f"metrics add {100 * build_s / forward_s:.2f}% to the forward time: {verdict} the < 10% target "
                   f"(training {report['train_s']:.1f} s and perturbing {report['perturb_s']:.1f} s not counted)")
+    console.print(f"end-to-end evaluation of {args.model} (training included): {evaluate_wall_s:.1f} s, "
+                  f"{evaluate_wall_s / WALL_BUDGET_S:.2f} of the {WALL_BUDGET_S:.0f} s budget on 2 cores; "
+                  f"balanced accuracy {report['balanced_accuracy']:.3f}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Final
 
-from harness.metrics import SPEC_VERSION, evaluation_bytes, labels_bytes, n_cases_for
+from harness.metrics import evaluation_bytes, labels_bytes, n_cases_for
 from harness.run import EvaluationResult
 from keys.errors import UsageError
 from seals.canonical import sha256_hex
@@ -39,7 +39,7 @@ def bundle_entry(result: EvaluationResult, *, generation: str, created_utc: date
         "params": model.params,
         "behaviour_version": model.behaviour_version,
         "task": evaluation["task"],
-        "spec_version": SPEC_VERSION,
+        "spec_version": evaluation["spec_version"],
         "split_origin": evaluation["split_origin"],
         "seed": evaluation["seed"],
         "n_test": evaluation["n_test"],

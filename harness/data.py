@@ -1,16 +1,15 @@
 """Task data in the official MedMNIST npz layout, from a local root; downloads only when asked and online.
 
 A file holds ``{train,val,test}_{images,labels}``: uint8 images (N, H, W) for grey or (N, H, W, 3) for
-colour, and uint8 labels (N, 1). Files with the official sample counts go through medmnist's own dataset
-classes. Any other file (a synthetic one, a private pool) is read with numpy directly, because those classes'
-``len()`` asserts the official counts and a smaller file would fail with a bare AssertionError.
+colour, and uint8 labels (N, 1). A file is official only when its MD5 is medmnist's (``harness.provenance``);
+those go through medmnist's own dataset classes. Any other file (synthetic, local, a private pool) is read
+with numpy directly and labelled with its own SHA-256 and origin; the class counts prove nothing.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -18,6 +17,8 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from harness.metrics.npz import read_npz_file
+from harness.provenance import FileProvenance, file_provenance
 from harness.tasks import SPLITS, TaskSpec, capped_train_indices, import_medmnist
 from keys.errors import MalformedInput, UsageError
 
@@ -41,7 +42,8 @@ class TaskData:
     test_images: UInt8Array
     test_labels: LabelArray
     source: str  # the file it came from, or a description of where the arrays came from
-    loaded_with: str  # "medmnist.BloodMNIST" or "numpy (non-official sample counts)"
+    loaded_with: str  # "medmnist.BloodMNIST" or "numpy (synthetic file)"
+    provenance: FileProvenance | None = None  # None for arrays that did not come from a task file
 
     @property
     def n_train(self) -> int:
@@ -77,35 +79,33 @@ def load_task(spec: TaskSpec, root: Path | None = None, *, download: bool = Fals
                 f"`heldout data synth {spec.task} --out {path.parent}`",
                 file=str(path))
         _download(spec, path)
-    counts = {split: int(labels.shape[0]) for split, labels in _read_npz(spec, path, ("labels",)).items()}
-    if counts == spec.official_counts:
+    provenance = file_provenance(path, spec.task)
+    if provenance.official:
         arrays, loaded_with = _through_medmnist(spec, path.parent), f"medmnist.{spec.python_class}"
     else:
-        arrays, loaded_with = _read_npz(spec, path, ("images", "labels")), "numpy (non-official sample counts)"
+        arrays = _read_npz(spec, path, ("images", "labels"))
+        loaded_with = f"numpy ({provenance.origin} file sha256:{provenance.sha256})"
     checked = {name: _check_array(spec, path, name, array) for name, array in arrays.items()}
     return TaskData(
         task=spec.task,
         train_images=checked["train_images"], train_labels=checked["train_labels"],
         val_images=checked["val_images"], val_labels=checked["val_labels"],
         test_images=checked["test_images"], test_labels=checked["test_labels"],
-        source=str(path), loaded_with=loaded_with,
+        source=str(path), loaded_with=loaded_with, provenance=provenance,
     )
 
 
 def _read_npz(spec: TaskSpec, path: Path, kinds: tuple[str, ...]) -> dict[str, Any]:
     """The arrays ``{split}_{kind}`` for ``kind`` in ``kinds`` (keys are the split alone for one kind)."""
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            missing = [f"{s}_{k}" for s in SPLITS for k in ("images", "labels") if f"{s}_{k}" not in npz.files]
-            if missing:
-                raise MalformedInput(f"{path} lacks the official keys {missing}", file=str(path),
-                                     expected=[f"{s}_{k}" for s in SPLITS for k in ("images", "labels")],
-                                     found=sorted(npz.files))
-            if len(kinds) == 1:
-                return {s: npz[f"{s}_{kinds[0]}"] for s in SPLITS}
-            return {f"{s}_{k}": npz[f"{s}_{k}"] for s in SPLITS for k in kinds}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise MalformedInput(f"{path} is not a readable npz file: {exc}", file=str(path)) from None
+    wanted = frozenset(f"{s}_{k}" for s in SPLITS for k in kinds)
+    npz = read_npz_file(path, what=str(path), members=wanted)  # regular file, headers checked before loading
+    missing = sorted(wanted - set(npz))
+    if missing:
+        raise MalformedInput(f"{path} lacks the official keys {missing}", file=str(path),
+                             expected=sorted(wanted), found=sorted(npz))
+    if len(kinds) == 1:
+        return {s: npz[f"{s}_{kinds[0]}"] for s in SPLITS}
+    return {f"{s}_{k}": npz[f"{s}_{k}"] for s in SPLITS for k in kinds}
 
 
 def _through_medmnist(spec: TaskSpec, root: Path) -> dict[str, Any]:

@@ -36,13 +36,12 @@ from harness.metrics import (
     TRAINING_FRACTIONS,
     EvaluationMeta,
     StoredPredictions,
-    build_evaluation,
-    subset_indices,
 )
+from harness.metrics.registry import BASE_SPEC_VERSION, metrics_for
 from harness.metrics.spec import DOMAIN, PUBLIC_SPLIT_ORIGIN
 from harness.models.base import Model, ModelInfo, Probs
 from harness.tasks import TaskSpec
-from keys.errors import UsageError
+from keys.errors import HeldoutError, UsageError
 from seals.timeutil import Clock, system_clock
 
 #: progress(description of the step now running, steps done, steps in all)
@@ -79,8 +78,14 @@ def fraction_subsets(n_train: int, seed: int) -> list[NDArray[np.int64]]:
 
 def evaluate(model: Model, task_data: TaskData, task_spec: TaskSpec, *, seed: int,
              split_origin: str = PUBLIC_SPLIT_ORIGIN, device: str = "cpu", progress: ProgressCallback | None = None,
-             clock: Clock = system_clock, timer: Callable[[], float] = time.perf_counter) -> EvaluationResult:
-    """Evaluate ``model`` on ``task_data`` to MedEval-1 (see the module docstring for the passes)."""
+             clock: Clock = system_clock, timer: Callable[[], float] = time.perf_counter,
+             spec_version: str = BASE_SPEC_VERSION) -> EvaluationResult:
+    """Evaluate ``model`` on ``task_data`` to MedEval-1 ``spec_version`` (see the module docstring for the
+    passes); the version's metrics choose the robustness subset and build the evaluation object."""
+    try:
+        metrics = metrics_for(spec_version)
+    except HeldoutError as exc:
+        raise UsageError(exc.message, **exc.evidence) from None
     if task_data.task != task_spec.task:
         raise UsageError(f"task data is for {task_data.task}, the task spec for {task_spec.task}",
                          expected=task_spec.task, found=task_data.task)
@@ -90,7 +95,7 @@ def evaluate(model: Model, task_data: TaskData, task_spec: TaskSpec, *, seed: in
     labels = task_data.test_labels.astype(np.int64)
     test_images = task_data.test_images
     n_test = int(labels.shape[0])
-    subset = subset_indices(n_test, seed)
+    subset = metrics.subset_indices(n_test, seed)
     n_cases = int(subset.shape[0])
     strict_subset = n_cases < n_test
     total = (len(TRAINING_FRACTIONS) if model.trains else 1) + 1 + int(strict_subset) + len(PERTURBATIONS) * SEVERITIES
@@ -187,9 +192,10 @@ def evaluate(model: Model, task_data: TaskData, task_spec: TaskSpec, *, seed: in
         modality=task_spec.modality, n_classes=task_spec.n_classes, n_test=n_test,
         runtime_s=timer() - started, seed=seed, split_origin=split_origin, task=task_spec.task,
         task_name=task_spec.task_name, timestamp=clock().astimezone(UTC).replace(microsecond=0).isoformat(),
-        seconds_total=inference, parameters=info.parameters)
+        seconds_total=inference, parameters=info.parameters,
+        numpy_version=metrics.numpy_version_for_new_evaluation())
     mark = timer()
-    evaluation = build_evaluation(meta, stored, labels)
+    evaluation = metrics.build_evaluation(meta, stored, labels)
     timings["metrics_s"] = timer() - mark
     timings["runtime_s"] = timer() - started
     return EvaluationResult(evaluation=evaluation, predictions=stored, predictions_npz=blob, labels=labels,

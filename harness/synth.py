@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from harness.imageops import from_planar, resize
+from harness.provenance import mark_synthetic
 from harness.tasks import SPLITS, TaskSpec
 from keys.errors import UsageError
 
@@ -141,6 +142,7 @@ def write_synth(spec: TaskSpec, out_dir: Path, *, seed: int = 0, n_train: int | 
     try:
         with os.fdopen(handle, "wb") as stream:
             np.savez_compressed(stream, **arrays)  # type: ignore[arg-type]
+        mark_synthetic(Path(temporary))  # never mistaken for the official file (harness.provenance)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -5,8 +5,10 @@ imported inside :func:`evaluate_on_generation`, so every other command and the a
 
 For each task: the generation's cases (private pool or the official test split, checked against the seal),
 the task's training split from the data root (for trained models), one MedEval-1 evaluation, its leakage
-charge checked against the generation's budget (refused, exit 4, before anything is written), then the two
-blobs (evaluation JSON, predictions npz) and the ``bundle`` entry carrying their hashes and the charge.
+charge checked against the generation's budget (refused, exit 4, before anything is written), then, for all
+tasks at once and all or none, the two blobs per task (evaluation JSON, predictions npz) staged, the ``bundle``
+entries carrying their hashes and charges appended in one batch, and the blobs published (``heldout.staging``).
+The model runs without the generations lock; the charges are checked and logged under it.
 """
 
 from __future__ import annotations
@@ -17,21 +19,33 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.metrics import SPEC_VERSION, evaluation_bytes, split_origin_for
+from harness.metrics import evaluation_bytes
+from harness.provenance import check_known_task, n_classes
 from heldout.generations import (
+    WITHHOLDING_MODES,
     GenerationState,
+    Transcript,
     charge_bits,
     check_budget,
     generation_cases,
-    ladder_charge_bits,
-    ladder_release,
     load_generations,
+    noise_path,
+    release_record,
+    released_score,
+    transcripts,
+    withheld_blobs_path,
+    worst_case_bits,
 )
-from heldout.specs import load_supersessions, require_not_superseded
+from heldout.generations.budget import full_evaluation_bits
+from heldout.generations.ledgers import generations_lock
+from heldout.generations.release import THRESHOLDOUT, last_over_threshold
+from heldout.specs import current_spec_version, load_supersessions, require_not_superseded
+from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import ExpiredError, Signer, UsageError
+from keys.files import read_private_file
 from ledger import BlobStore, Ledger
-from seals import format_utc
+from seals import format_utc, parse_json_object, sha256_hex
 
 #: progress(task, step description, steps done, steps in all)
 EvaluationProgress = Callable[[str, str, int, int], None]
@@ -51,24 +65,21 @@ class EvaluationRequest:
 
 @dataclass(frozen=True)
 class BundleOutcome:
-    """One appended bundle: its ledger index, the entry, and the evaluation it carries."""
+    """One appended bundle: its ledger index, the entry, and the evaluation it carries. On a generation that
+    withholds (ladder, Thresholdout) the evaluation stays private: :meth:`to_json` and :func:`bundle_rows` give
+    only the entry, whose ``release`` member is the public record."""
 
     index: int
     entry: dict[str, Any]
     evaluation: dict[str, Any]
+    withheld: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        if self.withheld:
+            return {"index": self.index, "entry": self.entry, "release": self.entry.get("release"),
+                    "evaluation": None, "withheld": "the evaluation and predictions stay private until the "
+                                                    "generation is retired; the entry commits to their SHA-256"}
         return {"index": self.index, "entry": self.entry, "evaluation": self.evaluation}
-
-
-def _best_released(ledger: Ledger, generation: str, task: str) -> float | None:
-    best: float | None = None
-    for _, entry in ledger.entries():
-        if entry.get("type") == "bundle" and entry.get("generation") == generation and entry.get("task") == task:
-            released = entry.get("ladder_released")
-            if isinstance(released, (int, float)) and (best is None or released > best):
-                best = float(released)
-    return best
 
 
 def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request: EvaluationRequest, *,
@@ -87,15 +98,23 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
         raise UsageError(f"no generation {request.generation!r} is sealed on this ledger", field="generation",
                          found=request.generation, expected=sorted(generations))
     state.require_current(now)
+    spec_version = current_spec_version(load_supersessions(ledger.entries()), now)
+    for task in request.tasks:
+        check_known_task(task)
     require_unexpired_by_witnesses(ledger, state)
-    require_not_superseded(load_supersessions(ledger.entries()), SPEC_VERSION, now)
     unknown = [t for t in request.tasks if t not in state.tasks]
     if unknown:
         raise UsageError(f"{request.generation} has no task {unknown[0]!r}", field="tasks", found=unknown[0],
                          expected=sorted(state.tasks))
-    split_origin = split_origin_for(request.generation, public=state.membership == "public")
-    outcomes: list[BundleOutcome] = []
+    if len(set(request.tasks)) != len(request.tasks):
+        raise UsageError("each task is evaluated once per command", field="tasks", found=list(request.tasks))
+    for task in request.tasks:  # admission up front, on what is public: nothing runs that could not be paid
+        check_budget(generations, request.generation, admission_bits(ledger, state, task, n_classes(task)), now)
+        if state.release_mode == THRESHOLDOUT:
+            public_estimate(ledger, blobs, request.model_id, task)
+    finished: list[tuple[dict[str, Any], dict[str, Any], bytes]] = []
     for task in request.tasks:
+        split_origin = state.split_origin(task)
         spec = task_spec(task)
         data = load_task(spec, request.data_root)
         cases = generation_cases(store, request.generation, task, ledger=ledger, data_root=request.data_root)
@@ -108,11 +127,10 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
                 progress(_task, description, done, total)
 
         result = evaluate(model, task_data, spec, seed=request.seed, split_origin=split_origin,
-                          device=request.device, progress=step, clock=lambda: now)
+                          device=request.device, progress=step, clock=lambda: now, spec_version=spec_version)
         entry = bundle_entry(result, generation=request.generation, created_utc=now)
-        outcomes.append(record_bundle(ledger, signer, blobs, entry, result.evaluation, result.predictions_npz,
-                                      now=now))
-    return outcomes
+        finished.append((entry, result.evaluation, result.predictions_npz))
+    return record_bundles(store, ledger, signer, finished, now=now)
 
 
 def require_unexpired_by_witnesses(ledger: Ledger, state: GenerationState) -> None:
@@ -126,39 +144,133 @@ def require_unexpired_by_witnesses(ledger: Ledger, state: GenerationState) -> No
                            found=f"witnessed {format_utc(witnessed)}")
 
 
-def record_bundle(ledger: Ledger, signer: Signer, blobs: BlobStore, entry: dict[str, Any],
-                  evaluation: dict[str, Any], predictions_npz: bytes, *, now: datetime) -> BundleOutcome:
-    """Charge a finished evaluation to its generation's budget and log it: refused (exit 4) before anything
-    is written when the charge would exceed the budget; otherwise both blobs are stored, then the entry
-    (carrying ``leakage_bits``) is appended. Callers hold the generations lock."""
-    generations = load_generations(ledger, now, blobs=blobs)
-    name = str(entry["generation"])
-    state = generations.get(name)
-    if state is None:
-        raise UsageError(f"no generation {name!r} is sealed on this ledger", field="generation", found=name)
-    require_unexpired_by_witnesses(ledger, state)
-    require_not_superseded(load_supersessions(ledger.entries()), str(evaluation.get("spec_version")), now)
-    entry = dict(entry)
-    if state.release_mode == "ladder" and state.ladder_step is not None:
-        index_score = evaluation["composite"]["index"]
-        released = ladder_release(index_score, _best_released(ledger, name, str(entry["task"])),
-                                  state.ladder_step) if index_score is not None else None
-        bits = ladder_charge_bits(released is not None, state.ladder_step)
-        entry["ladder_released"] = released
-    else:
-        bits = charge_bits(evaluation)
-    entry["leakage_bits"] = round(bits, 6)
-    check_budget(generations, name, bits, now)
-    blobs.put(evaluation_bytes(evaluation))
-    blobs.put(predictions_npz)
-    index = ledger.append(entry, signer=signer, now=now)
-    return BundleOutcome(index=index, entry=entry, evaluation=evaluation)
+def public_estimate(ledger: Ledger, blobs: BlobStore, model_id: str, task: str) -> tuple[int, float]:
+    """Thresholdout's public estimate of a model's score on a task: its latest bundle on the ``public``
+    generation (whose evaluations are public), as (entry index, accuracy score)."""
+    found: tuple[int, dict[str, Any]] | None = None
+    for index, entry in ledger.entries():
+        if entry.get("type") == "bundle" and entry.get("generation") == "public" \
+                and entry.get("model_id") == model_id and entry.get("task") == task:
+            found = (index, entry)
+    if found is None:
+        raise UsageError(f"Thresholdout needs a public estimate: evaluate {model_id} on the public generation "
+                         f"({task}) first", field="public_estimate", found=model_id)
+    index, entry = found
+    score = released_score(parse_json_object(blobs.get(str(entry["evaluation_sha256"])),
+                                             what=f"evaluation of entry {index}"))
+    if score is None:
+        raise UsageError(f"the public bundle {index} of {model_id} has no accuracy score", index=index)
+    return index, score
+
+
+def admission_bits(ledger: Ledger, state: GenerationState, task: str, classes: int) -> float:
+    """What one more bundle on (generation, task) can cost at most, known before the model runs (admission
+    must not depend on the labels): the worst case of its answer for ladder and Thresholdout, the smallest
+    full evaluation's charge for full release (the exact charge is checked again once computed)."""
+    if state.release_mode in WITHHOLDING_MODES and state.release_step is not None:
+        transcript = transcripts(ledger.entries(state.seal_index), state.name).get(task, Transcript())
+        return worst_case_bits(state.release_mode, transcript, state.release_step)
+    if state.budget_bits is None:
+        return 0.0
+    return full_evaluation_bits(state.tasks[task], classes)
+
+
+def record_bundle(store: Store, ledger: Ledger, signer: Signer, entry: dict[str, Any], evaluation: dict[str, Any],
+                  predictions_npz: bytes, *, now: datetime) -> BundleOutcome:
+    """:func:`record_bundles` for one bundle."""
+    return record_bundles(store, ledger, signer, [(entry, evaluation, predictions_npz)], now=now)[0]
+
+
+def record_bundles(store: Store, ledger: Ledger, signer: Signer,
+                   bundles: Sequence[tuple[dict[str, Any], dict[str, Any], bytes]], *,
+                   now: datetime) -> list[BundleOutcome]:
+    """Charge finished evaluations ``(entry, evaluation, predictions npz)`` to their generation's budget and
+    log them, all or none: refused (exit 4) before anything is written when the charges together would
+    exceed the budget; otherwise the blobs are staged, the entries (each carrying ``leakage_bits``) appended
+    in one batch, and only then the blobs published (``heldout.staging``: predictions on a sealed generation
+    never reach ``blobs/`` unlogged). On a ladder or Thresholdout generation each entry also carries the
+    ``release`` record (the only public number) and its blobs go to ``private/withheld/`` until the generation
+    is retired. Takes the generations lock."""
+    with generations_lock(ledger, store):
+        blobs = BlobStore(store.blobs)
+        generations = load_generations(ledger, now, blobs=blobs)
+        supersessions = load_supersessions(ledger.entries())
+        current = current_spec_version(supersessions, now)
+        charged: dict[str, float] = {}
+        released_in_batch: set[tuple[str, str]] = set()
+        entries: list[dict[str, Any]] = []
+        withheld: list[bool] = []
+        for position, (entry, evaluation, _) in enumerate(bundles):
+            name = str(entry["generation"])
+            state = generations.get(name)
+            if state is None:
+                raise UsageError(f"no generation {name!r} is sealed on this ledger", field="generation",
+                                 found=name)
+            require_unexpired_by_witnesses(ledger, state)
+            require_not_superseded(supersessions, str(evaluation.get("spec_version")), now)
+            if evaluation.get("spec_version") != current or entry.get("spec_version") != current:
+                raise UsageError(f"new evaluations use the current spec, {current}; this one is "
+                                 f"{evaluation.get('spec_version')!r}", field="spec_version", expected=current,
+                                 found=evaluation.get("spec_version"))
+            entry = dict(entry)
+            if state.withholding and state.release_step is not None:
+                task = str(entry["task"])
+                if (name, task) in released_in_batch:  # each answer depends on the logged one before it
+                    raise UsageError(f"one bundle per task of {name} in a batch: its release depends on the "
+                                     "previous answer", field="task", found=task)
+                released_in_batch.add((name, task))
+                history = list(ledger.entries(state.seal_index))
+                transcript = transcripts(history, name).get(task, Transcript())
+                public_index = None
+                extra: dict[str, Any] = {}
+                if state.release_mode == THRESHOLDOUT:
+                    public_index, estimate = public_estimate(ledger, blobs, str(entry["model_id"]), task)
+                    extra = {"public_estimate": estimate, "task": task, "bundle": ledger.size + position,
+                             "secret": read_private_file(noise_path(store, ledger.ledger_id, name, state.set_hash)),
+                             "threshold": state.release.get("threshold"), "sigma": state.release.get("sigma"),
+                             "last_over_threshold": last_over_threshold(history, name, task)}
+                record = release_record(state.release_mode, step=state.release_step, transcript=transcript,
+                                        score=released_score(evaluation), **extra)
+                if public_index is not None:
+                    record["public_bundle"] = public_index
+                entry["release"] = record
+                bits = float(record["bits"])
+                withheld.append(True)
+            else:
+                bits = charge_bits(evaluation)
+                withheld.append(False)
+            entry["leakage_bits"] = round(bits, 6)
+            check_budget(generations, name, charged.get(name, 0.0) + bits, now)  # the batch's charges together
+            charged[name] = charged.get(name, 0.0) + bits
+            entries.append(entry)
+        private = BlobStore(withheld_blobs_path(store, ledger.ledger_id))
+        with staged_operation(store, ledger, "evaluate") as staged:
+            for entry, (_, evaluation, predictions_npz), hidden in zip(entries, bundles, withheld, strict=True):
+                task = str(entry["task"])
+                for label, data in ((f"evaluation-{task}", evaluation_bytes(evaluation)),
+                                    (f"predictions-{task}", predictions_npz)):
+                    if hidden:
+                        staged.private_file(private.path(sha256_hex(data)), data, label=label)
+                    else:
+                        staged.blob(data, label=label)
+            # The Thresholdout noise is drawn for these very indices: refuse rather than log them elsewhere.
+            indices = staged.commit(entries, signer=signer, now=now, expected_size=ledger.size)
+    return [BundleOutcome(index=index, entry=entry, evaluation=evaluation, withheld=hidden)
+            for index, entry, (_, evaluation, _), hidden in zip(indices, entries, bundles, withheld, strict=True)]
+
 
 
 def bundle_rows(outcomes: Sequence[BundleOutcome]) -> list[dict[str, Any]]:
-    """The results table: one row per bundle, the numbers people compare."""
+    """The results table: one row per bundle, the numbers people compare (only the released value when the
+    generation withholds)."""
     rows = []
     for outcome in outcomes:
+        if outcome.withheld:
+            release = outcome.entry.get("release") or {}
+            rows.append({"index": outcome.index, "task": outcome.entry["task"], "n_test": outcome.entry["n_test"],
+                         "released": release.get("value"), "release_mode": release.get("mode"),
+                         "leakage_bits": outcome.entry["leakage_bits"], "created_utc": outcome.entry["created_utc"]})
+            continue
         evaluation = outcome.evaluation
         dims = evaluation["dimensions"]
         acc = dims.get("accuracy") or {}

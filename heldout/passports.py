@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from heldout.generations import GenerationState, load_generations, manifest_path
+from heldout.generations.ledgers import generations_lock
+from heldout.generations.release import cited_evaluation_matches, withheld_view
 from heldout.specs import load_supersessions, require_not_superseded
+from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import (
     PublicKey,
@@ -28,7 +31,7 @@ from keys import (
     b64encode,
     verifier_key_string,
 )
-from keys.files import write_atomic
+from keys.safeio import DOCUMENT_LIMIT, read_in, require_in
 from ledger import BlobStore, Ledger, verify_checkpoint, verify_inclusion
 from ledger.checkpoint import Checkpoint, parse_checkpoint
 from ledger.entries import decode_entry, genesis_key, origin_of
@@ -79,10 +82,10 @@ def passport_path(store: Store, model_id: str, generation: str) -> Path:
 def load_clean_audit(store: Store, ledger: Ledger) -> tuple[dict[str, Any], bytes]:
     """The operator's latest audit report, refused unless it is clean and at the current head."""
     path = audit_report_path(store, ledger.ledger_id)
-    if not path.is_file():
+    data = read_in(store.root, str(path.relative_to(store.root)), limit=DOCUMENT_LIMIT, what="audit report")
+    if data is None:
         raise AuditRequired(f"no audit of ledger {ledger.ledger_id} yet: run python audit.py {ledger.ledger_id}",
                             file=str(path))
-    data = path.read_bytes()
     report = parse_json_object(data, what=str(path))
     head = ledger.root().hex()
     if report.get("ledger_entries") != ledger.size or report.get("ledger_head") != head:
@@ -134,7 +137,14 @@ class IssuedPassport:
 def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, *, generation: str | None,
                    now: datetime) -> IssuedPassport:
     """Build, sign, log and write the passport of ``model_id``. Refuses (writing nothing) without a clean
-    audit at the head, on a generation that is not current, or when a blob it draws on fails its hash."""
+    audit at the head, on a generation that is not current, or when a blob it draws on fails its hash. Takes
+    the generations lock."""
+    with generations_lock(ledger, store):
+        return _issue_passport(store, ledger, signer, model_id, generation=generation, now=now)
+
+
+def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, *, generation: str | None,
+                    now: datetime) -> IssuedPassport:
     report, report_bytes = load_clean_audit(store, ledger)
     blobs = BlobStore(store.blobs)
     generations = load_generations(ledger, now, blobs=blobs)
@@ -153,16 +163,22 @@ def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, 
     evaluations, cited, sources = [], [], []
     for task in sorted(latest):
         index, entry = latest[task]
-        evaluation_data = blobs.get(entry["evaluation_sha256"])  # re-hashed: a tampered blob is refused here
-        blobs.get(entry["predictions_sha256"])
-        evaluations.append(parse_json_object(evaluation_data, what=f"evaluation of entry {index}"))
+        withheld = "release" in entry and state.withholding
+        if withheld:  # ladder / Thresholdout before retirement: only the released value is public
+            evaluations.append(withheld_view(entry))
+        else:
+            evaluation_data = blobs.get(entry["evaluation_sha256"])  # re-hashed: a tampered blob is refused here
+            blobs.get(entry["predictions_sha256"])
+            evaluations.append(parse_json_object(evaluation_data, what=f"evaluation of entry {index}"))
         proof = ledger.inclusion_proof(index, checkpoint.size)
         cited.append({"index": index, "task": task, "leaf_hash_b64": b64encode(proof.leaf_hash),
                       "evaluation_sha256": entry["evaluation_sha256"],
                       "predictions_sha256": entry["predictions_sha256"],
                       "inclusion_proof": [b64encode(h) for h in proof.path]})
         for member in ("evaluation_sha256", "predictions_sha256"):
-            sources.append({"path": str(blobs.path(entry[member]).relative_to(store.root)), "sha256": entry[member]})
+            if not withheld:
+                sources.append({"path": str(blobs.path(entry[member]).relative_to(store.root)),
+                                "sha256": entry[member]})
     witnessed = ledger.cosigned_checkpoint(checkpoint.size)  # the proofs carry the witnesses' cosignatures
     proofs = {"seal": _tlog_proof(ledger, state.seal_index, witnessed),
               "bundles": [_tlog_proof(ledger, ref["index"], witnessed) for ref in cited]}
@@ -170,7 +186,8 @@ def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, 
     sources = [
         {"path": str(audit_report_path(store, ledger.ledger_id).relative_to(store.root)),
          "sha256": sha256_hex(report_bytes)},
-        {"path": str(manifest_file.relative_to(store.root)), "sha256": sha256_hex(manifest_file.read_bytes())},
+        {"path": str(manifest_file.relative_to(store.root)), "sha256": sha256_hex(require_in(
+            store.root, str(manifest_file.relative_to(store.root)), limit=DOCUMENT_LIMIT, what="seal manifest"))},
         *sources,
     ]
     first = latest[sorted(latest)[0]][1]
@@ -231,11 +248,15 @@ def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, 
     }
     signed = sign_document(document, signer)
     data = canonical_bytes(signed)
-    digest = blobs.put(data)
-    index = ledger.append({"type": "passport", "v": 1, "model_id": model_id, "generation": state.name,
-                           "passport_sha256": digest, "created_utc": format_utc(now)}, signer=signer, now=now)
     path = passport_path(store, model_id, state.name)
-    write_atomic(path, data + b"\n")
+    # Staged until the passport entry is logged, then published (heldout.staging): no passport file or blob
+    # exists without its entry, and no entry stays without them once the next command has run.
+    with staged_operation(store, ledger, "passport") as staged:
+        digest = staged.blob(data, label="passport-blob")
+        staged.public_file(path, data + b"\n", label="passport")
+        index = staged.commit([{"type": "passport", "v": 1, "model_id": model_id, "generation": state.name,
+                                "passport_sha256": digest, "created_utc": format_utc(now)}],
+                              signer=signer, now=now)[0]
     return IssuedPassport(document=signed, path=path, index=index, sha256=digest)
 
 
@@ -448,7 +469,7 @@ def _check_cited_bundles(passport: Passport, heldout: Mapping[str, Any], facts: 
                                     f"{heldout.get('generation')}", index=index, field=where)
         proof = [b64decode_strict(h, what="inclusion proof") for h in ref.get("inclusion_proof") or []]
         verify_inclusion(bundle_index, size, leaf_hash(facts.entry_bytes(bundle_index)), proof, root)
-        if sha256_hex(canonical_bytes(evaluation)) != bundle.get("evaluation_sha256"):
+        if not cited_evaluation_matches(evaluation, bundle, lambda e: sha256_hex(canonical_bytes(e))):
             raise VerificationError(f"evaluation {position} of the passport is not the one bundle {bundle_index} "
                                     "logged", index=index, field=f"computed.evaluations[{position}]")
 

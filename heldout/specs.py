@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from harness.metrics.registry import BASE_SPEC_VERSION, METRICS
 from keys import LapsedError, Signer, UsageError, VerificationError
 from ledger import Ledger
 from seals import format_utc, parse_utc
@@ -33,16 +34,28 @@ class Supersession:
                 "effective_utc": format_utc(self.effective), "index": self.index}
 
 
-def load_supersessions(entries: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[str, Supersession]:
-    """Every ``spec`` entry, by the version it supersedes; a version superseded twice is a contradiction."""
-    found: dict[str, Supersession] = {}
+class Supersessions(dict[str, Supersession]):
+    """Supersessions by the version they supersede, with the contradictions met (``anomalies``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.anomalies: list[VerificationError] = []
+
+
+def load_supersessions(entries: Iterable[tuple[int, Mapping[str, Any]]]) -> Supersessions:
+    """Every ``spec`` entry, by the version it supersedes. A version superseded twice is a contradiction: the
+    first entry counts and the later one is kept in ``anomalies`` (the log cannot be repaired, so it must not
+    stop every later command; the audit reports it)."""
+    found = Supersessions()
     for index, entry in entries:
         if entry.get("type") != "spec":
             continue
         version = str(entry["spec_version"])
         if version in found:
-            raise VerificationError(f"entry {index} supersedes {version} again (first at entry "
-                                    f"{found[version].index})", index=index, field="spec_version")
+            found.anomalies.append(VerificationError(
+                f"entry {index} supersedes {version} again (first at entry {found[version].index}); ignored",
+                index=index, field="spec_version"))
+            continue
         found[version] = Supersession(version, str(entry["superseded_by"]),
                                       parse_utc(str(entry["effective_utc"]), what=f"entry {index} effective_utc"),
                                       index)
@@ -55,6 +68,23 @@ def require_not_superseded(supersessions: Mapping[str, Supersession], spec_versi
     if found is not None and found.in_force(at):
         raise LapsedError(f"{found.words}: nothing is evaluated or certified under it any more",
                           index=found.index, found=spec_version)
+
+
+def current_spec_version(supersessions: Mapping[str, Supersession], at: datetime) -> str:
+    """The spec version new evaluations use at ``at``: MedEval-1 v0.1, followed along the ledger's
+    supersessions in force at ``at`` (v0.1 -> its successor -> ...). Refused (exit 2) when the ledger names
+    a current version this code does not implement."""
+    version = BASE_SPEC_VERSION
+    seen = {version}
+    while (found := supersessions.get(version)) is not None and found.in_force(at):
+        version = found.superseded_by
+        if version in seen:
+            raise VerificationError(f"the spec supersessions form a cycle through {version}", found=version)
+        seen.add(version)
+    if version not in METRICS:
+        raise UsageError(f"the ledger makes {version} the current spec, which this code does not implement "
+                         f"(implemented: {', '.join(METRICS)})", found=version, expected=list(METRICS))
+    return version
 
 
 def supersede_spec(ledger: Ledger, signer: Signer, spec_version: str, *, superseded_by: str, effective: datetime,

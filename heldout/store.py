@@ -2,7 +2,8 @@
 
 ``ledgers/`` SQLite ledgers; ``blobs/sha256/`` content-addressed files; ``seals/`` signed seal manifests;
 ``keys/`` trusted public keys; ``passports/``; ``audit/`` reports; ``private/`` (0700) private keys, pools,
-salts and sealed labels. Nothing under ``private/`` is exported, logged or printed.
+salts and sealed labels, Thresholdout noise secrets, and ``private/withheld/`` the blobs of bundles on ladder and
+Thresholdout generations until they are retired. Nothing under ``private/`` is exported, logged or printed.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from keys import Keyring, Signer, UsageError
-from keys.files import ensure_private_dir
+from keys import Keyring, Signer, StorageError, UsageError
+from keys.files import check_private_dir, ensure_private_dir, write_atomic
+from keys.safeio import read_in
+from keys.signer import check_key_id
 
 STORE_ENV = "HELDOUT_STORE"
 
@@ -33,7 +36,11 @@ class Store:
 
     @classmethod
     def open(cls, root: Path | None = None) -> Store:
-        return cls((root or default_store_path()).expanduser().resolve())
+        """The store at ``root`` (default: :func:`default_store_path`); refused when that is not a folder."""
+        path = (root or default_store_path()).expanduser().resolve()
+        if path.exists() and not path.is_dir():
+            raise StorageError(f"{path} is a file, not a store folder; give a folder with --store", path=str(path))
+        return cls(path)
 
     @property
     def ledgers(self) -> Path:
@@ -80,11 +87,13 @@ class Store:
         ensure_private_dir(self.private_keys)
 
     def private_key_path(self, key_id: str) -> Path:
-        return self.private_keys / f"{key_id}.key"
+        return self.private_keys / f"{check_key_id(key_id)}.key"
 
     def load_signer(self, key_id: str | None = None) -> Signer:
         """Load a private key by id, or the only one when the store holds exactly one."""
         if key_id is None:
+            if self.private_keys.is_dir():
+                check_private_dir(self.private_keys)
             found = sorted(self.private_keys.glob("*.key")) if self.private_keys.is_dir() else []
             if len(found) != 1:
                 raise UsageError(
@@ -110,13 +119,11 @@ class Store:
         if not path.is_file():
             raise UsageError(f"no default ledger in the store at {self.root}; run: heldout init "
                              "(or name one with --ledger)", store=str(self.root))
-        return path.read_text().strip()
+        data = read_in(self.root, "ledgers/DEFAULT", limit=1024, what="default ledger file")
+        return (data or b"").decode("utf-8", "replace").strip()
 
     def set_default_ledger_id(self, ledger_id: str) -> None:
-        self.ledgers.mkdir(parents=True, exist_ok=True)
-        tmp = self.default_ledger_file.with_name(f".DEFAULT.tmp{os.getpid()}")
-        tmp.write_text(ledger_id + "\n")
-        os.replace(tmp, self.default_ledger_file)
+        write_atomic(self.default_ledger_file, (ledger_id + "\n").encode())
 
     @property
     def pools(self) -> Path:

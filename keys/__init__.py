@@ -8,9 +8,11 @@ from keys.errors import (
     KeyFileError,
     LapsedError,
     MalformedInput,
+    StorageError,
     UntrustedKey,
     UsageError,
     VerificationError,
+    storage_error,
 )
 from keys.keyring import Keyring, TrustedKey, load_public_key_file, parse_key_argument
 from keys.note import note_key_hash, parse_verifier_key, verifier_key_string
@@ -29,6 +31,7 @@ __all__ = [
     "MalformedInput",
     "PublicKey",
     "Signer",
+    "StorageError",
     "TrustedKey",
     "UntrustedKey",
     "UsageError",
@@ -39,5 +42,6 @@ __all__ = [
     "note_key_hash",
     "parse_key_argument",
     "parse_verifier_key",
+    "storage_error",
     "verifier_key_string",
 ]

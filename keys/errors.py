@@ -8,6 +8,7 @@ emit as JSON. Messages never contain private key material.
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 
@@ -73,3 +74,42 @@ class IncompleteError(HeldoutError):
     """Intact, but something could not be checked (exit 5)."""
 
     exit_code = 5
+
+
+class StorageError(UsageError):
+    """The file system refused: disk full, read-only, I/O error, permission denied, a path of the wrong kind
+    (a file where a folder is needed, a folder where a file is, nothing there). The environment is at fault,
+    not the data: exit 2, never the "verification failed" of exit 1."""
+
+
+#: What each errno means to someone running a command (one line, no jargon beyond the path).
+_ERRNO_WORDS: dict[int, str] = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EIO: "input/output error (failing disk?)",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EISDIR: "is a folder where a file is needed",
+    errno.ENOENT: "does not exist",
+    errno.EEXIST: "exists already",
+    errno.ENOTEMPTY: "folder is not empty",
+    errno.ENAMETOOLONG: "name too long",
+    errno.EMFILE: "too many open files",
+    errno.ELOOP: "too many symbolic links",
+    errno.EXDEV: "crosses file systems",
+}
+
+
+def storage_error(exc: OSError) -> StorageError:
+    """The project's error for an ``OSError`` from the file system: one line naming the path and what went
+    wrong, with ``errno`` and ``path`` as evidence."""
+    words = _ERRNO_WORDS.get(exc.errno or -1) or (exc.strerror or type(exc).__name__).lower()
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+    where = " -> ".join(paths)
+    message = f"{where}: {words}" if where else f"file system error: {words}"
+    evidence: dict[str, Any] = {"errno": errno.errorcode.get(exc.errno or -1, str(exc.errno))}
+    if paths:
+        evidence["path"] = paths[0]
+    return StorageError(message, **evidence)

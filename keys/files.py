@@ -6,35 +6,79 @@ import os
 import stat
 from pathlib import Path
 
-from keys.errors import KeyFileError
+from keys.errors import KeyFileError, StorageError
+from keys.safeio import DOCUMENT_LIMIT, UnsafeFile, read_in
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 
 
-def ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) with mode 0700, or refuse an existing one that others can open."""
-    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
-    check_private_dir(path)
-    return path
+PRIVATE_ROOT_NAME = "private"
+
+
+def _private_chain(path: Path) -> list[Path]:
+    """``path`` and its ancestors up to the store's ``private/`` folder (inclusive); just ``path`` when no
+    ancestor is named ``private`` (a key file kept elsewhere is checked with its own folder)."""
+    chain = [path]
+    for parent in path.parents:
+        if chain[-1].name == PRIVATE_ROOT_NAME:
+            break
+        chain.append(parent)
+    else:
+        return [path]
+    return chain if chain[-1].name == PRIVATE_ROOT_NAME else [path]
+
+
+def _check_private(path: Path, *, folder: bool) -> None:
+    """The one permission check: a real folder (0700 or stricter) or a regular file (0600 or stricter), not a
+    link, owned by the user running the command. Never reads the file; messages never quote content."""
+    kind, wanted, fix = ("folder", "0700", "chmod 700") if folder else ("file", "0600", "chmod 600")
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise KeyFileError(f"no private {kind} at {path}", path=str(path)) from None
+    if stat.S_ISLNK(info.st_mode) or (stat.S_ISDIR(info.st_mode) != folder) or not (
+            stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+        raise KeyFileError(f"private {kind} {path} is not a plain {kind} (a link, a device or the wrong kind)",
+                           path=str(path))
+    if info.st_uid != os.geteuid():
+        raise KeyFileError(f"private {kind} {path} belongs to another user (uid {info.st_uid})", path=str(path),
+                           expected=os.geteuid(), found=info.st_uid)
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        raise KeyFileError(f"private {kind} {path} is open to others (mode {mode:04o}); run: {fix} {path}",
+                           path=str(path), expected=wanted, found=f"{mode:04o}")
 
 
 def check_private_dir(path: Path) -> None:
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise KeyFileError(
-            f"private folder {path} is open to others (mode {mode:04o}); run: chmod 700 {path}",
-            path=str(path), expected="0700", found=f"{mode:04o}",
-        )
+    """``path`` and every folder above it up to ``private/``: 0700, not links, ours."""
+    for folder in _private_chain(path):
+        _check_private(folder, folder=True)
 
 
 def check_private_file(path: Path) -> None:
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise KeyFileError(
-            f"private file {path} is open to others (mode {mode:04o}); run: chmod 600 {path}",
-            path=str(path), expected="0600", found=f"{mode:04o}",
-        )
+    """A private file and every folder above it up to ``private/`` (see :func:`check_private_dir`)."""
+    check_private_dir(path.parent)
+    _check_private(path, folder=False)
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` and any missing folders above it with mode 0700 (each one, not only the last), then
+    check the chain up to ``private/``; an existing folder that others can open is refused, not changed."""
+    missing = []
+    for folder in [path, *path.parents]:
+        if folder.exists() or folder.is_symlink():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:
+            pass  # a concurrent command made it: the check below judges it
+        else:
+            os.chmod(folder, PRIVATE_DIR_MODE)
+    check_private_dir(path)
+    return path
 
 
 def write_private_file(path: Path, data: bytes) -> None:
@@ -43,23 +87,44 @@ def write_private_file(path: Path, data: bytes) -> None:
     if path.exists():
         raise KeyFileError(f"refusing to overwrite existing private file {path}", path=str(path))
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    try:  # the temporary file goes whatever happens (a full disk, an I/O error, path created meanwhile)
+        write_synced(tmp, data, PRIVATE_FILE_MODE)
+        os.link(tmp, path)  # fails if someone created path meanwhile: never clobber a key
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def write_synced(path: Path, data: bytes, mode: int, *, exclusive: bool = True) -> None:
+    """Create ``path`` with exactly ``mode``, write all of ``data`` and fsync it. ``exclusive``: refuse an
+    existing file; otherwise truncate it. A partial file may remain on failure: callers write temporaries."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = os.open(path, flags, mode)
     try:
-        os.fchmod(fd, PRIVATE_FILE_MODE)  # umask cannot widen it, but be explicit
-        os.write(fd, data)
+        os.fchmod(fd, mode)  # umask cannot widen it, but be explicit
+        view = memoryview(data)
+        while view:  # os.write may write less than asked
+            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.link(tmp, path)  # fails if someone created path meanwhile: never clobber a key
-    os.unlink(tmp)
 
 
-def read_private_file(path: Path) -> bytes:
-    if not path.is_file():
+def read_private_file(path: Path, *, limit: int = DOCUMENT_LIMIT) -> bytes:
+    """A private file's bytes, after checking its folder and itself (regular, not a link, 0600, within
+    ``limit``); refusals are usage errors that never quote the content."""
+    if not path.exists() and not path.is_symlink():
+        if path.parent.exists():
+            check_private_dir(path.parent)
         raise KeyFileError(f"no private key file at {path}", path=str(path))
-    check_private_dir(path.parent)
     check_private_file(path)
-    return path.read_bytes()
+    try:
+        data = read_in(path.parent, path.name, limit=limit, what="private file")
+    except UnsafeFile as exc:
+        raise KeyFileError(exc.message, path=str(path)) from None
+    if data is None:
+        raise KeyFileError(f"no private key file at {path}", path=str(path))
+    return data
 
 
 def fsync_dir(path: Path) -> None:
@@ -73,7 +138,10 @@ def fsync_dir(path: Path) -> None:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that readers see the old bytes or the new, never a part, and the new
-    bytes survive a crash once this returns (temporary file in the same folder, fsync, rename, fsync)."""
+    bytes survive a crash once this returns (temporary file in the same folder, fsync, rename, fsync). The
+    temporary file is removed whatever fails; a folder at ``path`` is refused."""
+    if path.is_dir():
+        raise StorageError(f"{path} is a folder; give a file name", path=str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keys.errors import KeyFileError, MalformedInput, UsageError
+from keys.errors import HeldoutError, KeyFileError, MalformedInput, UsageError
 from keys.files import write_atomic
 from keys.note import parse_verifier_key, verifier_key_string
 from keys.public import ALGO, PUBLIC_KEY_SIZE, PublicKey, b64decode_strict
+from keys.safeio import KEY_FILE_LIMIT, check_json_depth, read_named
 from keys.signer import check_key_id, check_key_name
 
 
@@ -86,35 +87,50 @@ class Keyring:
         return next((k for k in self.list() if k.public_key == public_key), None)
 
 
-def load_public_key_file(path: Path) -> TrustedKey:
+def parse_public_key_file(data: bytes, *, source: str) -> TrustedKey:
+    """A public key file's bytes (``<key_id>.pub.json``) as a trusted key; refuses anything else."""
     try:
-        body = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise MalformedInput(f"{path} is not a readable JSON key file", path=str(path)) from exc
-    return TrustedKey.from_json(body, source=str(path))
+        check_json_depth(data, what=source)
+        body = json.loads(data)
+    except (UnicodeDecodeError, ValueError, MalformedInput) as exc:
+        raise MalformedInput(f"{source} is not a readable JSON key file", path=source) from exc
+    return TrustedKey.from_json(body, source=source)
+
+
+def load_public_key_file(path: Path) -> TrustedKey:
+    return parse_public_key_file(read_named(path, limit=KEY_FILE_LIMIT, what="key file"), source=str(path))
 
 
 def parse_key_argument(text: str) -> PublicKey:
     """Read a ``--key`` argument: base64 of the raw key, a note verifier key, or a file holding either
     (or a ``.pub.json`` key file). Any failure is a usage error naming what was expected."""
     candidate = Path(text)
+    shown = text[:80]  # what an error may quote: the argument, never the content of a file it names
     try:
         is_file = candidate.is_file()
     except OSError:
         is_file = False
     if is_file:
-        raw = candidate.read_bytes()
+        try:
+            raw = read_named(candidate, limit=KEY_FILE_LIMIT, what="--key file")
+        except MalformedInput as exc:
+            raise UsageError(exc.message, path=text) from None
         if len(raw) == PUBLIC_KEY_SIZE:
             return PublicKey(raw)
         try:
+            check_json_depth(raw, what="--key file")
             body = json.loads(raw)
-        except ValueError:
+        except (ValueError, MalformedInput):
             body = None
         if isinstance(body, dict):
             if "seed_b64" in body:
                 raise KeyFileError("--key takes a public key; that file holds a private key", path=text)
-            return TrustedKey.from_json(body, source=text).public_key
+            try:
+                return TrustedKey.from_json(body, source=text).public_key
+            except HeldoutError as exc:  # its evidence may quote members of the file: name the file only
+                raise UsageError(f"--key file {candidate} is not a public key file", path=text) from exc
         text = raw.decode("utf-8", "replace").strip()
+        shown = f"the content of {candidate}"
     if "+" in text and text.count("+") >= 2 and not text.endswith("="):
         try:
             return parse_verifier_key(text)[2]
@@ -125,7 +141,7 @@ def parse_key_argument(text: str) -> PublicKey:
     except MalformedInput as exc:
         raise UsageError(
             "--key must be base64 of a raw 32-byte Ed25519 public key, a note verifier key, or a key file",
-            found=text[:80],
+            found=shown,
         ) from exc
     if len(raw) != PUBLIC_KEY_SIZE:
         raise UsageError(

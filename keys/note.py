@@ -17,7 +17,7 @@ from keys.public import PublicKey, b64decode_strict, b64encode
 ED25519_SIGNATURE_TYPE = b"\x01"
 COSIGNATURE_V1_TYPE = b"\x04"
 _TYPE_NAMES = {ED25519_SIGNATURE_TYPE: "Ed25519 (type 0x01)", COSIGNATURE_V1_TYPE: "cosignature/v1 (type 0x04)"}
-_VKEY = re.compile(r"^([^\s+]+)\+([0-9a-f]{8})\+([A-Za-z0-9+/=]+)$")
+_VKEY = re.compile(r"([^\s+]+)\+([0-9a-f]{8})\+([A-Za-z0-9+/=]+)")
 
 
 def note_key_hash(name: str, key: PublicKey, signature_type: bytes = ED25519_SIGNATURE_TYPE) -> bytes:
@@ -32,7 +32,7 @@ def verifier_key_string(name: str, key: PublicKey, signature_type: bytes = ED255
 
 def parse_verifier_key(text: str, signature_type: bytes = ED25519_SIGNATURE_TYPE) -> tuple[str, bytes, PublicKey]:
     """Parse a verifier key string of the given type; check that its hash matches its name and key."""
-    m = _VKEY.match(text.strip())
+    m = _VKEY.fullmatch(text.strip())
     if not m:
         raise MalformedInput("not a note verifier key (<name>+<8 hex>+<base64>)", found=text[:120])
     name, hexhash, b64 = m.groups()

@@ -12,27 +12,31 @@ from pathlib import Path
 
 from nacl.signing import SigningKey
 
-from keys.errors import KeyFileError
+from keys.errors import HeldoutError, KeyFileError
 from keys.files import read_private_file, write_private_file
+from keys.names import plain_name_problem
 from keys.public import ALGO, PublicKey, b64encode
+from keys.safeio import KEY_FILE_LIMIT, check_json_depth
 
-KEY_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-NAME_PATTERN = re.compile(r"^[^\s+]{1,128}$")  # a note key name: no whitespace, no '+' (C2SP signed-note)
+KEY_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+NAME_PATTERN = re.compile(r"[^\s+]{1,128}")  # a note key name: no whitespace, no '+' (C2SP signed-note)
 SEED_SIZE = 32
 
 
 def check_key_id(key_id: str) -> str:
-    if not isinstance(key_id, str) or not KEY_ID_PATTERN.match(key_id):
+    if not isinstance(key_id, str) or not KEY_ID_PATTERN.fullmatch(key_id):
         raise KeyFileError(
             "a key id is 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit",
-            found=str(key_id)[:80],
+            found=repr(key_id)[:80],
         )
     return key_id
 
 
 def check_key_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise KeyFileError("a key name is 1-128 characters without spaces or '+'", found=str(name)[:80])
+    problem = plain_name_problem(name, refuse="+")
+    if problem is not None or not NAME_PATTERN.fullmatch(name):
+        raise KeyFileError(f"a key name is 1-128 printable NFC characters without spaces, '+' or separators "
+                           f"({problem or 'refused'})", found=repr(name)[:80])
     return name
 
 
@@ -84,14 +88,15 @@ class Signer:
     @classmethod
     def load(cls, path: Path) -> Signer:
         """Load a key file written by :meth:`save`, refusing files or folders open to others."""
-        raw = read_private_file(path)
+        raw = read_private_file(path, limit=KEY_FILE_LIMIT)
         try:
+            check_json_depth(raw, what="private key file")
             body = json.loads(raw)
             from base64 import b64decode
 
             seed = b64decode(body["seed_b64"], validate=True)
             signer = cls.from_seed(seed, name=body["name"], key_id=body["key_id"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, HeldoutError):
             # Deliberately no detail from the file: it holds the seed.
             raise KeyFileError(f"private key file {path} is not a heldout key file", path=str(path)) from None
         if body.get("public_key_b64") != signer.public_key.b64:

@@ -27,8 +27,8 @@ from ledger.rfc6962 import HASH_SIZE
 
 EM_DASH = "\u2014"
 MAX_NOTE_BYTES = 16 * 1024
-_SIZE = re.compile(r"^(0|[1-9][0-9]{0,18})$")
-_NAME = re.compile(r"^[^\s+]+$")
+_SIZE = re.compile(r"(0|[1-9][0-9]{0,18})")
+_NAME = re.compile(r"[^\s+]+")
 _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 
 
@@ -127,7 +127,7 @@ def parse_checkpoint(note: str | bytes, *, created_utc: str | None = None) -> Ch
     origin, size_text, root_text, *extensions = lines
     if not origin:
         raise NoteFormatError("the checkpoint origin line is empty")
-    if not _SIZE.match(size_text):
+    if not _SIZE.fullmatch(size_text):
         raise NoteFormatError("the checkpoint size line is not a decimal number", found=size_text[:40])
     size = int(size_text)
     if size >= 1 << 63:
@@ -151,7 +151,7 @@ def _parse_signature_line(line: str) -> NoteSignature:
     if not line.startswith(prefix):
         raise NoteFormatError("a signature line starts with an em dash and a space", found=line[:80])
     parts = line[len(prefix):].split(" ")
-    if len(parts) != 2 or not _NAME.match(parts[0]):
+    if len(parts) != 2 or not _NAME.fullmatch(parts[0]):
         raise NoteFormatError("a signature line is '— <name> <base64>'", found=line[:80])
     name, b64 = parts
     try:

@@ -25,6 +25,7 @@ from typing import Any
 
 from keys import HeldoutError, MalformedInput, PublicKey, b64encode
 from keys.files import write_atomic
+from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger.checkpoint import Checkpoint, verify_checkpoint
 from ledger.errors import ForkError, LedgerIntegrityError, LedgerUsageError, ProofError, RollbackError
 from ledger.verify import verify_consistency
@@ -51,7 +52,8 @@ class CheckpointClient:
         if not self.state_path.exists():
             return None
         try:
-            state = parse_json_object(self.state_path.read_bytes(), what=str(self.state_path))
+            state = parse_json_object(read_named(self.state_path, limit=DOCUMENT_LIMIT, what="client state"),
+                                      what=str(self.state_path))
         except MalformedInput as exc:
             raise LedgerIntegrityError(f"client state is unreadable: {exc.message}",
                                        file=str(self.state_path)) from None

@@ -4,7 +4,10 @@ One file per ledger (``<ledger id>.sqlite``), opened through sqlite-utils with s
 WAL journal with ``synchronous=FULL``, so a commit returns only once the WAL is fsynced; a writer killed at any
 instant leaves the last committed state. Writers serialize with ``BEGIN IMMEDIATE`` (``busy_timeout`` waits
 for the lock). Schema changes are sqlite-utils migrations (recorded in ``_sqlite_migrations``) and the schema
-version is kept in ``meta``; a file from a newer version is refused rather than guessed at.
+version is kept in ``meta``; a file from a newer version is refused rather than guessed at. Readers open the
+file read-only (``connect(read_only=True)``), so verify, audit and export work on a read-only copy of a store;
+SQLite's errors leave here as the project's (``ledger.errors.database_error``): exit 2 for the environment (full
+disk, I/O error, read-only, locked), exit 1 for a file that is not a readable ledger database.
 
 Tables (all STRICT):
 
@@ -24,13 +27,15 @@ not larger than every earlier one (so never two roots for one size, never a smal
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import urllib.parse
 from pathlib import Path
 
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-from ledger.errors import LedgerIntegrityError, LedgerUsageError
+from ledger.errors import LedgerStorageError, LedgerUsageError, database_error
 
 SCHEMA_VERSION = 2
 #: Interior tree levels below this are not stored (rehashed from at most 15 leaf hashes when needed).
@@ -101,11 +106,40 @@ def _cosignatures(db: Database) -> None:
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
 
-def connect(path: Path, *, create: bool = False) -> Database:
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write. ``mode=ro`` first (it sees concurrent writers' commits); when that
+    fails because the file or its folder is not writable (SQLite then cannot create the WAL index), the file
+    is opened ``immutable``: nobody here can change it, so it is read as a still file."""
+    quoted = urllib.parse.quote(str(path.resolve()))
+    try:
+        conn = sqlite3.connect(f"file:{quoted}?mode=ro", uri=True)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+            raise
+    wal = Path(f"{path}-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        # An immutable open would not see the commits still in the WAL: refuse rather than show an old state.
+        raise LedgerStorageError(f"{path} is read-only and has commits in {wal.name} that SQLite cannot read "
+                                 "without writing; copy the store with its ledger closed", path=str(path))
+    return sqlite3.connect(f"file:{quoted}?immutable=1", uri=True)
+
+
+def connect(path: Path, *, create: bool = False, read_only: bool = False) -> Database:
     """Open (or, with ``create``, make) a ledger file with the durability pragmas, applying any pending
-    migrations under the write lock."""
+    migrations under the write lock. ``read_only`` never writes (no pragma change, no migration), so a
+    read-only copy of a store can be verified, audited and exported."""
     if not create and not path.is_file():
         raise LedgerUsageError(f"no ledger file at {path}", path=str(path))
+    if read_only:
+        try:
+            db = Database(_connect_read_only(path), strict=True)
+            version = db.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.Error as exc:
+            raise database_error(exc, path) from None
+        return _checked_version(db, path, version)
     db = Database(path, strict=True)
     conn = db.conn
     try:
@@ -126,7 +160,11 @@ def connect(path: Path, *, create: bool = False) -> Database:
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.DatabaseError as exc:
         db.close()
-        raise LedgerIntegrityError(f"{path} is not a readable ledger database ({exc})", path=str(path)) from None
+        raise database_error(exc, path) from None
+    return _checked_version(db, path, version)
+
+
+def _checked_version(db: Database, path: Path, version: tuple[str] | None) -> Database:
     if version is None or int(version[0]) > SCHEMA_VERSION:
         db.close()
         raise LedgerUsageError(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -29,11 +29,12 @@ MAX_ENTRY_BYTES = 64 * 1024
 LEDGER_ID_HEX_CHARS = 20
 ORIGIN_PREFIX = "heldout/ledger/"
 NONCE_BYTES = 32
+MAX_NOTE_CHARS = 16384
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-_LEDGER_ID = re.compile(r"^[0-9a-f]{20}$")
-_LEDGER_PREFIX = re.compile(r"^[0-9a-f]{1,20}$")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+_LEDGER_ID = re.compile(r"[0-9a-f]{20}")
+_LEDGER_PREFIX = re.compile(r"[0-9a-f]{1,20}")
 
 
 def _text(value: Any) -> str | None:
@@ -43,7 +44,7 @@ def _text(value: Any) -> str | None:
 
 
 def _hex64(value: Any) -> str | None:
-    if not isinstance(value, str) or not _HEX64.match(value):
+    if not isinstance(value, str) or not _HEX64.fullmatch(value):
         return "64 lowercase hex characters (a SHA-256)"
     return None
 
@@ -54,7 +55,7 @@ def _utc(value: Any) -> str | None:
 
 @functools.lru_cache(maxsize=1024)  # a batch's entries mostly share their times
 def _utc_text(value: str) -> str | None:
-    if not _UTC.match(value):
+    if not _UTC.fullmatch(value):
         return "a UTC time YYYY-MM-DDTHH:MM:SSZ"
     try:  # the constructor checks the calendar (strptime would too, ten times slower)
         datetime(int(value[0:4]), int(value[5:7]), int(value[8:10]), int(value[11:13]), int(value[14:16]),
@@ -73,6 +74,12 @@ def _key(value: Any) -> str | None:
         PublicKey.from_b64(value.get("public_key_b64"))  # type: ignore[arg-type]
     except (HeldoutError, ValueError, TypeError) as exc:
         return f"an object {{key_id, name, public_key_b64}} ({exc})"
+    return None
+
+
+def _note_text(value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NOTE_CHARS:
+        return f"a non-blank string of at most {MAX_NOTE_CHARS} characters"
     return None
 
 
@@ -107,7 +114,33 @@ ENTRY_TYPES: dict[str, dict[str, Check]] = {
     "passport": {"model_id": _text, "generation": _text, "passport_sha256": _hex64, "created_utc": _utc},
     # A spec version superseded from ``effective_utc`` on: passports on it lapse then (heldout/specs.py).
     "spec": {"spec_version": _text, "superseded_by": _text, "effective_utc": _utc, "created_utc": _utc},
+    # A generic note: free text, optionally referencing a blob (a document, an announcement). It changes no
+    # domain state, so it is what ``heldout ledger append`` writes.
+    "note": {"text": _note_text, "created_utc": _utc},
 }
+
+#: Optional members: checked when present.
+OPTIONAL_MEMBERS: dict[str, dict[str, Check]] = {
+    "note": {"blob_sha256": _hex64},
+}
+
+#: Types the raw ``heldout ledger append`` may write: generic notes, and ``key`` (no other command declares a
+#: key; the append checks it as an operation would, see :func:`check_key_declaration`). Every other type
+#: changes domain state (a seal, a bundle charged to a budget, a retirement, a reveal, a passport, a spec
+#: supersession) and is appended only by its own operation, which validates it against the ledger under the
+#: generations lock.
+RAW_APPEND_TYPES = frozenset({"note", "key"})
+
+
+def check_key_declaration(entry: Mapping[str, Any], entries: Iterable[tuple[int, Mapping[str, Any]]]) -> None:
+    """Refuse a ``key`` entry whose key id the ledger already declares (genesis or an earlier key entry), for
+    another key or the same one: one key id names one key, once."""
+    key_id = entry["key"]["key_id"]
+    for index, earlier in entries:
+        declared = earlier.get("key") if earlier.get("type") in ("genesis", "key") else None
+        if isinstance(declared, Mapping) and declared.get("key_id") == key_id:
+            raise EntryRejected(f"key id {key_id!r} is already declared by entry {index}", field="key.key_id",
+                                index=index, found=key_id)
 
 
 def validate_entry(entry: Any, *, index: int | None = None) -> str:
@@ -133,6 +166,11 @@ def validate_entry(entry: Any, *, index: int | None = None) -> str:
         if problem:
             raise EntryRejected(f"{kind} entry member {member!r} must be {problem}", field=member,
                                 found=repr(entry[member])[:80], **where)
+    for member, check in OPTIONAL_MEMBERS.get(kind, {}).items():
+        problem = check(entry[member]) if member in entry else None
+        if problem:
+            raise EntryRejected(f"{kind} entry member {member!r} must be {problem}", field=member,
+                                found=repr(entry[member])[:80], **where)
     if index is not None and (index == 0) != (kind == "genesis"):
         raise EntryRejected(
             "the genesis entry is entry 0 and only entry 0" if kind == "genesis"
@@ -147,7 +185,7 @@ def entry_canonical_bytes(entry: Any) -> bytes:
     by ``seals.canonical_bytes`` otherwise. The shortcut keeps batched appends near raw SQLite speed: the
     pure-Python RFC 8785 serialiser costs about 45 us for a 1 KiB entry, the C encoder about 8."""
     fast = plain_canonical_bytes(entry)
-    return fast if fast is not None else canonical_bytes(entry)
+    return fast if fast is not None else canonical_bytes(entry, exact_integers=True)
 
 
 def encode_entry(entry: Mapping[str, Any], *, index: int | None = None) -> tuple[str, bytes]:
@@ -198,12 +236,12 @@ def origin_of(ledger_id: str) -> str:
 
 
 def is_ledger_id(text: str) -> bool:
-    return bool(_LEDGER_ID.match(text))
+    return bool(_LEDGER_ID.fullmatch(text))
 
 
 def is_ledger_prefix(text: str) -> bool:
     """A ledger id or a non-empty prefix of one (how commands name a ledger)."""
-    return bool(_LEDGER_PREFIX.match(text))
+    return bool(_LEDGER_PREFIX.fullmatch(text))
 
 
 def make_genesis(*, name: str, signer: Signer, now: datetime, nonce: bytes) -> dict[str, Any]:
@@ -235,7 +273,7 @@ def blob_references(entry: Mapping[str, Any]) -> list[str]:
         if isinstance(value, Mapping):
             for key, item in value.items():
                 if isinstance(key, str) and key.endswith("_sha256") and isinstance(item, str) \
-                        and _HEX64.match(item):
+                        and _HEX64.fullmatch(item):
                     found.append(item)
                 else:
                     walk(item)

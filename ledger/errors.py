@@ -8,10 +8,14 @@ order cannot pick the wrong one.
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 from keys.errors import (
     HeldoutError,
     IncompleteError,
     MalformedInput,
+    StorageError,
     UntrustedKey,
     UsageError,
     VerificationError,
@@ -89,6 +93,30 @@ class BlobMissing(LedgerError, IncompleteError):
     exit_code = 5
 
 
+class LedgerStorageError(LedgerUsageError, StorageError):
+    """SQLite could not do its work because of the environment: disk full, read-only file or folder, I/O
+    error, locked past the busy timeout, a file it cannot open (exit 2: the data are not at fault)."""
+
+    exit_code = 2
+
+
+#: SQLite's own words for failures of the environment rather than of the data (sqlite3 raises all of them as
+#: OperationalError; other OperationalErrors are kept as integrity failures below).
+_ENVIRONMENT_WORDS = ("disk is full", "disk i/o error", "readonly database", "read-only", "unable to open",
+                      "database is locked", "locking protocol", "permission denied", "out of memory",
+                      "no such file", "cannot open", "not a directory")
+
+
+def database_error(exc: sqlite3.Error, path: Path | str | None = None) -> LedgerError:
+    """The project's error for a ``sqlite3`` error on the ledger file at ``path``: an environment problem
+    (exit 2) when SQLite says so, else an unreadable or inconsistent database (exit 1: its bytes are not what
+    this program wrote)."""
+    words = str(exc)
+    where = f"{path}: " if path is not None else ""
+    evidence = {"path": str(path)} if path is not None else {}
+    if isinstance(exc, sqlite3.OperationalError) and any(w in words.lower() for w in _ENVIRONMENT_WORDS):
+        return LedgerStorageError(f"{where}the ledger database cannot be used: {words}", **evidence)
+    return LedgerIntegrityError(f"{where}not a readable ledger database ({words})", **evidence)
 class TimeRegression(LedgerUsageError):
     """An append whose time is earlier than the ledger's last entry: the ledger's time only moves forward
     (exit 2; nothing is written)."""

@@ -14,7 +14,8 @@ Layout (format ``heldout-ledger-export``, version 1)::
                                   store holds; each file's name is its content's SHA-256
       keys/<key_id>.pub.json      public keys the ledger declares (genesis and ``key`` entries), nothing
                                   else: a key is trusted only because an entry declares it
-      seals/<name>                the store's published signed seal manifests, verbatim
+      seals/<name>                the store's published seal manifests and reveals, verbatim: only those
+                                  whose SHA-256 an exported entry names
 
 The manifest: ``{"format", "version", "ledger_id", "origin", "size", "root" (base64), "note_verifier_key",
 "checkpoints": [sizes], "blobs": [hex], "missing_blobs": [hex], "keys": [key ids], "seals": [names],
@@ -36,6 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from keys import MalformedInput, TrustedKey, b64encode, verifier_key_string
+from keys.safeio import (
+    DOCUMENT_LIMIT,
+    ENTRIES_FILE_LIMIT,
+    NOTE_LIMIT,
+    UnsafeFile,
+    file_in,
+    list_in,
+    read_in,
+    require_in,
+)
 from ledger.blobs import BlobStore
 from ledger.checkpoint import Checkpoint, parse_checkpoint
 from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger_id
@@ -140,8 +151,12 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
     if seals is not None and seals.is_dir():
         for path in sorted(seals.iterdir()):
             if path.is_file() and not path.is_symlink() and not path.name.startswith("."):
-                _write_file(out / SEALS / path.name, path.read_bytes())
-                seal_names.append(path.name)
+                data = path.read_bytes()
+                # Only what an exported entry vouches for (a manifest_sha256, a reveal_sha256): a file that no
+                # entry names (left by a failed operation, or put there by hand) is never published.
+                if hashlib.sha256(data).hexdigest() in referenced:
+                    _write_file(out / SEALS / path.name, data)
+                    seal_names.append(path.name)
 
     manifest = {
         "format": EXPORT_FORMAT,
@@ -187,10 +202,14 @@ class LedgerExport(EntryList):
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         manifest_path = self.folder / MANIFEST
-        if not manifest_path.is_file():
-            raise LedgerUsageError(f"{self.folder} is not a ledger export (no {MANIFEST})", path=str(self.folder))
+        if not self.folder.is_dir():
+            raise LedgerUsageError(f"{self.folder} is not a ledger export (not a folder)", path=str(self.folder))
         try:
-            self.manifest = parse_json_object(manifest_path.read_bytes(), what=str(manifest_path))
+            data = read_in(self.folder, MANIFEST, limit=DOCUMENT_LIMIT, what="ledger export")
+            if data is None:
+                raise LedgerUsageError(f"{self.folder} is not a ledger export (no {MANIFEST})",
+                                       path=str(self.folder))
+            self.manifest = parse_json_object(data, what=str(manifest_path))
         except MalformedInput as exc:
             raise LedgerIntegrityError(exc.message, file=str(manifest_path)) from None
         if self.manifest.get("format") != EXPORT_FORMAT or self.manifest.get("version") != EXPORT_VERSION:
@@ -210,9 +229,9 @@ class LedgerExport(EntryList):
     def _load(self) -> list[bytes]:
         if self._entries is None:
             path = self.folder / ENTRIES
-            if not path.is_file():
+            raw = self._read(ENTRIES, limit=ENTRIES_FILE_LIMIT)
+            if raw is None:
                 raise LedgerIntegrityError(f"the export has no {ENTRIES}", file=str(path))
-            raw = path.read_bytes()
             if raw and not raw.endswith(b"\n"):
                 raise LedgerIntegrityError(f"{ENTRIES} does not end with a newline (truncated?)", file=str(path))
             self._entries = raw.split(b"\n")[:-1] if raw else []
@@ -221,25 +240,28 @@ class LedgerExport(EntryList):
     # checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint_files(self) -> list[tuple[int, Path]]:
         folder = self.folder / CHECKPOINTS
-        if not folder.is_dir():
-            return []
+        names = self._list(CHECKPOINTS)
         found = []
-        for path in folder.iterdir():
-            stem, _, suffix = path.name.partition(".")
+        for name in names:
+            path = folder / name
+            stem, _, suffix = name.partition(".")
             if suffix != "note" or not stem.isdigit() or str(int(stem)) != stem:
                 raise LedgerIntegrityError("unexpected file among the checkpoints", file=str(path))
             found.append((int(stem), path))
+        if len(found) > max(self.size, 1):  # sizes strictly increase up to the entry count: more is padding
+            raise LedgerIntegrityError(f"the export holds {len(found)} checkpoints for {self.size} entries",
+                                       file=CHECKPOINTS, expected=self.size, found=len(found))
         return sorted(found)
 
     def checkpoints(self) -> list[Checkpoint]:
         """Every checkpoint, parsed (signatures are checked by :meth:`verify`)."""
-        return [parse_checkpoint(path.read_bytes()) for _, path in self._checkpoint_files()]
+        return [parse_checkpoint(self._note(size).encode()) for size, _ in self._checkpoint_files()]
 
     def latest_checkpoint(self) -> Checkpoint:
         files = self._checkpoint_files()
         if not files:
             raise LedgerIntegrityError("the export has no checkpoint", path=str(self.folder))
-        return parse_checkpoint(files[-1][1].read_bytes())
+        return parse_checkpoint(self._note(files[-1][0]).encode())
 
     # blobs, keys, seals -----------------------------------------------------------------------------------
     def blob(self, sha256_hex: str) -> bytes:
@@ -267,17 +289,46 @@ class LedgerExport(EntryList):
         return keys
 
     def seal_paths(self) -> list[Path]:
-        folder = self.folder / SEALS
-        return sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+        return [self.folder / SEALS / name for name in self._list(SEALS) if self.has_seal(name)]
 
     def has_seal(self, name: str) -> bool:
-        return "/" not in name and not name.startswith(".") and (self.folder / SEALS / name).is_file()
+        """Whether ``seals/<name>`` is in the export (a link or a non-regular file there is refused)."""
+        if "/" in name or name.startswith("."):
+            return False
+        try:
+            return file_in(self.folder, [SEALS, name], what="ledger export")
+        except UnsafeFile as exc:
+            raise LedgerIntegrityError(exc.message, **exc.evidence) from None
 
     def seal_bytes(self, name: str) -> bytes:
         path = self.folder / SEALS / name
-        if "/" in name or name.startswith(".") or not path.is_file():
+        data = None if "/" in name or name.startswith(".") else self._read(f"{SEALS}/{name}", limit=DOCUMENT_LIMIT)
+        if data is None:
             raise LedgerUsageError(f"no seal manifest {name!r} in the export", path=str(path))
-        return path.read_bytes()
+        return data
+
+    # confined, bounded reading (keys.safeio): a crafted export is refused, never followed, waited on or
+    # read without a bound; every refusal is tampering (exit 1)
+    def _read(self, relative: str, *, limit: int) -> bytes | None:
+        try:
+            return read_in(self.folder, relative, limit=limit, what="ledger export")
+        except UnsafeFile as exc:
+            raise LedgerIntegrityError(exc.message, **exc.evidence) from None
+
+    def _list(self, relative: str) -> list[str]:
+        try:
+            return list_in(self.folder, relative, what="ledger export") or []
+        except UnsafeFile as exc:
+            raise LedgerIntegrityError(exc.message, **exc.evidence) from None
+
+    def _note(self, size: int) -> str:
+        relative = f"{CHECKPOINTS}/{size}.note"
+        try:
+            return require_in(self.folder, relative, limit=NOTE_LIMIT, what="ledger export").decode("utf-8")
+        except UnsafeFile as exc:
+            raise LedgerIntegrityError(exc.message, **exc.evidence) from None
+        except UnicodeDecodeError:
+            raise LedgerIntegrityError("a checkpoint note is not UTF-8", file=relative) from None
 
     # tree and proofs ---------------------------------------------------------------------------------------
     def _hash_tree(self) -> HashTree:
@@ -349,7 +400,7 @@ class LedgerExport(EntryList):
         audit reports them one by one instead); with ``check_blobs`` every exported blob is re-hashed (a
         missing referenced blob is listed in the manifest's ``missing_blobs``, not an error here: the audit
         decides what it needs)."""
-        claims = [CheckpointClaim(size, _read_note(path)) for size, path in self._checkpoint_files()]
+        claims = [CheckpointClaim(size, self._note(size)) for size, _ in self._checkpoint_files()]
         entries = self._load()
         report, nodes = replay(((data, None) for data in entries), len(entries), claims,
                                expected_id=expected_id, progress=progress)
@@ -373,13 +424,6 @@ class LedgerExport(EntryList):
                     raise LedgerIntegrityError(f"exported blob {digest} is missing", file=str(exc.evidence.get(
                         "file")), found=digest) from None
         return report
-
-
-def _read_note(path: Path) -> str:
-    try:
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise LedgerIntegrityError("a checkpoint note is not UTF-8", file=str(path)) from None
 
 
 def open_export(folder: Path) -> LedgerExport:

@@ -59,6 +59,7 @@ from ledger.errors import (
     LedgerKeyError,
     LedgerUsageError,
     TimeRegression,
+    database_error,
 )
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.replay import CheckpointClaim, ProgressFn, ReplayReport, replay
@@ -161,8 +162,12 @@ class Ledger:
             conn.execute("INSERT INTO checkpoints (size, root, note, created_utc) VALUES (1, ?, ?, ?)",
                          (leaf, checkpoint.note, created))
             conn.execute("COMMIT")
-        finally:
+        except BaseException:  # a full disk, say: no half-built file is left behind
             db.close()
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                leftover.unlink(missing_ok=True)
+            raise
+        db.close()
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -173,11 +178,15 @@ class Ledger:
         return cls.open(path)
 
     @classmethod
-    def open(cls, path: Path) -> Ledger:
+    def open(cls, path: Path, *, read_only: bool = False) -> Ledger:
+        """Open a ledger file; ``read_only`` for commands that only read (works on a read-only copy)."""
         path = Path(path)
-        db = connect(path)
+        db = connect(path, read_only=read_only)
         try:
             return cls(db, path)
+        except sqlite3.Error as exc:
+            db.close()
+            raise database_error(exc, path) from None
         except BaseException:
             db.close()
             raise

@@ -35,7 +35,7 @@ MAX_POLICY_BYTES = 64 * 1024
 MAX_ITEMS = 64
 _WS = re.compile(r"[ \t]+")
 _BAD_OCTETS = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
-_DECIMAL = re.compile(r"^[1-9][0-9]{0,3}$")
+_DECIMAL = re.compile(r"[1-9][0-9]{0,3}")
 
 
 class PolicyError(LedgerError, UsageError):
@@ -237,7 +237,7 @@ def parse_policy(data: bytes | str, *, what: str = "policy") -> Policy:
                 k = len(members)
             elif k_text == "any":
                 k = 1
-            elif _DECIMAL.match(k_text) and 1 <= int(k_text) <= len(members):
+            elif _DECIMAL.fullmatch(k_text) and 1 <= int(k_text) <= len(members):
                 k = int(k_text)
             else:
                 raise fail(f"threshold {k_text!r} must be all, any, or a decimal k with 1 <= k <= {len(members)}")

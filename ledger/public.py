@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from keys import TrustedKey
+from keys.safeio import UnsafeFile, file_in
 from ledger.checkpoint import Checkpoint
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
 from ledger.export import MANIFEST as EXPORT_MANIFEST
@@ -85,7 +86,13 @@ def is_public_log(source: str | Path) -> bool:
     if is_url(text):
         return True
     folder = Path(text)
-    return (folder / EXPORT_MANIFEST).is_file() or is_tiles_dir(folder)
+    if not folder.is_dir():
+        return False
+    try:
+        exported = file_in(folder, EXPORT_MANIFEST, what="ledger export")
+    except UnsafeFile as exc:
+        raise LedgerIntegrityError(exc.message, **exc.evidence) from None
+    return exported or is_tiles_dir(folder)
 
 
 def open_public_log(source: str | Path) -> PublicLog:

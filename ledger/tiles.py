@@ -34,7 +34,6 @@ signed by the key entry 0 declares; :meth:`TilesLog.verify` then replays every c
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import http.client
@@ -51,6 +50,18 @@ from pathlib import Path
 from typing import Any
 
 from keys import MalformedInput, TrustedKey, b64encode, verifier_key_string
+from keys.safeio import (
+    BLOB_LIMIT,
+    DOCUMENT_LIMIT,
+    ENTRIES_FILE_LIMIT,
+    KEY_FILE_LIMIT,
+    NOTE_LIMIT,
+    UnsafeFile,
+    check_json_depth,
+    file_in,
+    list_in,
+    read_in,
+)
 from ledger.blobs import BlobStore, check_sha256_hex
 from ledger.checkpoint import Checkpoint, parse_checkpoint, verify_checkpoint
 from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger_id, ledger_id_of, origin_of
@@ -72,16 +83,9 @@ TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT
 MAX_BUNDLE_ENTRY = 0xFFFF  # the uint16 length prefix of an entry bundle
 
-KiB = 1024
-MiB = 1024 * KiB
 TILE_LIMIT = TILE_WIDTH * HASH_SIZE
 BUNDLE_LIMIT = TILE_WIDTH * (2 + MAX_BUNDLE_ENTRY)
-NOTE_LIMIT = 64 * KiB
-KEY_LIMIT = 64 * KiB
-DOCUMENT_LIMIT = 32 * MiB
-MANIFEST_LIMIT = 256 * MiB
-BLOB_LIMIT = 256 * MiB
-MAX_JSON_DEPTH = 64
+MANIFEST_LIMIT = ENTRIES_FILE_LIMIT  # it lists every checkpoint size and blob: it grows with the log
 FETCH_TIMEOUT_S = 30.0
 
 _TOP_LEVEL = {CHECKPOINT, "tile", MANIFEST, CHECKPOINTS, "blobs", KEYS, SEALS}
@@ -169,23 +173,9 @@ def _levels(size: int) -> Iterator[tuple[int, int]]:
         level += 1
 
 
-def _json_depth_ok(data: bytes, what: str) -> None:
-    """Refuse nesting deeper than MAX_JSON_DEPTH before ``json`` recurses (strings removed first)."""
-    if data.count(b"[") + data.count(b"{") <= MAX_JSON_DEPTH:
-        return  # too few brackets to nest that deep (the usual case: counted in C, no regex pass)
-    brackets = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", data).translate(None, delete=bytes(
-        c for c in range(256) if c not in b"[]{}"))
-    depth = deepest = 0
-    for char in brackets:
-        depth += 1 if char in b"[{" else -1
-        deepest = max(deepest, depth)
-        if deepest > MAX_JSON_DEPTH:
-            raise LedgerIntegrityError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", file=what)
-
-
 def _json_object(data: bytes, what: str) -> dict[str, Any]:
-    _json_depth_ok(data, what)
     try:
+        check_json_depth(data, what=what)
         return parse_json_object(data, what=what)
     except MalformedInput as exc:
         raise LedgerIntegrityError(exc.message, file=what) from None
@@ -494,7 +484,12 @@ def is_url(source: str) -> bool:
 
 
 def is_tiles_dir(folder: Path) -> bool:
-    return (folder / CHECKPOINT).is_file() and (folder / "tile").is_dir()
+    """Whether ``folder`` holds ``checkpoint`` and ``tile/`` (a link or a non-regular file there is refused,
+    so that a tampered folder never reads as some other kind of source)."""
+    if not Path(folder).is_dir():
+        return False
+    files = LocalFiles(Path(folder))
+    return files.exists(CHECKPOINT) and files.listing("tile") is not None
 
 
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
@@ -508,8 +503,8 @@ def _parts(rel: str) -> list[str]:
 
 
 class LocalFiles:
-    """Files under a folder: each path component opened from its parent's descriptor without following
-    symbolic links, regular files only, sizes bounded before reading."""
+    """Files under a folder, read through ``keys.safeio``: no symbolic link followed anywhere on the path,
+    regular files only, sizes bounded before reading; a refusal is tampering (exit 1)."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -519,86 +514,23 @@ class LocalFiles:
     def where(self, rel: str) -> str:
         return rel
 
-    def _refuse(self, rel: str, what: str) -> LedgerIntegrityError:
-        return LedgerIntegrityError(f"{rel} in the tiles directory is {what}; refused", file=rel)
-
-    def _dir_fd(self, parts: list[str], rel: str) -> int | None:
-        try:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError as exc:
-            raise LedgerUsageError(f"cannot open the tiles directory {self.root}: {exc.strerror}",
-                                   path=str(self.root)) from None
-        for part in parts:
-            try:
-                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except FileNotFoundError:
-                os.close(fd)
-                return None
-            except OSError as exc:
-                os.close(fd)
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise self._refuse(rel, "below a symbolic link or a file") from None
-                raise LedgerUsageError(f"cannot read {rel}: {exc.strerror}", file=rel) from None
-            os.close(fd)
-            fd = child
-        return fd
-
     def read(self, rel: str, limit: int) -> bytes | None:
-        parts = _parts(rel)
-        parent = self._dir_fd(parts[:-1], rel)
-        if parent is None:
-            return None
         try:
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise self._refuse(rel, "a symbolic link") from None
-            raise LedgerUsageError(f"cannot read {rel}: {exc.strerror}", file=rel) from None
-        finally:
-            os.close(parent)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise self._refuse(rel, "not a regular file")
-            if info.st_size > limit:
-                raise LedgerIntegrityError(f"{rel} is {info.st_size} bytes, over the {limit}-byte bound", file=rel,
-                                           expected=limit, found=info.st_size)
-            chunks, total = [], 0
-            while total <= limit:
-                chunk = os.read(fd, min(limit + 1 - total, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-        finally:
-            os.close(fd)
-        if total > limit:
-            raise LedgerIntegrityError(f"{rel} grew past the {limit}-byte bound while read", file=rel)
-        return b"".join(chunks)
+            return read_in(self.root, _parts(rel), limit=limit, what="tiles directory")
+        except UnsafeFile as exc:
+            raise LedgerIntegrityError(exc.message, **exc.evidence) from None
 
     def exists(self, rel: str) -> bool:
-        parts = _parts(rel)
-        parent = self._dir_fd(parts[:-1], rel)
-        if parent is None:
-            return False
         try:
-            info = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        finally:
-            os.close(parent)
-        return stat.S_ISREG(info.st_mode)
+            return file_in(self.root, _parts(rel), what="tiles directory")
+        except UnsafeFile as exc:
+            raise LedgerIntegrityError(exc.message, **exc.evidence) from None
 
     def listing(self, rel: str) -> list[str] | None:
-        fd = self._dir_fd(_parts(rel), rel)
-        if fd is None:
-            return None
         try:
-            return sorted(os.listdir(fd))
-        finally:
-            os.close(fd)
+            return list_in(self.root, _parts(rel), what="tiles directory")
+        except UnsafeFile as exc:
+            raise LedgerIntegrityError(exc.message, **exc.evidence) from None
 
 
 class _NoSchemeChange(urllib.request.HTTPRedirectHandler):
@@ -641,14 +573,14 @@ class HttpFiles:
         with response:
             declared = response.headers.get("Content-Length")
             if declared is not None and declared.isdigit() and int(declared) > limit:
-                raise LedgerIntegrityError(f"{rel} is {declared} bytes, over the {limit}-byte bound", file=rel,
+                raise LedgerIntegrityError(f"{rel} is {declared} bytes, over the {limit}-byte limit", file=rel,
                                            expected=limit, found=int(declared))
             try:
                 data = response.read(limit + 1)
             except (OSError, http.client.HTTPException) as exc:
                 raise LedgerUsageError(f"cannot fetch {self.where(rel)}: {exc}", path=self.where(rel)) from None
         if len(data) > limit:
-            raise LedgerIntegrityError(f"{rel} is over the {limit}-byte bound", file=rel, expected=limit)
+            raise LedgerIntegrityError(f"{rel} is over the {limit}-byte limit", file=rel, expected=limit)
         return bytes(data)
 
     def exists(self, rel: str) -> bool:
@@ -879,7 +811,7 @@ class TilesLog(EntryList):
                                        file=MANIFEST, field="keys", expected=sorted(declared), found=m.get("keys"))
         for key_id, key in sorted(declared.items()):
             rel = f"{KEYS}/{key_id}.pub.json"
-            if self.files.read(rel, KEY_LIMIT) != key_file_bytes(key):
+            if self.files.read(rel, KEY_FILE_LIMIT) != key_file_bytes(key):
                 yield LedgerIntegrityError("a key file is missing or not the key its ledger entry declares",
                                            file=rel, field="keys", expected=key.public_key.b64)
         referenced: set[str] = set()

@@ -27,7 +27,7 @@ from ledger.rfc6962 import HASH_SIZE, leaf_hash
 from ledger.verify import verify_inclusion
 
 TLOG_PROOF_HEADER = "c2sp.org/tlog-proof@v1"
-_INDEX = re.compile(r"^index (0|[1-9][0-9]*)$")
+_INDEX = re.compile(r"index (0|[1-9][0-9]*)")
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def parse_tlog_proof(text: str) -> TlogProof:
     if position < len(lines) and lines[position].startswith("extra "):
         extra = b64decode_strict(lines[position][len("extra "):], what="tlog-proof extra")
         position += 1
-    match = _INDEX.match(lines[position]) if position < len(lines) else None
+    match = _INDEX.fullmatch(lines[position]) if position < len(lines) else None
     if match is None:
         raise _bad("an index line (index N, decimal without leading zeroes) must follow",
                    found=lines[position][:60] if position < len(lines) else None)

@@ -53,7 +53,7 @@ MAX_PROOF_LINES = 63
 MAX_REQUEST_BYTES = 64 * 1024
 SIZE_CONTENT_TYPE = "text/x.tlog.size"
 MAX_EVIDENCE_PER_LOG = 1000
-_OLD = re.compile(r"^old (0|[1-9][0-9]{0,18})$")
+_OLD = re.compile(r"old (0|[1-9][0-9]{0,18})")
 STATE_FILE = "state.sqlite"
 
 
@@ -122,7 +122,7 @@ def parse_request(body: bytes) -> AddCheckpoint:
     if not sep:
         raise BadRequest("request has no empty line before the checkpoint")
     lines = head.split("\n")
-    match = _OLD.match(lines[0])
+    match = _OLD.fullmatch(lines[0])
     if not match:
         raise BadRequest("the first line is 'old <size>' in decimal without leading zeroes", found=lines[0][:40])
     if len(lines) - 1 > MAX_PROOF_LINES:
@@ -147,7 +147,7 @@ def parse_request(body: bytes) -> AddCheckpoint:
 def parse_size_response(body: bytes) -> int:
     """The body of a 409: the witness's size, in decimal, then a newline."""
     text = body.decode("ascii", errors="replace")
-    match = re.match(r"^(0|[1-9][0-9]{0,18})\n$", text)
+    match = re.fullmatch(r"(0|[1-9][0-9]{0,18})\n", text)
     if not match:
         raise BadRequest("a 409 response body is a decimal size and a newline", found=text[:40])
     return int(match.group(1))

@@ -29,6 +29,7 @@ from typing import Any
 import rfc8785
 
 from keys.errors import MalformedInput
+from keys.safeio import DOCUMENT_LIMIT, check_json_depth
 
 FLOAT_DECIMALS = 6
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -47,8 +48,9 @@ def _numpy_to_python(value: Any) -> Any:
     return value
 
 
-def prepare(value: Any, *, path: str = "$") -> Any:
-    """Return a JSON value ready for JCS: floats rounded to 6 decimals, numpy converted, checks applied."""
+def prepare(value: Any, *, path: str = "$", exact_integers: bool = False) -> Any:
+    """Return a JSON value ready for JCS: floats rounded to 6 decimals, numpy converted, checks applied;
+    ``exact_integers`` also refuses integral floats beyond 2^53 (ledger entries: no such number is meant)."""
     value = _numpy_to_python(value)
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -60,19 +62,25 @@ def prepare(value: Any, *, path: str = "$") -> Any:
         if not math.isfinite(value):
             raise CanonicalError(f"non-finite number at {path} ({value!r}) cannot be canonical JSON", path=path)
         rounded = round(value, FLOAT_DECIMALS)
-        if rounded.is_integer() and abs(rounded) <= MAX_SAFE_INTEGER:
-            # JSON has one number type: 2.0 and 2 are the same number, written "2" by RFC 8785; -0.0 is 0.
-            return int(rounded)
+        if rounded.is_integer():
+            if abs(rounded) <= MAX_SAFE_INTEGER:
+                # JSON has one number type: 2.0 and 2 are the same number, written "2" by RFC 8785; -0.0 is 0.
+                return int(rounded)
+            if exact_integers:
+                # an integral number beyond 2^53 (an integer literal in a file is read back as a double):
+                # other readers (JavaScript, I-JSON) cannot hold it exactly, so it is refused, never rounded
+                raise CanonicalError(f"number at {path} exceeds the I-JSON safe range (2^53)", path=path,
+                                     found=repr(value)[:40])
         return rounded
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CanonicalError(f"object key at {path} is not a string", path=path, found=repr(key)[:60])
-            out[key] = prepare(item, path=f"{path}.{key}")
+            out[key] = prepare(item, path=f"{path}.{key}", exact_integers=exact_integers)
         return out
     if isinstance(value, (list, tuple)):
-        return [prepare(item, path=f"{path}[{i}]") for i, item in enumerate(value)]
+        return [prepare(item, path=f"{path}[{i}]", exact_integers=exact_integers) for i, item in enumerate(value)]
     raise CanonicalError(f"value at {path} of type {type(value).__name__} is not JSON", path=path)
 
 
@@ -216,9 +224,9 @@ def jcs_bytes(value: Any) -> bytes:
         raise CanonicalError(f"not canonicalisable: {exc}") from exc
 
 
-def canonical_bytes(value: Any) -> bytes:
+def canonical_bytes(value: Any, *, exact_integers: bool = False) -> bytes:
     """Prepare then canonicalise: the bytes this project signs, hashes and stores."""
-    return jcs_bytes(prepare(value))
+    return jcs_bytes(prepare(value, exact_integers=exact_integers))
 
 
 def _refuse_constant(name: str) -> Any:
@@ -243,14 +251,19 @@ def _parse_int(text: str) -> int | float:
 
 def parse_json(data: bytes | str, *, what: str = "document") -> Any:
     """Strict JSON: UTF-8, no duplicate members (they would let two readers see two documents), no
-    NaN/Infinity literals. Raises :class:`MalformedInput` naming the document and the position."""
+    NaN/Infinity literals, nesting at most ``keys.safeio.MAX_JSON_DEPTH`` deep. Raises :class:`MalformedInput`
+    naming the document and the position."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise MalformedInput(f"{what} is not UTF-8 (byte {exc.start})", offset=exc.start) from None
+    if len(data) > DOCUMENT_LIMIT:  # parsing costs several times the text in memory: bounded here for all
+        raise MalformedInput(f"{what} is {len(data)} characters, over the {DOCUMENT_LIMIT}-byte document limit",
+                             expected=DOCUMENT_LIMIT, found=len(data))
     if not data.strip():
         raise MalformedInput(f"{what} is empty")
+    check_json_depth(data, what=what)  # before json recurses: deep nesting is a refusal, not a RecursionError
     try:
         return json.loads(
             data, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant, parse_int=_parse_int

@@ -35,13 +35,13 @@ COMMITMENT_SCHEME = (
     "set_hash = RFC 6962 Merkle tree hash over leaf_hash(commitment) of the commitments sorted ascending; "
     "content_sha256 = heldout-case-v1"
 )
-GENERATION_PATTERN = re.compile(r"^(gen[1-9][0-9]{0,5}|public)$")
-TASK_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-LEDGER_ID_PATTERN = re.compile(r"^[0-9a-f]{20}$")
-HEX64 = re.compile(r"^[0-9a-f]{64}$")
+GENERATION_PATTERN = re.compile(r"(gen[1-9][0-9]{0,5}|public)")
+TASK_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+LEDGER_ID_PATTERN = re.compile(r"[0-9a-f]{20}")
+HEX64 = re.compile(r"[0-9a-f]{64}")
 MEMBERSHIPS = ("sealed", "public")
 BUDGET_BASES = ("default", "explicit", "public")
-RELEASE_MODES = ("full", "ladder")
+RELEASE_MODES = ("full", "ladder", "thresholdout")
 MAX_SEED = 2**53 - 1
 _MEMBERS = frozenset({
     "type", "manifest_version", "generation", "spec_version", "membership", "tasks", "n_cases", "set_hash",
@@ -55,7 +55,7 @@ def _bad(message: str, **evidence: Any) -> MalformedInput:
 
 
 def check_generation_name(name: Any) -> str:
-    if not isinstance(name, str) or not GENERATION_PATTERN.match(name):
+    if not isinstance(name, str) or not GENERATION_PATTERN.fullmatch(name):
         raise _bad("a generation is named genN (N = 1, 2, ...) or public", field="generation",
                    found=str(name)[:60])
     return name
@@ -82,16 +82,36 @@ def _member(body: dict[str, Any], name: str, kind: type | tuple[type, ...], wher
     return value
 
 
+ORIGINS = ("official", "synthetic", "local")
+
+
 @dataclass(frozen=True)
 class TaskCount:
+    """One task's case count; for the public generation also the origin of the file its split came from
+    (official only when its MD5 is medmnist's) and the file's SHA-256."""
+
     task: str
     cases: int
+    origin: str | None = None
+    sha256: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.task, str) or not TASK_PATTERN.match(self.task):
+        if not isinstance(self.task, str) or not TASK_PATTERN.fullmatch(self.task):
             raise _bad("a task name is lowercase letters, digits and '_' (e.g. bloodmnist_224)", field="tasks",
                        found=str(self.task)[:60])
         _int(self.cases, f"tasks.{self.task}.cases", low=1)
+        if (self.origin is None) != (self.sha256 is None):
+            raise _bad(f"tasks.{self.task}: origin and sha256 go together", field=f"tasks.{self.task}")
+        if self.origin is not None and (self.origin not in ORIGINS or not isinstance(self.sha256, str)
+                                        or not HEX64.fullmatch(self.sha256)):
+            raise _bad(f"tasks.{self.task}: origin is official, synthetic or local with the file's sha256",
+                       field=f"tasks.{self.task}.origin", found=str(self.origin)[:40])
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"cases": self.cases}
+        if self.origin is not None:
+            body.update(origin=self.origin, sha256=self.sha256)
+        return body
 
 
 @dataclass(frozen=True)
@@ -110,8 +130,18 @@ class LeakageBudget:
     delta: float
     eps: float | None
     rule: str
+    #: Bits the seal itself releases about the labels (each task's smallest class size), spent from the start.
+    statement_bits: float = 0.0
+    #: Each released statistic family with the n it concentrates at and its eps on its published scale when the
+    #: whole budget is spent (heldout.generations.budget.guarantees).
+    families: tuple[dict[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "statement_bits", _float6(self.statement_bits, "leakage_budget.statement_bits"))
+        if self.statement_bits < 0:
+            raise _bad("leakage_budget.statement_bits must not be negative", field="leakage_budget.statement_bits")
+        if not isinstance(self.families, tuple) or not all(isinstance(f, dict) for f in self.families):
+            raise _bad("leakage_budget.families is a list of objects", field="leakage_budget.families")
         if self.basis not in BUDGET_BASES:
             raise _bad("leakage_budget.basis is default, explicit or public", field="leakage_budget.basis",
                        found=str(self.basis)[:40])
@@ -136,14 +166,18 @@ class LeakageBudget:
             raise _bad("leakage_budget.rule must be a non-empty string", field="leakage_budget.rule")
 
     def to_json(self) -> dict[str, Any]:
-        return {"bits": self.bits, "basis": self.basis, "n": self.n, "k": self.k, "delta": self.delta,
-                "eps": self.eps, "rule": self.rule}
+        body: dict[str, Any] = {"bits": self.bits, "basis": self.basis, "n": self.n, "k": self.k,
+                                "delta": self.delta, "eps": self.eps, "rule": self.rule}
+        if self.statement_bits or self.families:
+            body["statement_bits"] = self.statement_bits
+            body["families"] = [dict(f) for f in self.families]
+        return body
 
     @classmethod
     def from_json(cls, body: Any) -> LeakageBudget:
         if not isinstance(body, dict):
             raise _bad("leakage_budget is not an object", field="leakage_budget")
-        extra = set(body) - {"bits", "basis", "n", "k", "delta", "eps", "rule"}
+        extra = set(body) - {"bits", "basis", "n", "k", "delta", "eps", "rule", "statement_bits", "families"}
         if extra:
             raise _bad(f"leakage_budget has unknown members {sorted(extra)}", field="leakage_budget")
         bits = body.get("bits", "missing")
@@ -153,35 +187,64 @@ class LeakageBudget:
         return cls(bits=bits, basis=_member(body, "basis", str, "leakage_budget."),
                    n=_member(body, "n", int, "leakage_budget."), k=_member(body, "k", int, "leakage_budget."),
                    delta=_member(body, "delta", (int, float), "leakage_budget."), eps=eps,
-                   rule=_member(body, "rule", str, "leakage_budget."))
+                   rule=_member(body, "rule", str, "leakage_budget."),
+                   statement_bits=body.get("statement_bits", 0.0),
+                   families=tuple(body["families"]) if isinstance(body.get("families"), list)
+                   else body.get("families", ()))
 
 
 @dataclass(frozen=True)
 class ReleasePolicy:
-    """How numbers computed on the generation are released: ``full`` (the whole evaluation object) or
-    ``ladder`` (only a score that beats the best so far by ``step``, rounded to a multiple of ``step``)."""
+    """How numbers computed on the generation are released: ``full`` (the whole evaluation object),
+    ``ladder`` (only a score that beats the best so far by ``step``, rounded to a multiple of ``step``) or
+    ``thresholdout`` (a public estimate unless the held-out score differs from it by more than ``threshold``
+    plus noise, then the held-out score plus Laplace(``sigma``) noise rounded to ``step``; the noise comes from
+    a secret whose SHA-256 is ``noise_sha256``, published at retirement). See heldout.generations.release."""
 
     mode: str = "full"
     step: float | None = None
+    threshold: float | None = None
+    sigma: float | None = None
+    noise_sha256: str | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in RELEASE_MODES:
-            raise _bad("release.mode is full or ladder", field="release.mode", found=str(self.mode)[:40])
+            raise _bad("release.mode is full, ladder or thresholdout", field="release.mode",
+                       found=str(self.mode)[:40])
         if (self.step is None) != (self.mode == "full"):
-            raise _bad("release.step is set exactly when the mode is ladder", field="release.step")
+            raise _bad("release.step is set exactly when the mode is ladder or thresholdout", field="release.step")
         if self.step is not None:
             object.__setattr__(self, "step", _float6(self.step, "release.step"))
             if not 0 < self.step <= 100:
                 raise _bad("release.step must be in (0, 100]", field="release.step", found=self.step)
+        thresholdout = (self.threshold, self.sigma, self.noise_sha256)
+        if (self.mode == "thresholdout") != all(v is not None for v in thresholdout) or \
+                (self.mode != "thresholdout" and any(v is not None for v in thresholdout)):
+            raise _bad("release.threshold, sigma and noise_sha256 are set exactly when the mode is thresholdout",
+                       field="release")
+        if self.mode == "thresholdout":
+            for name in ("threshold", "sigma"):
+                value = _float6(getattr(self, name), f"release.{name}")
+                if not 0 < value <= 100:
+                    raise _bad(f"release.{name} must be in (0, 100]", field=f"release.{name}", found=value)
+                object.__setattr__(self, name, value)
+            if not isinstance(self.noise_sha256, str) or not HEX64.fullmatch(self.noise_sha256):
+                raise _bad("release.noise_sha256 must be 64 lowercase hex characters", field="release.noise_sha256")
 
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode, "step": self.step}
+        body: dict[str, Any] = {"mode": self.mode, "step": self.step}
+        if self.mode == "thresholdout":
+            body.update(threshold=self.threshold, sigma=self.sigma, noise_sha256=self.noise_sha256)
+        return body
 
     @classmethod
     def from_json(cls, body: Any) -> ReleasePolicy:
-        if not isinstance(body, dict) or set(body) != {"mode", "step"}:
-            raise _bad("release is an object {mode, step}", field="release")
-        return cls(mode=body["mode"], step=body["step"])
+        extra = {"threshold", "sigma", "noise_sha256"}
+        if not isinstance(body, dict) or set(body) not in ({"mode", "step"}, {"mode", "step"} | extra):
+            raise _bad("release is an object {mode, step} (thresholdout: also threshold, sigma, noise_sha256)",
+                       field="release")
+        return cls(mode=body["mode"], step=body["step"], threshold=body.get("threshold"), sigma=body.get("sigma"),
+                   noise_sha256=body.get("noise_sha256"))
 
 
 @dataclass(frozen=True)
@@ -224,7 +287,7 @@ class SealManifest:
         if self.n_cases != total:
             raise _bad("n_cases must equal the sum of the task counts", field="n_cases", expected=total,
                        found=self.n_cases)
-        if not isinstance(self.set_hash, str) or not HEX64.match(self.set_hash):
+        if not isinstance(self.set_hash, str) or not HEX64.fullmatch(self.set_hash):
             raise _bad("set_hash must be 64 lowercase hex characters", field="set_hash")
         for name in ("created", "expiry"):
             moment = getattr(self, name)
@@ -250,7 +313,7 @@ class SealManifest:
             if self.predecessor in (self.generation, "public"):
                 raise _bad("predecessor must be an earlier sealed generation", field="predecessor",
                            found=self.predecessor)
-        if not isinstance(self.ledger_id, str) or not LEDGER_ID_PATTERN.match(self.ledger_id):
+        if not isinstance(self.ledger_id, str) or not LEDGER_ID_PATTERN.fullmatch(self.ledger_id):
             raise _bad("ledger_id must be 20 lowercase hex characters", field="ledger_id",
                        found=str(self.ledger_id)[:40])
         _int(self.entry_index, "entry_index", low=1)
@@ -265,6 +328,11 @@ class SealManifest:
     def task_counts(self) -> dict[str, int]:
         return {t.task: t.cases for t in self.tasks}
 
+    @property
+    def task_sources(self) -> dict[str, dict[str, Any]]:
+        """``{task: {origin, sha256}}`` for tasks whose file origin is recorded (the public generation)."""
+        return {t.task: {"origin": t.origin, "sha256": t.sha256} for t in self.tasks if t.origin is not None}
+
     def to_json(self) -> dict[str, Any]:
         """The unsigned body (what :meth:`sign` signs)."""
         return {
@@ -273,7 +341,7 @@ class SealManifest:
             "generation": self.generation,
             "spec_version": self.spec_version,
             "membership": self.membership,
-            "tasks": {t.task: {"cases": t.cases} for t in self.tasks},
+            "tasks": {t.task: t.to_json() for t in self.tasks},
             "n_cases": self.n_cases,
             "set_hash": self.set_hash,
             "commitment_scheme": self.commitment_scheme,
@@ -306,9 +374,10 @@ class SealManifest:
         tasks_body = _member(body, "tasks", dict)
         tasks = []
         for task, count in tasks_body.items():
-            if not isinstance(count, dict) or set(count) != {"cases"}:
-                raise _bad(f"tasks.{task} must be an object {{cases}}", field=f"tasks.{task}")
-            tasks.append(TaskCount(task=task, cases=count["cases"]))
+            if not isinstance(count, dict) or set(count) not in ({"cases"}, {"cases", "origin", "sha256"}):
+                raise _bad(f"tasks.{task} must be an object {{cases[, origin, sha256]}}", field=f"tasks.{task}")
+            tasks.append(TaskCount(task=task, cases=count["cases"], origin=count.get("origin"),
+                                   sha256=count.get("sha256")))
         for name in ("seed", "predecessor", "draw"):
             if name not in body:
                 raise _bad(f"lacks {name}", field=name)

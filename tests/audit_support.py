@@ -6,11 +6,12 @@ Used by the audit, passport and tamper tests and by ``bench/audit_bench.py``."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,16 +22,17 @@ from harness.metrics import (
     EvaluationMeta,
     StoredPredictions,
     build_evaluation,
+    evaluation_bytes,
     split_origin_for,
     subset_indices,
 )
 from harness.models.base import ModelInfo
 from harness.run import EvaluationResult
 from heldout.evaluation import record_bundle
-from heldout.generations import generation_cases, ledger_signer, open_ledger
-from heldout.generations.ledgers import generations_lock
+from heldout.generations import GenerationState, generation_cases, ledger_signer, load_generations, open_ledger
+from heldout.generations.access import withheld_blobs_path
 from heldout.store import Store
-from ledger import BlobStore
+from ledger import BlobStore, Ledger
 from seals import format_utc, parse_utc
 from tests.generations_support import cli, init_store, write_npz
 
@@ -49,7 +51,8 @@ class AuditFixture:
 
 
 def synthetic_result(model_id: str, labels: np.ndarray, *, generation: str, seed: int, skill: float,
-                     now: datetime, prompts: bool = False) -> EvaluationResult:
+                     now: datetime, prompts: bool = False, split_origin: str | None = None,
+                     edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> EvaluationResult:
     """An evaluation of a made-up model whose clean probabilities put ``skill`` extra mass on the truth."""
     rng = np.random.default_rng(seed)
     n = labels.shape[0]
@@ -76,10 +79,12 @@ def synthetic_result(model_id: str, labels: np.ndarray, *, generation: str, seed
         code_fingerprint="000000000000", device="cpu", domain="medicine", kind="image",
         limitations={"n_train_available": None, "notes": None, "train_capped": False}, modality="Microscopy",
         n_classes=N_CLASSES, n_test=n, runtime_s=1.0, seed=seed,
-        split_origin=split_origin_for(generation, public=generation == "public"), task=TASK,
+        split_origin=split_origin or split_origin_for(generation, public=generation == "public"), task=TASK,
         task_name="Peripheral blood cells (8-class)", timestamp=format_utc(now), seconds_total=0.5,
-        parameters=1000)
+        parameters=1000, numpy_version=np.__version__)
     evaluation = build_evaluation(meta, predictions, labels)
+    if edit is not None:  # an evaluation as computed elsewhere (another numpy), or forged
+        evaluation = edit(evaluation)
     info = ModelInfo(model_id=model_id, model_name=f"synthetic {model_id}", family="synthetic",
                      params="made-up probabilities for tests", parameters=1000, behaviour_version="1.0.0",
                      code_fingerprint="000000000000")
@@ -88,18 +93,41 @@ def synthetic_result(model_id: str, labels: np.ndarray, *, generation: str, seed
 
 
 def add_bundle(store: Path, generation: str, model_id: str, *, seed: int, skill: float = 0.6, at: str = NOW,
-               data_root: Path | None = None) -> int:
+               data_root: Path | None = None,
+               edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
     """Log one synthetic bundle on ``generation``; returns its ledger index."""
     st = Store.open(store)
     now = parse_utc(at)
-    with open_ledger(st) as ledger, generations_lock(ledger):
+    with open_ledger(st) as ledger:
         cases = generation_cases(st, generation, TASK, ledger=ledger, data_root=data_root)
+        state = load_generations(ledger, now)[generation]
         result = synthetic_result(model_id, np.asarray(cases.labels, dtype=np.int64), generation=generation,
-                                  seed=seed, skill=skill, now=now)
+                                  seed=seed, skill=skill, now=now, split_origin=state.split_origin(TASK), edit=edit)
         entry = bundle_entry(result, generation=generation, created_utc=now)
-        outcome = record_bundle(ledger, ledger_signer(st, ledger), BlobStore(st.blobs), entry, result.evaluation,
+        outcome = record_bundle(st, ledger, ledger_signer(st, ledger), entry, result.evaluation,
                                 result.predictions_npz, now=now)
     return outcome.index
+
+
+def log_withheld_bundle(store: Path, generation: str, model_id: str, *, seed: int, skill: float,
+                        release: Callable[[Ledger, GenerationState], dict[str, Any]], at: str = NOW) -> int:
+    """Log a bundle on a ladder / Thresholdout generation as a dishonest operator would: a real evaluation,
+    its blobs withheld as the evaluate command withholds them, but the ``release`` record (and its charge)
+    that ``release(ledger, state)`` chooses. Returns its ledger index."""
+    st = Store.open(store)
+    now = parse_utc(at)
+    with open_ledger(st) as ledger:
+        state = load_generations(ledger, now)[generation]
+        labels = np.asarray(generation_cases(st, generation, TASK, ledger=ledger).labels, dtype=np.int64)
+        result = synthetic_result(model_id, labels, generation=generation, seed=seed, skill=skill, now=now,
+                                  split_origin=state.split_origin(TASK))
+        entry = bundle_entry(result, generation=generation, created_utc=now)
+        entry["release"] = release(ledger, state)
+        entry["leakage_bits"] = entry["release"]["bits"]
+        withheld = BlobStore(withheld_blobs_path(st, ledger.ledger_id))
+        withheld.put(evaluation_bytes(result.evaluation))
+        withheld.put(result.predictions_npz)
+        return ledger.append(entry, signer=ledger_signer(st, ledger), now=now)
 
 
 @contextmanager

@@ -4,7 +4,7 @@ tests (docs/FORMATS.md, docs/schemas, the independent replay).
 The flow: init; pool add; seal public, gen1, gen2 (tests/audit_support.build_store, with synthetic bundles on
 each); ``evaluate majority`` on gen2 (when the harness extra is installed); audit; passport issue on gen1;
 audit; passport issue on gen2; ``retire gen1 --reveal --with-images``; a ``key`` entry through ``ledger
-append``; ``spec supersede``; ``ledger export``. Every entry type and every public document kind appears.
+append`` and a ``note``; ``spec supersede``; ``ledger export``. Every entry type and every public document kind appears.
 """
 
 from __future__ import annotations
@@ -56,6 +56,9 @@ def build_formats_export(root: Path) -> FormatsFixture:
     key_entry.write_text(json.dumps({"role": "passport-issuer", "key": {
         "key_id": other.key_id, "name": other.name, "public_key_b64": other.public_key.b64}}))
     _run(store, "ledger", "append", built.ledger_id, "--type", "key", "--json-file", str(key_entry))
+    note_entry = root / "note-entry.json"
+    note_entry.write_text(json.dumps({"text": "gen1 retired early: superseded by gen2"}))
+    _run(store, "ledger", "append", built.ledger_id, "--type", "note", "--json-file", str(note_entry))
     _run(store, "spec", "supersede", "MedEval-1 v0.1", "--by", "MedEval-1 v0.2", "--effective", "2027-06-01")
     export = root / "export"
     _run(store, "ledger", "export", built.ledger_id, str(export))

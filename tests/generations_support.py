@@ -83,3 +83,19 @@ def openings(store: Path, generation: str) -> list[dict[str, Any]]:
     found = sorted((store / "private" / "generations").glob(f"*/{generation}/*.reveal.json"))
     assert len(found) == 1, found
     return list(json.loads(found[0].read_text())["cases"])
+
+
+def pooled_store(tmp_path: Path, *pools: tuple[str, dict[str, Any]]) -> tuple[Path, str, Path]:
+    """A store initialised by :func:`init_store` whose pools hold the train split of one MedMNIST-layout file
+    per ``(task, write_npz options)``; returns ``(store, ledger id, data folder)``. The caller sets the clock."""
+    store = tmp_path / "store"
+    ledger_id = init_store(store)
+    data = tmp_path / "data"
+    for task, options in pools:
+        write_npz(data / f"{task}.npz", **options)
+        result = cli("pool", "add", task, str(data / f"{task}.npz"), "--split", "train", store=store)
+        assert result.exit_code == 0, result.output
+    return store, ledger_id, data
+
+
+BLOODMNIST = ("bloodmnist", {"shape": (28, 28, 3), "classes": 8, "seed": 1})

@@ -20,7 +20,7 @@ from harness.metrics import evaluation_bytes
 from heldout.cli import app
 from heldout.cli.audit_cmd import audit_command
 from heldout.cli.common import handle_errors
-from heldout.generations import charge_bits, generation_cases, ledger_signer, open_ledger
+from heldout.generations import charge_bits, generation_cases, ledger_signer, load_generations, open_ledger
 from heldout.store import Store
 from ledger import BlobStore
 from seals import parse_utc
@@ -234,8 +234,9 @@ def log_bundle(fixture: AuditFixture, generation: str, *, evaluation_blob: Any, 
     now = parse_utc(AUDIT_AT)
     with open_ledger(st) as ledger:
         labels = generation_cases(st, generation, TASK, ledger=ledger, data_root=fixture.data_root).labels
+        origin = load_generations(ledger, now)[generation].split_origin(TASK)
         result = synthetic_result("model_forged", np.asarray(labels, dtype=np.int64), generation=generation,
-                                  seed=77, skill=0.5, now=now)
+                                  seed=77, skill=0.5, now=now, split_origin=origin)
         evaluation = result.evaluation
         if change is not None:
             change(evaluation)

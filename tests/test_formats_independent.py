@@ -39,7 +39,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> FormatsFixture:
 def test_replay_accepts_the_real_export(built: FormatsFixture) -> None:
     summary = replay_export(built.export, built.ledger_id)
     assert set(summary.entry_types) == {"genesis", "key", "seal", "bundle", "retire", "reveal", "passport", "spec",
-                                        "pool", "intent"}
+                                        "note", "pool", "intent"}
     assert summary.seals == ["gen1", "gen2", "public"] and summary.reveals == ["gen1", "public"]
     assert len(summary.passports) == 2 and summary.missing_blobs == []
     project = open_export(built.export).verify(expected_id=built.ledger_id)  # the project's own replay agrees

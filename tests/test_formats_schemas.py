@@ -22,7 +22,7 @@ from tests.formats_examples import build_examples, document_examples
 from tests.formats_support import ISSUE_AT, FormatsFixture, build_formats_export
 
 SCHEMAS = REPO_ROOT / "docs" / "schemas"
-ENTRY_TYPES = ("genesis", "key", "pool", "intent", "seal", "bundle", "retire", "reveal", "passport", "spec")
+ENTRY_TYPES = ("genesis", "key", "pool", "intent", "seal", "bundle", "retire", "reveal", "passport", "spec", "note")
 
 
 def schema(name: str) -> dict[str, Any]:
@@ -101,11 +101,31 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[
                                                     "--store", str(store)))
     add("consistency-proof", "ledger consistency", _cli_json("ledger", "consistency", built.ledger_id, "--old", "3",
                                                              "--json", "--store", str(store)))
+    for name, evaluation in v02_corpus_evaluations():
+        add("evaluation", f"MedEval-1 v0.2 corpus evaluation {name}", evaluation)
     examples = document_examples((REPO_ROOT / "docs" / "FORMATS.md").read_text(encoding="utf-8"))
     assert examples == build_examples()
     for name in ("member-proof", "reveal", "seal-manifest", "audit-report"):
         add(name, f"FORMATS.md example {name}", json.loads(examples[name].split("```json\n")[1].split("```")[0]))
     return docs
+
+
+def v02_corpus_evaluations() -> list[tuple[str, Any]]:
+    """The MedEval-1 v0.2 evaluation blobs of the fixed corpus (tests/data/v02_corpus), as parsed JSON."""
+    import numpy as np
+
+    from harness.metrics import EvaluationMeta, StoredPredictions, evaluation_bytes
+    from harness.metrics.registry import metrics_for
+
+    corpus = REPO_ROOT / "tests" / "data" / "v02_corpus"
+    out = []
+    for case in json.loads((corpus / "corpus.json").read_text("utf-8"))["cases"]:
+        predictions = StoredPredictions.from_npz_bytes((corpus / f"{case['name']}.npz").read_bytes())
+        labels = np.array(json.loads((corpus / f"{case['name']}.labels.json").read_bytes()), dtype=np.int64)
+        evaluation = metrics_for("MedEval-1 v0.2").build_evaluation(EvaluationMeta(**case["meta"]), predictions,
+                                                                    labels)
+        out.append((case["name"], json.loads(evaluation_bytes(evaluation))))
+    return out
 
 
 ALL_SCHEMAS = sorted(p.name[: -len(".schema.json")] for p in SCHEMAS.glob("*.schema.json"))

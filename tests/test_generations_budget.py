@@ -16,7 +16,6 @@ from heldout.generations import (
     check_budget,
     default_budget_bits,
     implied_eps,
-    ladder_charge_bits,
     ladder_release,
     load_generations,
     make_budget,
@@ -107,12 +106,6 @@ def test_ladder_releases_only_a_step_improvement_rounded_to_the_step() -> None:
     assert ladder_release(80.26, 70.0, 0.5) == 80.5
     with pytest.raises(UsageError):
         ladder_release(1.0, None, 0.0)
-
-
-def test_ladder_charges_are_a_prefix_code() -> None:
-    assert ladder_charge_bits(False, 1.0) == 1.0
-    assert ladder_charge_bits(True, 1.0) == round(1 + math.log2(101), 6)
-    assert ladder_charge_bits(True, 0.5) == round(1 + math.log2(201), 6)
 
 
 # --- states and admission ---------------------------------------------------------------------------------
@@ -213,6 +206,8 @@ def test_bundle_without_leakage_bits_is_charged_from_its_evaluation_blob() -> No
     [{"type": "reveal", "v": 1, "generation": "gen3", "reveal_sha256": "e" * 64, "created_utc": format_utc(T0)}],
 ])
 def test_a_self_contradicting_ledger_is_reported_with_the_entry(entries: list[dict]) -> None:
-    with pytest.raises(VerificationError) as caught:
-        load_generations(numbered(*entries), T0)
-    assert caught.value.evidence["index"] == len(entries)
+    """A contradiction is reported (naming the entry) and reading goes on with the first entry: an append-only
+    log cannot be repaired, so it must not stop every later command."""
+    generations = load_generations(numbered(*entries), T0)
+    assert [a.evidence["index"] for a in generations.anomalies] == [len(entries)]
+    assert all(isinstance(a, VerificationError) for a in generations.anomalies)

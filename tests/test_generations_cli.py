@@ -31,7 +31,15 @@ from ledger import BlobStore, Ledger
 from seals import canonical_bytes, parse_json_object, parse_utc, sha256_hex
 from seals.manifest import SealManifest
 from tests.conftest import seeded_signer
-from tests.generations_support import EXPIRES, NOW, cli, openings, snapshot, store_with_pools, write_npz
+from tests.generations_support import (
+    EXPIRES,
+    NOW,
+    cli,
+    openings,
+    snapshot,
+    store_with_pools,
+    write_npz,
+)
 
 
 @pytest.fixture
@@ -42,7 +50,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 
 
 def seal(env: SimpleNamespace, name: str, *extra: str, tasks: str = "bloodmnist,breastmnist", per_task: int = 50,
-         bits: str = "500") -> dict:
+         bits: str = "5000") -> dict:
     args = ["seal", name, "--tasks", tasks, "--expires", EXPIRES, "--json"]
     if name != "public":
         args += ["--per-task", str(per_task), "--budget-bits", bits]
@@ -128,7 +136,13 @@ def test_seal_records_budget_parameters_and_ladder_release(env: SimpleNamespace)
     manifest = SealManifest.from_json(json.loads((env.store / "seals" / "gen1.seal.json").read_text()))
     assert manifest.release.mode == "ladder" and manifest.release.step == 0.5
     assert manifest.leakage_budget.bits == 250.0 and manifest.leakage_budget.k == 10
-    assert manifest.leakage_budget.basis == "explicit" and manifest.leakage_budget.n == 50
+    assert manifest.leakage_budget.basis == "explicit"
+    # n is where the released score concentrates: the smallest class of the weakest task, not the 50 cases.
+    smallest = min(min(sum(1 for c in openings(env.store, "gen1") if c["task"] == t and c["label"] == k)
+                       for k in range(classes)) for t, classes in (("bloodmnist", 8), ("breastmnist", 2)))
+    assert manifest.leakage_budget.n == max(1, smallest) < 50
+    (family,) = manifest.leakage_budget.families
+    assert family["per_evaluation"] == 1 and family["statistics"] == 10 * 2 * 1
 
 
 REFUSALS = {
@@ -145,9 +159,29 @@ REFUSALS = {
     "too few unused cases": (["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "151", "--expires", EXPIRES,
                               "--budget-bits", "10"], "too few unused cases for bloodmnist: 150 left"),
     "unknown task": (["seal", "gen2", "--tasks", "bloodmnist,dermamnist", "--per-task", "5", "--expires", EXPIRES,
-                      "--budget-bits", "10"], "unknown task 'dermamnist'"),
-    "public unknown task": (["seal", "public", "--tasks", "dermamnist", "--data-root", "{data}", "--expires",
-                             EXPIRES], "unknown task 'dermamnist'"),
+                      "--budget-bits", "10"], "no private pool"),
+    "task MedEval-1 does not know": (["seal", "gen2", "--tasks", "nosuchmnist", "--per-task", "5", "--expires",
+                                      EXPIRES, "--budget-bits", "5000"], "unknown task 'nosuchmnist'"),
+    "public task MedEval-1 does not know": (["seal", "public", "--tasks", "nosuchmnist", "--data-root", "{data}",
+                                             "--expires", EXPIRES], "unknown task 'nosuchmnist'"),
+    "pool add of a task MedEval-1 does not know": (["pool", "add", "nosuchmnist", "{data}/bloodmnist.npz"],
+                                                   "unknown task 'nosuchmnist'"),
+    "evaluate a task MedEval-1 does not know": (["evaluate", "majority", "--generation", "gen1", "--tasks",
+                                                 "nosuchmnist"], "unknown task 'nosuchmnist'"),
+    "full budget that cannot pay for one evaluation": (
+        ["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "50", "--expires", EXPIRES, "--budget-bits", "100"],
+        "a budget of 100.00 bits cannot pay for one evaluation in full release"),
+    "--eps 0.1 on 50 cases: refused at the seal, with the numbers": (
+        ["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "50", "--expires", EXPIRES, "--eps", "0.1"],
+        "and eps = 0.1 is"),
+    "ladder budget that cannot pay for one answer": (
+        ["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "50", "--expires", EXPIRES, "--budget-bits", "5",
+         "--ladder-step", "1"], "a budget of 5.00 bits cannot pay for one evaluation in ladder release"),
+    "thresholdout without its parameters": (
+        ["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "50", "--expires", EXPIRES, "--budget-bits", "500",
+         "--thresholdout"], "--thresholdout needs --threshold T and --sigma S"),
+    "public task without a file": (["seal", "public", "--tasks", "dermamnist", "--data-root", "{data}", "--expires",
+                             EXPIRES], "no file"),
     "default budget not positive": (["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "50", "--expires",
                                      EXPIRES], "no release is covered"),
     "retire unknown generation": (["retire", "gen7", "--reason", "leaked"], "no generation 'gen7'"),
@@ -361,12 +395,14 @@ def test_every_state_change_is_a_ledger_entry_and_survives_reopening(env: Simple
 
 
 def test_budget_is_charged_from_bundle_entries_and_refused_at_the_boundary(env: SimpleNamespace) -> None:
-    seal(env, "gen1", bits="100")
+    seal(env, "gen1", bits="2000")
     st = Store.open(env.store)
+    status_before = json.loads(cli("status", "--json", store=env.store).output)
+    statement = status_before["generations"][0]["budget"]["statement_bits"]
     now = parse_utc(NOW)
     with open_ledger(st) as ledger:
         signer = ledger_signer(st, ledger)
-        for bits in (40.0, 50.0):
+        for bits in (1000.0, 990.0 - statement):
             check_budget(load_generations(ledger, now), "gen1", bits, now)
             ledger.append({"type": "bundle", "v": 1, "generation": "gen1", "model_id": "m", "task": "bloodmnist",
                            "evaluation_sha256": "c" * 64, "predictions_sha256": "d" * 64,
@@ -377,7 +413,7 @@ def test_budget_is_charged_from_bundle_entries_and_refused_at_the_boundary(env: 
             check_budget(generations, "gen1", 10.5, now)
         assert caught.value.exit_code == 4
     status = json.loads(cli("status", "--json", store=env.store).output)["generations"][0]
-    assert status["budget"] == {"bits": 100.0, "used": 90.0, "left": 10.0}
+    assert {k: status["budget"][k] for k in ("bits", "used", "left")} == {"bits": 2000.0, "used": 1990.0, "left": 10.0}
     assert status["bundles"] == 2 and status["due_for_retirement"]
 
 
@@ -426,7 +462,7 @@ def test_a_seal_raced_by_another_writer_is_refused_and_undone(env: SimpleNamespa
     monkeypatch.setattr(Ledger, "append_batch", interleaved)
     with open_ledger(st) as ledger:
         before = ledger.size
-        request = SealRequest(generation="gen1", tasks=("bloodmnist",), per_task=5, budget_bits=1.0,
+        request = SealRequest(generation="gen1", tasks=("bloodmnist",), per_task=5, budget_bits=5000.0,
                               expiry=parse_utc(EXPIRES))
         with pytest.raises(UsageError, match=r"nothing was (sealed|logged)"):
             seal_generation(st, ledger, ledger_signer(st, ledger), request, parse_utc(NOW))
@@ -435,7 +471,7 @@ def test_a_seal_raced_by_another_writer_is_refused_and_undone(env: SimpleNamespa
     assert not (env.store / "seals" / "gen1.seal.json").exists()
     assert not list((env.store / "private" / "generations").glob("*/gen1/*"))
     # and the name is still free: sealing again works
-    assert cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "5", "--budget-bits", "1", "--expires",
+    assert cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "5", "--budget-bits", "5000", "--expires",
                EXPIRES, store=env.store).exit_code == 0
 
 

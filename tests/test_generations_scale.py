@@ -30,7 +30,7 @@ def revealed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         data = write_npz(root / "bloodmnist.npz", n_train=N_CASES, n_val=1, n_test=1, shape=(28, 28, 3), classes=8)
         assert cli("pool", "add", "bloodmnist", str(data), "--split", "train", store=store).exit_code == 0
         sealed = cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", str(N_CASES), "--expires", EXPIRES,
-                     "--budget-bits", "100", store=store)
+                     "--budget-bits", "5000", store=store)
         assert sealed.exit_code == 0, sealed.output
         assert cli("retire", "gen1", "--reason", "expired", "--reveal", store=store).exit_code == 0
         folder = root / "published"

@@ -1,12 +1,12 @@
-"""End-to-end evaluations of the trained models on synthetic data: cnn_small well above chance in under a
-minute on 2 cores, the stored predictions and the evaluation object as the audit will re-derive them, the
+"""End-to-end evaluations of the trained models on synthetic data: cnn_small well above chance (its wall time
+is measured by bench/harness_bench.py, not asserted here: a loaded machine must not fail a test), the stored
+predictions and the evaluation object as the audit will re-derive them, the
 not-scored paths (majority), the linear probe, the bundle entry and the code fingerprint."""
 
 from __future__ import annotations
 
 import importlib.util
 import shutil
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,17 +43,16 @@ def blood(tmp_path_factory: pytest.TempPathFactory) -> TaskData:
     return load_task(spec, root)
 
 
-CnnRun = tuple[EvaluationResult, float, list[tuple[str, int, int]]]
+CnnRun = tuple[EvaluationResult, list[tuple[str, int, int]]]
 
 
 @pytest.fixture(scope="module")
 def cnn_run(blood: TaskData) -> CnnRun:
     calls: list[tuple[str, int, int]] = []
-    started = time.perf_counter()
     model = create_model("cnn_small")
     result = evaluate(model, blood, task_spec("bloodmnist"), seed=SEED, progress=lambda *a: calls.append(a),
                       clock=fixed_clock)
-    return result, time.perf_counter() - started, calls
+    return result, calls
 
 
 def assert_rederives(result: EvaluationResult) -> None:
@@ -62,21 +61,21 @@ def assert_rederives(result: EvaluationResult) -> None:
     check_rederived(recorded, stored, result.labels)
 
 
-def test_cnn_small_is_well_above_chance_within_a_minute(cnn_run: CnnRun) -> None:
-    result, seconds, _ = cnn_run
+def test_cnn_small_is_well_above_chance(cnn_run: CnnRun) -> None:
+    result, _ = cnn_run
     accuracy = result.evaluation["dimensions"]["accuracy"]
-    assert seconds < 60, f"cnn_small evaluation took {seconds:.1f} s"
     assert accuracy["balanced_accuracy"] > 0.6  # chance is 1/8
     assert accuracy["score"] > 50
 
 
 def test_cnn_small_evaluation_object(cnn_run: CnnRun) -> None:
-    result, _, _ = cnn_run
+    result, _ = cnn_run
     evaluation = result.evaluation
     assert evaluation["task"] == "bloodmnist" and evaluation["kind"] == "image" and evaluation["n_test"] == 600
     assert evaluation["timestamp"] == "2026-08-01T19:59:26+00:00" and evaluation["seed"] == SEED
     assert evaluation["split_origin"] == "official released split" and evaluation["device"] == "cpu"
     assert evaluation["code_fingerprint"] == code_fingerprint()
+    assert evaluation["spec_version"] == "MedEval-1 v0.1" and evaluation["numpy_version"] == np.__version__
     assert evaluation["limitations"]["n_train_available"] == 2000
     assert evaluation["limitations"]["train_capped"] is False
     dimensions = evaluation["dimensions"]
@@ -89,7 +88,7 @@ def test_cnn_small_evaluation_object(cnn_run: CnnRun) -> None:
 
 
 def test_cnn_small_stored_predictions_rederive_exactly(cnn_run: CnnRun) -> None:
-    result, _, _ = cnn_run
+    result, _ = cnn_run
     stored = result.predictions
     assert stored.clean_probs.shape == (600, 8) and stored.template_probs is None
     assert stored.fraction_probs is not None and stored.fraction_probs.shape == (3, 600, 8)
@@ -100,7 +99,7 @@ def test_cnn_small_stored_predictions_rederive_exactly(cnn_run: CnnRun) -> None:
 
 
 def test_progress_reaches_its_total(cnn_run: CnnRun) -> None:
-    _, _, calls = cnn_run
+    _, calls = cnn_run
     totals = {total for _, _, total in calls}
     assert totals == {3 + 1 + 36}
     assert calls[-1][1] == calls[-1][2]
@@ -146,7 +145,7 @@ def test_linear_probe_on_random_features_says_so(tmp_path: Path) -> None:
 
 
 def test_bundle_entry_carries_the_blob_hashes(cnn_run: CnnRun) -> None:
-    result, _, _ = cnn_run
+    result, _ = cnn_run
     created = datetime(2026, 8, 2, 10, 0, 0, tzinfo=UTC)
     entry = bundle_entry(result, generation="gen1", created_utc=created)
     assert entry["type"] == "bundle" and entry["v"] == 1 and entry["generation"] == "gen1"

@@ -291,7 +291,7 @@ def test_attack_malformed_json_append(ledger: Ledger, tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     for content in (b'{"generation": "gen1", ', b'{"a": 1, "a": 2}', b"[1, 2]", b"\xff\xfe"):
         bad.write_bytes(content)
-        result = CliRunner().invoke(app, ["ledger", "append", ledger.ledger_id, "--type", "retire",
+        result = CliRunner().invoke(app, ["ledger", "append", ledger.ledger_id, "--type", "note",
                                           "--json-file", str(bad), "--store", str(store)])
         assert result.exit_code == 2, result.output
         assert "Traceback" not in result.output

@@ -42,10 +42,8 @@ def ledger_id(store: Path, tmp_path: Path) -> str:
     ledger_id = json.loads(result.stdout)["ledger_id"]
     for i in range(1, 4):
         path = tmp_path / f"entry{i}.json"
-        entry = bundle_entry(i)
-        del entry["type"], entry["v"], entry["created_utc"]  # filled in by the command
-        path.write_text(json.dumps(entry))
-        appended = run(store, "append", ledger_id[:6], "--type", "bundle", "--json-file", str(path), "--at", AT,
+        path.write_text(json.dumps({"text": f"note {i}", "blob_sha256": bundle_entry(i)["predictions_sha256"]}))
+        appended = run(store, "append", ledger_id[:6], "--type", "note", "--json-file", str(path), "--at", AT,
                        "--json")
         assert appended.exit_code == 0, appended.output
         assert json.loads(appended.stdout)["index"] == i
@@ -60,7 +58,8 @@ def test_init_uses_the_store_operator_key(store: Path, ledger_id: str) -> None:
     with opened(store, ledger_id) as ledger:
         assert ledger.key.key_id == "lab-1" and ledger.key.name == "lab-operator"
         assert ledger.genesis["name"] == "MedEval ledger" and ledger.genesis["created_utc"] == AT
-        assert ledger.entry(2) == {**bundle_entry(2), "created_utc": AT}
+        assert ledger.entry(2) == {"type": "note", "v": 1, "text": "note 2", "created_utc": AT,
+                                   "blob_sha256": bundle_entry(2)["predictions_sha256"]}
 
 
 def test_init_without_a_key_is_a_usage_error(tmp_path: Path) -> None:
@@ -105,7 +104,7 @@ def test_prove_json_verifies_against_the_signed_checkpoint(store: Path, ledger_i
     older = json.loads(run(store, "prove", ledger_id, "--index", "1", "--size", "2", "--json").stdout)
     assert older["size"] == 2 and older["root"] != body["root"]
     human = run(store, "prove", ledger_id, "--index", "1")
-    assert human.exit_code == 0 and body["root"] in human.stdout
+    assert human.exit_code == 0 and base64.b64decode(body["root"]).hex() in human.stdout  # hex for people
 
 
 def test_consistency_json_verifies(store: Path, ledger_id: str) -> None:
@@ -123,9 +122,9 @@ def test_show_and_head(store: Path, ledger_id: str) -> None:
     shown = run(store, "show", ledger_id, "--json")
     assert shown.exit_code == 0
     body = json.loads(shown.stdout)
-    assert body["size"] == 4 and [e["entry"]["type"] for e in body["entries"]] == ["genesis"] + ["bundle"] * 3
+    assert body["size"] == 4 and [e["entry"]["type"] for e in body["entries"]] == ["genesis"] + ["note"] * 3
     table = run(store, "show", ledger_id, "--start", "1", "--limit", "2")
-    assert table.exit_code == 0 and "model-1" in table.stdout and "model-3" not in table.stdout
+    assert table.exit_code == 0 and "note 1" in table.stdout and "note 3" not in table.stdout
     head = json.loads(run(store, "head", ledger_id, "--json").stdout)
     assert head["size"] == head["checkpoint_size"] == 4 and head["root"] == head["checkpoint_root"]
     assert head["ledger_id"] == ledger_id
@@ -152,7 +151,7 @@ def test_verify_reports_tampering_with_exit_1(store: Path, ledger_id: str) -> No
     path = Ledger.locate(store / "ledgers", ledger_id)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("DROP TRIGGER entries_no_update")
-    conn.execute("UPDATE entries SET data = CAST(REPLACE(CAST(data AS TEXT), 'model-2', 'model-9') AS BLOB) "
+    conn.execute("UPDATE entries SET data = CAST(REPLACE(CAST(data AS TEXT), 'note 2', 'note 9') AS BLOB) "
                  "WHERE idx = 2")
     conn.close()
     result = run(store, "verify", ledger_id)
@@ -160,7 +159,7 @@ def test_verify_reports_tampering_with_exit_1(store: Path, ledger_id: str) -> No
 
 
 @pytest.mark.parametrize("args, code", [
-    (["append", "{id}", "--type", "retire", "--json-file", "{missing}"], 2),
+    (["append", "{id}", "--type", "note", "--json-file", "{missing}"], 2),
     (["append", "{id}", "--type", "nonsense", "--json-file", "{file}"], 2),
     (["append", "{id}", "--type", "genesis", "--json-file", "{file}"], 2),
     (["leaf", "{id}", "--index", "99"], 2),
@@ -181,6 +180,6 @@ def test_refusals_have_exit_codes_and_write_nothing(store: Path, ledger_id: str,
 
 def test_append_refuses_a_type_that_contradicts_the_file(store: Path, ledger_id: str, tmp_path: Path) -> None:
     path = tmp_path / "entry.json"
-    path.write_text(json.dumps({"type": "bundle", "generation": "gen1", "reason": "x"}))
-    result = run(store, "append", ledger_id, "--type", "retire", "--json-file", str(path))
+    path.write_text(json.dumps({"type": "bundle", "text": "x"}))
+    result = run(store, "append", ledger_id, "--type", "note", "--json-file", str(path))
     assert result.exit_code == 2 and "differs from --type" in result.output

@@ -30,6 +30,7 @@ VALID: dict[str, dict[str, Any]] = {
                  "created_utc": "2026-03-01T00:00:00Z"},
     "spec": {"spec_version": "MedEval-1 v0.1", "superseded_by": "MedEval-1 v0.2",
              "effective_utc": "2027-01-01T00:00:00Z", "created_utc": "2026-03-01T00:00:00Z"},
+    "note": {"text": "the gen1 pool was re-scanned", "created_utc": "2026-03-01T00:00:00Z"},
     "pool": {"task": "pathmnist", "pool_root": hexhash("pool"), "pool_size": 900,
              "created_utc": "2026-03-01T00:00:00Z"},
     "intent": {"generation": "gen3", "tasks": {"pathmnist": 100}, "pools": {"pathmnist": 4},
@@ -109,6 +110,11 @@ json_values = st.recursive(json_scalars, lambda children: st.one_of(
     st.tuples(children, children)), max_leaves=20)
 
 
+def entry_reference_bytes(value: object) -> bytes:
+    # ledger entries also refuse integral numbers beyond 2^53 (issue 9), so the reference refuses them too
+    return canonical_bytes(value, exact_integers=True)
+
+
 def _outcome(function: Any, value: Any) -> bytes | str:
     try:
         return function(value)
@@ -121,7 +127,7 @@ def _outcome(function: Any, value: Any) -> bytes | str:
 @settings(max_examples=1500, deadline=None)
 @given(json_values)
 def test_shortcut_equals_seals_canonical_bytes(value: Any) -> None:
-    assert _outcome(entry_canonical_bytes, value) == _outcome(canonical_bytes, value)
+    assert _outcome(entry_canonical_bytes, value) == _outcome(entry_reference_bytes, value)
 
 
 @pytest.mark.parametrize("value", [
@@ -133,7 +139,7 @@ def test_shortcut_equals_seals_canonical_bytes(value: Any) -> None:
     {"t": (1, 2)},
 ])
 def test_shortcut_edge_cases(value: Any) -> None:
-    assert _outcome(entry_canonical_bytes, value) == _outcome(canonical_bytes, value)
+    assert _outcome(entry_canonical_bytes, value) == _outcome(entry_reference_bytes, value)
 
 
 def test_decode_insists_on_canonical_valid_bytes() -> None:

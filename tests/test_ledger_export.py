@@ -27,14 +27,17 @@ PRIVATE_MARKER = b"PRIVATE-SALT-DO-NOT-EXPORT-7f3a"
 
 
 def populated_store(root: Path) -> tuple[Ledger, BlobStore]:
-    """A store-like layout: a ledger whose bundle entries reference blobs (one missing), a seal manifest, a
-    keyring with an extra key, and a private folder that must never be exported."""
+    """A store-like layout: a ledger whose bundle entries reference blobs (one missing), a seal manifest (and a
+    stray one no entry names), a keyring with an extra key, and a private folder that must never be exported."""
     signer = ledger_signer()
     blobs = BlobStore(root / "blobs" / "sha256")
     ledger = new_ledger(root / "ledgers")
     entries = []
+    seal_manifest = b'{"generation":"gen1"}'
     for i in range(1, 4):
         entry = bundle_entry(i)
+        if i == 1:  # an entry naming the published seal manifest, as a seal entry does
+            entry["manifest_sha256"] = blobs.put(seal_manifest)
         entry["predictions_sha256"] = blobs.put(f"predictions {i}".encode())
         entry["evaluation_sha256"] = blobs.put(f"evaluation {i}".encode()) if i != 3 else hashlib.sha256(
             b"never stored").hexdigest()
@@ -45,7 +48,8 @@ def populated_store(root: Path) -> tuple[Ledger, BlobStore]:
                    "key": {"key_id": "issuer-1", "name": "issuer",
                            "public_key_b64": seeded_signer(20).public_key.b64}}, signer=signer, now=T0)
     (root / "seals").mkdir()
-    (root / "seals" / "gen1.seal.json").write_bytes(b'{"generation":"gen1"}')
+    (root / "seals" / "gen1.seal.json").write_bytes(seal_manifest)
+    (root / "seals" / "gen2.seal.json").write_bytes(b'{"generation":"gen2"}')  # no entry names it
     Keyring(root / "keys").add(TrustedKey("auditor", "auditor", seeded_signer(21).public_key))
     (root / "private").mkdir(mode=0o700)
     (root / "private" / "salts.json").write_bytes(PRIVATE_MARKER)
@@ -69,12 +73,13 @@ def test_export_layout(tmp_path: Path) -> None:
             assert (out / "checkpoints" / f"{checkpoint.size}.note").read_text() == checkpoint.note
         assert manifest["ledger_id"] == ledger.ledger_id and manifest["size"] == 5
         assert manifest["note_verifier_key"] == ledger.verifier_key
-        assert len(manifest["blobs"]) == 5 and len(manifest["missing_blobs"]) == 1
+        assert len(manifest["blobs"]) == 6 and len(manifest["missing_blobs"]) == 1
         for digest in manifest["blobs"]:
             assert (out / "blobs" / "sha256" / digest[:2] / digest).is_file()
         assert manifest["keys"] == ["issuer-1", "ledger-op"]  # declared by entries; the keyring's stay home
         assert not (out / "keys" / "auditor.pub.json").exists()
-        assert manifest["seals"] == ["gen1.seal.json"]
+        assert manifest["seals"] == ["gen1.seal.json"]  # not gen2: a file no entry vouches for stays home
+        assert sorted(p.name for p in (out / "seals").iterdir()) == ["gen1.seal.json"]
         assert json.loads((out / "export.json").read_text()) == manifest
 
 

@@ -250,10 +250,56 @@ def test_uncertainty_hand_case():
     assert result["score"] == pytest.approx(100 * (auc - 0.5) / 0.5)
 
 
-def test_uncertainty_confidence_ties_keep_case_order():
+def test_uncertainty_treats_tied_confidences_as_one_unit():
+    """Issue 12 section 5: the number must not depend on the order of tied cases. Within a block of equal
+    confidence the cumulative correct count grows linearly (its expectation over every order)."""
     probs = probs_with_confidence([0.6, 0.6], [0, 0])
-    result = m.uncertainty(probs, np.array([1, 0]))  # first case wrong, second right
-    assert result["risk_coverage_auc"] == pytest.approx((0 + 1 / 2) / 2)  # not (1 + 1/2) / 2
+    wrong_first = m.uncertainty(probs, np.array([1, 0]))
+    right_first = m.uncertainty(probs, np.array([0, 1]))
+    assert wrong_first == right_first
+    assert wrong_first["risk_coverage_auc"] == pytest.approx((0.5 / 1 + 1 / 2) / 2)
+
+
+def test_uncertainty_of_an_all_tied_model_is_its_accuracy_in_any_case_order():
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, 624)
+    probs = np.tile([0.62, 0.38], (624, 1))  # a majority model: every confidence tied
+    results = {m.uncertainty(probs, labels[order])["score"] for order in
+               (np.arange(624), np.argsort(labels), np.argsort(-labels), rng.permutation(624))}
+    assert len(results) == 1
+
+
+# A balanced accuracy of exactly 1/4 that computes as 1/4 + 7.4e-17 in float64 (found by search).
+EXACT_CHANCE_SIZES = (18, 11, 21, 2772)
+EXACT_CHANCE_CORRECT = (11, 2, 1, 442)
+
+
+def exact_chance_case() -> tuple[np.ndarray, np.ndarray]:
+    labels = np.repeat(np.arange(4), EXACT_CHANCE_SIZES)
+    predictions = (labels + 1) % 4
+    for k, hits in enumerate(EXACT_CHANCE_CORRECT):
+        predictions[np.flatnonzero(labels == k)[:hits]] = k
+    return predictions, labels
+
+
+def test_exact_chance_is_decided_on_integers_not_on_the_float_cc():
+    predictions, labels = exact_chance_case()
+    assert core.chance_corrected_raw(core.balanced_accuracy(predictions, labels, 4), 4) > 0.0  # float says above
+    assert core.above_chance(predictions, labels, 4) is False
+    assert core.counts_above_chance([1, 1, 8], [3, 5, 15], 3) is True  # 16/15 > 1
+    assert core.counts_above_chance([1, 1, 7], [3, 5, 15], 3) is False  # exactly 1
+
+
+def test_robustness_spec_and_limited_data_are_not_scored_at_exact_chance():
+    predictions, labels = exact_chance_case()
+    n = labels.shape[0]
+    perturbed = {name: np.stack([predictions] * 3) for name in m.CORRUPTIONS}
+    assert m.corruption(predictions, perturbed, labels, 4)["score"] is None
+    probs = np.full((n, 4), 0.1)
+    probs[np.arange(n), predictions] = 0.7
+    at_chance = m.spec_sensitivity(np.stack([probs] * 6), labels, 4)
+    assert at_chance["scored"] is False and at_chance["best_chance_corrected"] == 0.0
+    assert m.limited_data(np.stack([probs] * 3), labels, 4)["score"] is None
 
 
 def test_uncertainty_selective_count_rounds_half_to_even():

@@ -1,5 +1,5 @@
 """Spec supersession: a ``spec`` entry on the ledger; passports on the old spec record the earlier expiry and
-lapse (exit 4) once it is in force; evaluations under it are refused; bad requests write nothing."""
+lapse (exit 4) once it is in force; new evaluations use its successor; bad requests write nothing."""
 
 from __future__ import annotations
 
@@ -89,14 +89,43 @@ def test_issue_refused_once_superseded(fixture: AuditFixture, monkeypatch: pytes
 
 
 @pytest.mark.harness
-def test_evaluation_refused_once_superseded(fixture: AuditFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_evaluation_uses_the_successor_once_superseded(fixture: AuditFixture,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """New evaluations use the current spec as the ledger's spec entries say: v0.2 once v0.1 is superseded,
+    and the audit re-derives the v0.1 and the v0.2 bundles each under its own version."""
     pytest.importorskip("torch")
     assert supersede(fixture, "2026-09-03T00:00:00Z").exit_code == 0
+    monkeypatch.setenv("HELDOUT_NOW", "2026-09-04T00:00:00Z")
+    result = run(fixture, "evaluate", "majority", "--generation", "gen2", "--tasks", "bloodmnist",
+                 "--data-root", str(fixture.data_root), "--json")
+    assert result.exit_code == 0, result.output
+    (outcome,) = json.loads(result.output)
+    assert outcome["entry"]["spec_version"] == outcome["evaluation"]["spec_version"] == "MedEval-1 v0.2"
+    assert "numpy_version" not in outcome["evaluation"]
+    gate = outcome["evaluation"]["composite"]["skill_gate"]
+    assert gate["passed"] is False and outcome["evaluation"]["composite"]["index"] == 0
+    audit = run(fixture, "audit", fixture.ledger_id, "--json")
+    assert audit.exit_code == 0, audit.output
+    report = json.loads(audit.output)
+    assert report["rederived"] == report["bundles"]
+    issued = run(fixture, "passport", "issue", "majority", "--generation", "gen2")
+    assert issued.exit_code == 0, issued.output
+    path = fixture.store / "passports" / "majority__gen2.passport.json"
+    assert json.loads(path.read_text())["spec_version"] == "MedEval-1 v0.2"
+    assert run(fixture, "passport", "verify", str(path)).exit_code == 0
+
+
+@pytest.mark.harness
+def test_evaluation_refused_when_the_current_spec_is_not_implemented(fixture: AuditFixture,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    result = run(fixture, "spec", "supersede", SPEC, "--by", "MedEval-1 v9", "--effective", "2026-09-03T00:00:00Z")
+    assert result.exit_code == 0, result.output
     monkeypatch.setenv("HELDOUT_NOW", "2026-09-04T00:00:00Z")
     before = snapshot(fixture.store)
     result = run(fixture, "evaluate", "majority", "--generation", "gen2", "--tasks", "bloodmnist",
                  "--data-root", str(fixture.data_root))
-    assert result.exit_code == 4 and "superseded" in result.output
+    assert result.exit_code == 2 and "MedEval-1 v9" in result.output
     assert snapshot(fixture.store) == before
 
 

@@ -391,10 +391,10 @@ HOSTILE = {
     "truncated tile": (truncated_tile, "wrong length"),
     "symlinked bundle": (symlinked_bundle, "symbolic link"),
     "symlinked tile folder": (symlinked_tile_folder, "symbolic link"),
-    "oversized tile": (oversized_tile, "bound"),
-    "oversized checkpoint": (oversized_checkpoint, "bound"),
+    "oversized tile": (oversized_tile, "limit"),
+    "oversized checkpoint": (oversized_checkpoint, "limit"),
     "bad checkpoint signature": (bad_checkpoint_signature, ""),
-    "deeply nested manifest": (deep_manifest, "nests deeper"),
+    "deeply nested manifest": (deep_manifest, "nested more than"),
     "fifo for a tile": (fifo_tile, "not a regular file"),
 }
 

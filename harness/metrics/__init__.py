@@ -1,4 +1,8 @@
-"""MedEval-1 v0.1 metrics: every formula of ../shared/MEDEVAL-1.md as pure numpy functions.
+"""MedEval-1 metrics: every formula of docs/MEDEVAL-1.md (v0.1) and docs/MEDEVAL-1.2.md (v0.2) as pure numpy.
+
+The names below are v0.1's (its functions, kept exactly as the reference passport fixed them); v0.2 lives in
+``evaluation_v02``/``dimensions_v02``/``draws``, and :func:`metrics_for` selects a version's implementation by
+its ``spec_version`` string (:data:`METRICS`).
 
 Imports only numpy, the standard library and ``seals``/``keys`` (never torch), so the audit can re-derive
 every evaluation object from stored predictions without a model. Public surface:
@@ -36,6 +40,7 @@ from .evaluation import (
     first_difference,
     rederive,
 )
+from .registry import BASE_SPEC_VERSION, METRICS, SpecMetrics, metrics_for
 from .spec import (
     ACQUISITIONS,
     COMPOSITE_WEIGHTS,
@@ -58,11 +63,13 @@ from .stored import StoredPredictions
 
 __all__ = [
     "ACQUISITIONS",
+    "BASE_SPEC_VERSION",
     "COMPOSITE_WEIGHTS",
     "CORRUPTIONS",
     "DIMENSIONS",
     "LATENCY_REFERENCE_SECONDS",
     "LIMITATION_INPUT_FIELDS",
+    "METRICS",
     "PERTURBATIONS",
     "PUBLIC_SPLIT_ORIGIN",
     "ROBUSTNESS_SUBSET_MAX",
@@ -74,6 +81,7 @@ __all__ = [
     "TRAINING_FRACTIONS",
     "B",
     "EvaluationMeta",
+    "SpecMetrics",
     "StoredPredictions",
     "accuracy",
     "acquisition",
@@ -89,6 +97,7 @@ __all__ = [
     "first_difference",
     "labels_bytes",
     "limited_data",
+    "metrics_for",
     "n_cases_for",
     "rederive",
     "spec_sensitivity",

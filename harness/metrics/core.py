@@ -7,6 +7,8 @@ float32; widening float32 to float64 is exact, so the harness and the audit see 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -87,6 +89,22 @@ def class_recalls(predictions: IntArray, labels: IntArray, n_classes: int) -> Fl
     correct = np.bincount(labels[predictions == labels], minlength=n_classes)
     present = totals > 0
     return correct[present] / totals[present]
+
+
+def counts_above_chance(correct: Iterable[int], totals: Iterable[int], n_classes: int) -> bool:
+    """Is the balanced accuracy of these per-class counts strictly above chance (1/K)? Decided exactly on
+    integers, ``K · Σ_k c_k / n_k > P`` over the P classes present, never on a float chance-corrected value
+    (a balanced accuracy of exactly 1/K computes as 1/K + 7e-17 in float64)."""
+    pairs = [(int(c), int(t)) for c, t in zip(correct, totals, strict=True) if int(t) > 0]
+    exact = sum((Fraction(c, t) for c, t in pairs), Fraction(0))
+    return n_classes * exact > len(pairs)
+
+
+def above_chance(predictions: IntArray, labels: IntArray, n_classes: int) -> bool:
+    """:func:`counts_above_chance` of the per-class correct counts of ``predictions``."""
+    totals = np.bincount(labels, minlength=n_classes)
+    correct = np.bincount(labels[predictions == labels], minlength=n_classes)
+    return counts_above_chance(correct.tolist(), totals.tolist(), n_classes)
 
 
 def balanced_accuracy(predictions: IntArray, labels: IntArray, n_classes: int) -> float:

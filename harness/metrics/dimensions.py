@@ -22,6 +22,7 @@ from keys.errors import MalformedInput
 from . import spec
 from .core import (
     IntArray,
+    above_chance,
     accuracy_top1,
     as_labels,
     as_probs,
@@ -136,8 +137,27 @@ def calibration(probs: ArrayLike, labels: ArrayLike) -> Dimension:
 
 # --- uncertainty ------------------------------------------------------------------------------------------
 
+def expected_cumulative_correct(confidence: np.ndarray, correct: np.ndarray) -> np.ndarray:
+    """For k = 1..n, the number of correct cases among the k most confident, each block of tied confidences
+    taken as one unit: inside a block the count grows linearly (its expectation over every order of the
+    tied cases), so the result never depends on the order of cases. Without ties this is the plain
+    cumulative count, as exact integers in float64."""
+    order = np.argsort(-confidence, kind="stable")
+    ordered = confidence[order]
+    hits = correct[order].astype(np.int64)
+    n = int(hits.shape[0])
+    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+    sizes = np.diff(np.append(starts, n))
+    block_hits = np.add.reduceat(hits, starts)
+    hits_before = np.cumsum(block_hits) - block_hits
+    block = np.repeat(np.arange(starts.shape[0]), sizes)
+    position = np.arange(1, n + 1) - starts[block]  # 1..size inside each block
+    return hits_before[block] + position * (block_hits[block] / sizes[block])
+
+
 def uncertainty(probs: ArrayLike, labels: ArrayLike) -> Dimension:
-    """Selective prediction by confidence (sorted descending, stable). ``selective_acc_at_c`` is the accuracy
+    """Selective prediction by confidence (sorted descending; tied confidences as one unit, see
+    :func:`expected_cumulative_correct`). ``selective_acc_at_c`` is the accuracy
     of the first ``round(c·n)`` cases (half-even; at least 1 case, which only matters for n = 1);
     ``risk_coverage_auc`` is the mean over k = 1..n of the accuracy of the first k cases;
     **score = 100·cc(risk_coverage_auc)**."""
@@ -145,8 +165,7 @@ def uncertainty(probs: ArrayLike, labels: ArrayLike) -> Dimension:
     n, n_classes = p.shape
     y = as_labels(labels, n_classes=n_classes, n=n)
     predictions = predictions_from_probs(p)
-    order = np.argsort(-p.max(axis=1), kind="stable")
-    cumulative_correct = np.cumsum((predictions == y)[order].astype(np.int64))
+    cumulative_correct = expected_cumulative_correct(p.max(axis=1), predictions == y)
     accuracy_at_k = cumulative_correct / np.arange(1, n + 1)
     risk_coverage_auc = float(np.mean(accuracy_at_k))
     out: Dimension = {"full_accuracy": accuracy_top1(predictions, y), "risk_coverage_auc": risk_coverage_auc,
@@ -216,8 +235,8 @@ def _robustness(clean_pred_subset: ArrayLike, perturbed: Mapping[str, ArrayLike]
         raise MalformedInput(f"{kind} needs predictions for exactly {list(names)} "
                              f"(found {sorted(perturbed)})", expected=list(names), found=sorted(perturbed))
     clean_raw_cc = chance_corrected_raw(balanced_accuracy(clean, y, n_classes), n_classes)
-    clean_reference_cc = max(0.0, clean_raw_cc)
-    scored = clean_raw_cc > 0.0
+    scored = above_chance(clean, y, n_classes)  # on integer counts, not on the float cc
+    clean_reference_cc = max(0.0, clean_raw_cc) if scored else 0.0
     reason = None if scored else spec.robustness_not_scored_reason(clean_reference_cc)
 
     per_perturbation: dict[str, Any] = {}
@@ -333,8 +352,9 @@ def spec_sensitivity(template_probs: ArrayLike | None, labels_subset: ArrayLike,
     per_spec: dict[str, Any] = {}
     for index, (template_id, text) in enumerate(spec.TEMPLATES):
         p = as_probs(stacked[index], what=f"template_probs[{index}]", n_classes=n_classes)
-        bacc = balanced_accuracy(predictions_from_probs(p), y, n_classes)
-        cc = chance_corrected(bacc, n_classes)
+        template_predictions = predictions_from_probs(p)
+        bacc = balanced_accuracy(template_predictions, y, n_classes)
+        cc = chance_corrected(bacc, n_classes) if above_chance(template_predictions, y, n_classes) else 0.0
         baccs.append(bacc)
         ccs.append(cc)
         per_spec[template_id] = {"balanced_accuracy": bacc, "chance_corrected": cc, "spec": text}
@@ -425,9 +445,11 @@ def limited_data(fraction_probs: ArrayLike | None, labels: ArrayLike, n_classes:
     if stacked.shape != expected_shape:
         raise MalformedInput(f"fraction_probs must have shape {expected_shape} (found {stacked.shape})",
                              expected=list(expected_shape), found=list(stacked.shape))
-    baccs = [balanced_accuracy(predictions_from_probs(as_probs(stacked[i], what=f"fraction_probs[{i}]")),
-                               y, n_classes) for i in range(len(spec.TRAINING_FRACTIONS))]
-    ccs = [chance_corrected(bacc, n_classes) for bacc in baccs]
+    fraction_predictions = [predictions_from_probs(as_probs(stacked[i], what=f"fraction_probs[{i}]"))
+                            for i in range(len(spec.TRAINING_FRACTIONS))]
+    baccs = [balanced_accuracy(p, y, n_classes) for p in fraction_predictions]
+    ccs = [chance_corrected(bacc, n_classes) if above_chance(p, y, n_classes) else 0.0
+           for bacc, p in zip(baccs, fraction_predictions, strict=True)]
     full_cc = ccs[-1]
     scored = full_cc > 0.0
     out: Dimension = {

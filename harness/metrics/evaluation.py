@@ -8,6 +8,7 @@ spec's evaluation object; ``rederive`` runs it again from a recorded object's no
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ from .stored import StoredPredictions
 #: The fields of ``limitations`` the harness supplies; ``has_real_subgroup_metadata`` and ``subgroup_basis``
 #: are derived from the subgroup dimension so the two can never disagree.
 LIMITATION_INPUT_FIELDS = ("n_train_available", "notes", "train_capped")
+_NUMPY_VERSION = re.compile(r"[0-9A-Za-z.+!_-]{1,40}")
 _STRING_FIELDS = ("code_fingerprint", "device", "domain", "kind", "modality", "split_origin", "task",
                   "task_name", "timestamp")
 
@@ -75,6 +77,9 @@ class EvaluationMeta:
     timestamp: str
     seconds_total: float
     parameters: int | None
+    #: The numpy version the evaluation was computed with (v0.1 records it: its draws come from numpy's
+    #: ``Generator`` methods, whose streams numpy only keeps stable within a version). None: not recorded.
+    numpy_version: str | None = None
 
     def __post_init__(self) -> None:
         # numpy scalars (an n_test from an array's shape, a bool from comparing numpy ints) become the Python
@@ -109,6 +114,10 @@ class EvaluationMeta:
             raise MalformedInput("evaluation meta: limitations has a field of the wrong type",
                                  field="limitations", found={k: type(v).__name__ for k, v in limits.items()})
         object.__setattr__(self, "limitations", {name: limits[name] for name in LIMITATION_INPUT_FIELDS})
+        if self.numpy_version is not None and (not isinstance(self.numpy_version, str)
+                                               or not _NUMPY_VERSION.fullmatch(self.numpy_version)):
+            raise MalformedInput("evaluation meta: numpy_version must be a version string",
+                                 field="numpy_version", found=repr(self.numpy_version)[:60])
 
     @classmethod
     def from_recorded(cls, evaluation: Mapping[str, Any]) -> EvaluationMeta:
@@ -142,6 +151,7 @@ class EvaluationMeta:
             timestamp=field(evaluation, "timestamp", ""),
             seconds_total=field(cost_dimension, "seconds_total", "dimensions.cost."),
             parameters=field(cost_dimension, "parameters", "dimensions.cost."),
+            numpy_version=evaluation.get("numpy_version"),
         )
 
 
@@ -190,10 +200,17 @@ def build_evaluation(meta: EvaluationMeta, predictions: StoredPredictions, label
                              found=predictions.n_classes)
     dimensions = compute_dimensions(predictions, labels, seed=meta.seed, seconds_total=meta.seconds_total,
                                     device=meta.device, parameters=meta.parameters, metadata=metadata)
+    return evaluation_object(meta, dimensions, composite(dimensions), spec_version=spec.SPEC_VERSION)
+
+
+def evaluation_object(meta: EvaluationMeta, dimensions: dict[str, Any], composite_object: dict[str, Any], *,
+                      spec_version: str) -> dict[str, Any]:
+    """The evaluation object around computed dimensions and composite: the meta's fields, ``limitations``
+    (subgroup basis and metadata flag from the subgroup dimension), ``numpy_version`` when the meta has one."""
     subgroup_dimension = dimensions["subgroup"]
-    return {
+    evaluation = {
         "code_fingerprint": meta.code_fingerprint,
-        "composite": composite(dimensions),
+        "composite": composite_object,
         "device": meta.device,
         "dimensions": dimensions,
         "domain": meta.domain,
@@ -210,12 +227,15 @@ def build_evaluation(meta: EvaluationMeta, predictions: StoredPredictions, label
         "n_test": meta.n_test,
         "runtime_s": round(float(meta.runtime_s), 1),
         "seed": meta.seed,
-        "spec_version": spec.SPEC_VERSION,
+        "spec_version": spec_version,
         "split_origin": meta.split_origin,
         "task": meta.task,
         "task_name": meta.task_name,
         "timestamp": meta.timestamp,
     }
+    if meta.numpy_version is not None:
+        evaluation["numpy_version"] = meta.numpy_version
+    return evaluation
 
 
 def rederive(recorded: Mapping[str, Any], predictions: StoredPredictions, labels: ArrayLike, *,
@@ -262,7 +282,13 @@ def check_rederived(recorded: Mapping[str, Any], predictions: StoredPredictions,
     """Re-derive and compare canonical forms (``seals.canonical.prepare`` of both). Returns the prepared
     re-derived object; raises VerificationError naming the first differing field path, with the re-derived
     value as ``expected`` and the recorded one as ``found``."""
-    rederived = prepare(rederive(recorded, predictions, labels, metadata=metadata))
+    return require_same(rederive(recorded, predictions, labels, metadata=metadata), recorded)
+
+
+def require_same(rederived_object: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """Compare a re-derived evaluation with the recorded one in canonical form; returns the prepared
+    re-derived object, raises VerificationError naming the first differing member."""
+    rederived = prepare(rederived_object)
     recorded_prepared = prepare(recorded)
     difference = first_difference(rederived, recorded_prepared)
     if difference is None and canonical_bytes(rederived) != canonical_bytes(recorded_prepared):

@@ -1,4 +1,4 @@
-"""The constants of MedEval-1 v0.1 (../shared/MEDEVAL-1.md), in one place.
+"""The constants of MedEval-1 v0.1 (docs/MEDEVAL-1.md), in one place.
 
 Everything the harness and the audit must agree on that is not a formula lives here: the template texts,
 the perturbation names in the spec's order, the composite weights, the subset cap and the bootstrap size.
@@ -73,9 +73,15 @@ DOMAIN: Final = "medicine"
 PUBLIC_SPLIT_ORIGIN: Final = "official released split"
 
 
-def split_origin_for(generation: str, *, public: bool) -> str:
-    """The spec's ``split_origin``: the official split's name for the public generation, else the generation's."""
-    return PUBLIC_SPLIT_ORIGIN if public else generation
+def split_origin_for(generation: str, *, public: bool, origin: str | None = None, sha256: str | None = None) -> str:
+    """The spec's ``split_origin``: the generation's name for a sealed generation; for the public generation the
+    official split's name only when its file was checked against medmnist's MD5 (``origin == "official"``),
+    else ``"<origin> split sha256:<hex>"`` (synthetic or local files are never called official)."""
+    if not public:
+        return generation
+    if origin == "official":
+        return PUBLIC_SPLIT_ORIGIN
+    return f"{origin or 'unrecorded'} split sha256:{sha256 or 'unrecorded'}"
 
 SUBGROUP_BASIS_NO_METADATA: Final = "worst diagnostic class (no demographic metadata in source)"
 SUBGROUP_BASIS_METADATA: Final = "worst demographic group balanced accuracy per attribute (real metadata)"

@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from keys.errors import MalformedInput
 
 from . import spec
+from .npz import load_npz
 
 FORMAT = "MedEval-1 stored predictions v1"
 PROB_DTYPE = np.dtype("<f4")
@@ -172,35 +173,16 @@ class StoredPredictions:
     @classmethod
     def from_npz_bytes(cls, data: bytes, *, n_test: int | None = None,
                        n_classes: int | None = None) -> StoredPredictions:
-        """Load a blob written by :meth:`to_npz_bytes`, safely: no pickle, uncompressed members only (so
-        memory is bounded by the blob's size), exactly the expected members, exact stored dtypes, then the
+        """Load a blob written by :meth:`to_npz_bytes`, safely: no pickle, member headers checked against
+        their sizes before anything is allocated (``harness.metrics.npz``; the total is bounded by the blob's
+        own size, as the writer stores uncompressed), exactly the expected members, exact stored dtypes, then the
         constructor's shape and value checks; optionally the expected ``n_test`` and ``n_classes``."""
-        try:
-            archive = zipfile.ZipFile(io.BytesIO(data))
-        except (zipfile.BadZipFile, ValueError, OSError) as exc:
-            raise MalformedInput(f"stored predictions are not a zip archive ({exc})") from None
-        arrays: dict[str, NDArray[Any]] = {}
-        with archive:
-            names = [info.filename for info in archive.infolist()]
-            if len(set(names)) != len(names):
-                raise MalformedInput("stored predictions: duplicate members in the archive", found=names)
-            required = {f"{_FORMAT_MEMBER}.npy", "clean_probs.npy"} | {
-                f"{_PERTURBED_PREFIX}{name}.npy" for name in spec.PERTURBATIONS}
-            allowed = required | {"template_probs.npy", "fraction_probs.npy"}
-            if not required <= set(names) or not set(names) <= allowed:
-                raise MalformedInput("stored predictions: unexpected set of members",
-                                     expected=sorted(required), found=sorted(names))
-            for info in archive.infolist():
-                if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(data):
-                    raise MalformedInput(f"stored predictions: member {info.filename} is compressed or "
-                                         "oversized", field=info.filename)
-                try:
-                    with archive.open(info) as handle:
-                        array = np.lib.format.read_array(handle, allow_pickle=False)
-                except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-                    raise MalformedInput(f"stored predictions: member {info.filename} is not a plain .npy "
-                                         f"array ({exc})", field=info.filename) from None
-                arrays[info.filename[: -len(".npy")]] = array
+        required = {_FORMAT_MEMBER, "clean_probs"} | {f"{_PERTURBED_PREFIX}{name}" for name in spec.PERTURBATIONS}
+        allowed = required | {"template_probs", "fraction_probs"}
+        arrays = load_npz(data, what="stored predictions", limit=max(len(data), 1), stored_only=True)
+        if not required <= set(arrays) or not set(arrays) <= allowed:
+            raise MalformedInput("stored predictions: unexpected set of members",
+                                 expected=sorted(required), found=sorted(arrays))
         fmt = arrays.pop(_FORMAT_MEMBER)
         if fmt.dtype.kind != "U" or fmt.shape != () or str(fmt) != FORMAT:
             raise MalformedInput("stored predictions: unknown format marker", expected=FORMAT,

@@ -67,10 +67,14 @@ class Unrederived:
     task: str
     model_id: str
     reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "generation": self.generation, "task": self.task, "model_id": self.model_id,
-                "reason": self.reason}
+        out = {"index": self.index, "generation": self.generation, "task": self.task, "model_id": self.model_id,
+               "reason": self.reason}
+        if self.evidence:
+            out["evidence"] = self.evidence
+        return out
 
 
 @dataclass

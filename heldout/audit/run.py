@@ -44,28 +44,35 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from harness.metrics import (
     StoredPredictions,
-    check_rederived,
     evaluation_bytes,
+    first_difference,
     labels_bytes,
-    rederive,
-    split_origin_for,
 )
+from harness.metrics.registry import SpecMetrics, metrics_for
 from heldout.audit.report import AuditReport, Finding, Unrederived
 from heldout.audit.sources import AuditSource
 from heldout.generations import (
+    WITHHOLDING_MODES,
     GenerationState,
     RevealDocument,
+    Transcript,
+    answer_bits,
     charge_bits,
     check_draw_binding,
     check_manifest_binding,
-    ladder_charge_bits,
+    ladder_release,
     load_generations,
+    released_score,
     revealed_labels,
+    transcripts,
     verify_reveal,
 )
 from heldout.generations.access import check_opening
+from heldout.generations.release import last_over_threshold, thresholdout_answer
 from heldout.generations.reveal import verify_draw
 from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import Supersession, load_supersessions
@@ -77,6 +84,7 @@ from ledger.policy import Policy
 from ledger.rfc6962 import leaf_hash
 from ledger.tree import HashTree, MemoryNodes
 from seals import format_utc, parse_json_object, parse_utc, sha256_hex
+from seals.canonical import prepare
 from seals.manifest import SealManifest
 
 AuditProgress = Callable[[str, int, int], None]
@@ -328,10 +336,14 @@ def _decode_entries(ctx: _Context) -> None:
 def _load_generations(ctx: _Context) -> None:
     try:
         ctx.generations = load_generations(sorted(ctx.entries.items()), ctx.now, blobs=ctx.blobs())
+        for anomaly in ctx.generations.anomalies:  # reported, and the audit goes on with the first entries
+            ctx.find("generations", anomaly, index=anomaly.evidence.get("index"))
     except HeldoutError as exc:
         ctx.find("generations", exc)
     try:
         ctx.supersessions = load_supersessions(sorted(ctx.entries.items()))
+        for anomaly in ctx.supersessions.anomalies:
+            ctx.find("spec", anomaly, index=anomaly.evidence.get("index"))
     except HeldoutError as exc:
         ctx.find("spec", exc)
 
@@ -481,7 +493,8 @@ def _check_bundles(ctx: _Context, tick: AuditProgress) -> None:
         except IncompleteError as exc:
             ctx.report.not_rederived.append(Unrederived(
                 index=index, generation=str(entry.get("generation")), task=str(entry.get("task")),
-                model_id=str(entry.get("model_id")), reason=exc.message))
+                model_id=str(entry.get("model_id")), reason=exc.message,
+                evidence={k: v for k, v in exc.evidence.items() if k != "index" and isinstance(v, (str, int))}))
         except HeldoutError as exc:
             ctx.find("bundle", exc, index=index)
         tick("bundles", done, len(bundles))
@@ -507,14 +520,27 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
         raise VerificationError(f"bundle entry {index} was evaluated while {name} was not current",
                                 index=index, field="created_utc", expected=f"{format_utc(state.created)} .. "
                                 f"{format_utc(state.expiry)}", found=format_utc(created))
+    withholding = state.release_mode in WITHHOLDING_MODES
+    if withholding:
+        _check_release_record(ctx, index, entry, state)
+        for member in ("evaluation_sha256", "predictions_sha256"):
+            digest = entry.get(member)
+            if isinstance(digest, str) and not ctx.source.has_blob(digest):
+                raise IncompleteError(
+                    f"bundle entry {index}: its evaluation and predictions are withheld under {state.release_mode} "
+                    f"release until {name} is retired" if state.retire_index is None else
+                    f"bundle entry {index}: {name} is retired but its withheld blobs are not published",
+                    index=index, field=member)
+    elif "release" in entry:
+        raise VerificationError(f"bundle entry {index} carries a release record on a full-release generation",
+                                index=index, field="release")
     evaluation_data = ctx.blob(entry.get("evaluation_sha256"), index=index, what="evaluation_sha256")
     evaluation = parse_json_object(evaluation_data, what=f"evaluation of entry {index}")
     _require_spec_in_force(ctx, index, "bundle", evaluation.get("spec_version"), created)
     for member in ("task", "seed", "code_fingerprint", "n_test", "split_origin", "device"):
         if member in entry:
             _expect(index, member, entry[member], evaluation.get(member))
-    _expect(index, "split_origin", split_origin_for(name, public=state.membership == "public"),
-            evaluation.get("split_origin"))
+    _expect(index, "split_origin", state.split_origin(str(entry.get("task"))), evaluation.get("split_origin"))
     if "leakage_bits" in entry:
         _check_charge(index, entry, evaluation, state)
     predictions_data = ctx.blob(entry.get("predictions_sha256"), index=index, what="predictions_sha256")
@@ -523,34 +549,183 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
         raise VerificationError(f"bundle entry {index}: the labels of {name}/{entry.get('task')} are not the ones "
                                 "the bundle was scored against", index=index, field="labels_hash",
                                 expected=entry["labels_hash"], found=labels_hash)
+    # The bundle is re-derived under the spec version its evaluation names (unknown: incomplete, exit 5).
+    metrics = metrics_for(evaluation.get("spec_version"))
     # One comparison does it when all is well: the re-derived evaluation's canonical bytes are the stored blob's
     # bytes (so the blob is canonical, and every member re-derives). Only a mismatch pays for working out which.
     canonical = True
     try:
         predictions = StoredPredictions.from_npz_bytes(predictions_data, n_test=int(labels.shape[0]),
                                                        n_classes=evaluation.get("n_classes"))
-        if evaluation_bytes(rederive(evaluation, predictions, labels)) != evaluation_data:
+        rederived = metrics.rederive(evaluation, predictions, labels)
+        if evaluation_bytes(rederived) != evaluation_data:
             canonical = evaluation_bytes(evaluation) == evaluation_data
             if canonical:
-                check_rederived(evaluation, predictions, labels)  # raises naming the first member that differs
+                _require_numpy_explains(metrics, index, evaluation, rederived)
+                metrics.check_rederived(evaluation, predictions, labels)  # raises naming the first difference
                 raise VerificationError("the re-derived evaluation's canonical bytes differ from the stored ones")
+    except IncompleteError:
+        raise
     except HeldoutError as exc:
         raise VerificationError(f"bundle entry {index} does not re-derive: {exc.message}", index=index,
                                 **{k: v for k, v in exc.evidence.items() if k != "index"}) from None
     if not canonical:
         raise VerificationError(f"the evaluation blob of entry {index} is not canonical JSON", index=index,
                                 file=ctx.source.blob_file(str(entry["evaluation_sha256"])))
+    if withholding:
+        _check_release_value(ctx, index, entry, state, evaluation)
     ctx.report.rederived += 1
+
+
+def _without(value: Any, members: tuple[str, ...], path: str = "") -> Any:
+    """``value`` (prepared JSON) with the members at the dotted paths ``members`` removed."""
+    if not isinstance(value, dict):
+        return value
+    kept = {}
+    for key, item in value.items():
+        child = f"{path}.{key}" if path else key
+        if child not in members:
+            kept[key] = _without(item, members, child)
+    return kept
+
+
+#: The recorded composite was computed from unrounded scores, the check below from the recorded (6-dp) ones:
+#: the index may differ by the scores' rounding (0.5e-6, weighted mean) plus its own (0.5e-6).
+COMPOSITE_ROUNDING = 1.0e-6 + 1e-12
+
+
+def _composite_difference(metrics: SpecMetrics, recorded: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """Does the recorded composite follow from the recorded dimension scores (coverage and the dimensions
+    scored exactly, the index within the rounding)? The first member that does not, else None."""
+    try:
+        expected = prepare(metrics.composite_of(recorded.get("dimensions") or {}))
+    except HeldoutError:
+        return "composite", "a composite of the recorded dimensions", "dimensions it cannot be computed from"
+    found = recorded.get("composite")
+    if not isinstance(found, dict):
+        return "composite", expected, found
+    for member in ("coverage", "dimensions_scored"):
+        if expected.get(member) != found.get(member):
+            return f"composite.{member}", expected.get(member), found.get(member)
+    index, recorded_index = expected.get("index"), found.get("index")
+    if (index is None) != (recorded_index is None) or (
+            index is not None and not (isinstance(recorded_index, (int, float)) and not isinstance(recorded_index, bool)
+                                       and abs(index - recorded_index) <= COMPOSITE_ROUNDING)):
+        return "composite.index", index, recorded_index
+    return None
+
+
+def _require_numpy_explains(metrics: SpecMetrics, index: int, recorded: dict[str, Any],
+                            rederived: dict[str, Any]) -> None:
+    """When an evaluation computed under another numpy version does not re-derive, tell numpy's stream
+    change apart from tampering: every member that does not depend on numpy's ``Generator`` streams must
+    still re-derive exactly (else the caller reports the first difference as tampering), and the recorded
+    composite must follow from the recorded dimensions; then the bundle is reported as not re-derivable
+    here (exit 5), naming both numpy versions and the members that could not be checked."""
+    recorded_version = recorded.get("numpy_version")
+    if not metrics.numpy_streams or not isinstance(recorded_version, str) or recorded_version == np.__version__:
+        return
+    n_test = recorded.get("n_test")
+    members = metrics.stream_dependent_members(n_test if isinstance(n_test, int) else 0)
+    outside = first_difference(_without(prepare(rederived), members), _without(prepare(recorded), members))
+    if outside is None and "composite" in members:
+        outside = _composite_difference(metrics, recorded)
+    if outside is not None:
+        path, expected, found = outside
+        raise VerificationError(
+            f"re-derived evaluation differs at {path}: expected {expected!r} (re-derived), found {found!r} "
+            f"(recorded); computed under numpy {recorded_version}, audited under numpy {np.__version__}, but "
+            "this member does not depend on numpy's random streams", path=path, expected=expected, found=found)
+    raise IncompleteError(
+        f"bundle entry {index} was computed under numpy {recorded_version} and this auditor has numpy "
+        f"{np.__version__}: {', '.join(members)} depend on numpy's random streams and do not re-derive here; "
+        f"everything else does. Re-run the audit under numpy {recorded_version} to check them",
+        index=index, numpy_recorded=recorded_version, numpy_auditor=np.__version__, members=", ".join(members))
+def _history(ctx: _Context, state: GenerationState, index: int) -> list[tuple[int, dict[str, Any]]]:
+    return [(i, e) for i, e in sorted(ctx.entries.items()) if state.seal_index < i < index]
+
+
+def _check_release_record(ctx: _Context, index: int, entry: Mapping[str, Any], state: GenerationState) -> None:
+    """What anyone can check of a withheld bundle from public data: its release record is one the mechanism
+    could have produced after the transcript before it, and its charge is that answer's description length."""
+    release = entry.get("release")
+    task = str(entry.get("task"))
+    step = state.release_step
+    if not isinstance(release, dict) or release.get("mode") != state.release_mode or step is None:
+        raise VerificationError(f"bundle entry {index} on {state.name} lacks its {state.release_mode} release record",
+                                index=index, field="release")
+    transcript = transcripts(_history(ctx, state, index), state.name).get(task, Transcript())
+    dependent = release.get("label_dependent")
+    value = release.get("value")
+    if not isinstance(dependent, bool):
+        raise VerificationError(f"bundle entry {index}: release.label_dependent is not a boolean", index=index,
+                                field="release.label_dependent")
+    if state.release_mode == "ladder":
+        best = transcript.best()
+        if dependent != (value is not None) or (value is not None and (
+                not isinstance(value, (int, float)) or round(round(value / step) * step, 6) != value
+                or (best is not None and value < best + step - 1e-9))):
+            raise VerificationError(f"bundle entry {index}: {value!r} is not a ladder answer after best {best}",
+                                    index=index, field="release.value", found=value)
+    else:
+        estimate = release.get("public_estimate")
+        public_index = release.get("public_bundle")
+        public_entry = ctx.entries.get(public_index) if isinstance(public_index, int) else None
+        if public_entry is None or not isinstance(public_index, int) or public_entry.get("type") != "bundle" \
+                or public_entry.get("generation") != "public" \
+                or public_entry.get("model_id") != entry.get("model_id") or public_entry.get("task") != task \
+                or public_index >= index:
+            raise VerificationError(f"bundle entry {index}: its public estimate cites no earlier public bundle of "
+                                    "the same model and task", index=index, field="release.public_bundle")
+        public_eval = parse_json_object(ctx.blob(public_entry.get("evaluation_sha256"), index=public_index,
+                                                 what="evaluation_sha256"), what=f"evaluation of entry {public_index}")
+        score = released_score(public_eval)
+        if score is None or estimate != round(score, 6) or (not dependent and value != estimate):
+            raise VerificationError(f"bundle entry {index}: the public estimate is not the public bundle's score",
+                                    index=index, field="release.public_estimate", expected=score, found=estimate)
+    try:
+        bits = answer_bits(state.release_mode, transcript, dependent, step)
+    except HeldoutError as exc:
+        raise VerificationError(f"bundle entry {index}: {exc.message}", index=index, field="release") from None
+    if release.get("bits") != bits or entry.get("leakage_bits") != bits:
+        raise VerificationError(f"bundle entry {index}: its charge is not the description length of its answer",
+                                index=index, field="leakage_bits", expected=bits, found=entry.get("leakage_bits"))
+
+
+def _check_release_value(ctx: _Context, index: int, entry: Mapping[str, Any], state: GenerationState,
+                         evaluation: Mapping[str, Any]) -> None:
+    """With the withheld evaluation at hand (operator, or after retirement): the released value is the
+    mechanism's answer for the score the evaluation holds."""
+    release = entry["release"]
+    task = str(entry.get("task"))
+    step = state.release_step
+    assert step is not None
+    history = _history(ctx, state, index)
+    transcript = transcripts(history, state.name).get(task, Transcript())
+    score = released_score(evaluation)
+    if state.release_mode == "ladder":
+        expected = None if score is None else ladder_release(score, transcript.best(), step)
+    else:
+        secret = ctx.source.noise_secret(state)
+        answer = thresholdout_answer(score if score is not None else float("nan"), float(release["public_estimate"]),
+                                     secret=secret, threshold=float(state.release["threshold"]),
+                                     sigma=float(state.release["sigma"]), step=step, task=task, bundle=index,
+                                     last_over_threshold=last_over_threshold(history, state.name, task))
+        expected = answer.value
+        if answer.over_threshold != release.get("label_dependent"):
+            raise VerificationError(f"bundle entry {index}: the Thresholdout branch is not the one its noise gives",
+                                    index=index, field="release.label_dependent",
+                                    expected=answer.over_threshold, found=release.get("label_dependent"))
+    if expected != release.get("value"):
+        raise VerificationError(f"bundle entry {index}: the released value is not the {state.release_mode} answer "
+                                "for the evaluation's score", index=index, field="release.value", expected=expected,
+                                found=release.get("value"))
 
 
 def _check_charge(index: int, entry: Mapping[str, Any], evaluation: dict[str, Any], state: GenerationState) -> None:
     found = entry["leakage_bits"]
-    if state.release_mode == "ladder" and state.ladder_step is not None:
-        allowed = {round(ladder_charge_bits(r, state.ladder_step), 6) for r in (True, False)}
-        if found not in allowed:
-            raise VerificationError(f"bundle entry {index}: leakage_bits is not a ladder charge", index=index,
-                                    field="leakage_bits", expected=sorted(allowed), found=found)
-        return
+    if state.release_mode in WITHHOLDING_MODES:
+        return  # checked against the transcript by _check_release_record
     expected = round(charge_bits(evaluation), 6)
     if found != expected:
         raise VerificationError(f"bundle entry {index}: leakage_bits does not match its evaluation", index=index,

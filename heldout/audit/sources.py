@@ -9,15 +9,18 @@ from pathlib import Path
 from typing import Protocol
 
 from heldout.generations import GenerationState, RevealDocument, load_opening, manifest_path
-from heldout.generations.access import opening_path
+from heldout.generations.access import noise_path, opening_path, withheld_blobs_path
 from heldout.generations.seal import reveal_path
 from heldout.store import Store
 from keys import HeldoutError, IncompleteError, TrustedKey, UsageError, VerificationError
+from keys.files import read_private_file
+from keys.safeio import DOCUMENT_LIMIT, read_in
 from ledger import BlobStore, Checkpoint, Ledger, ReplayReport
 from ledger.export import CHECKPOINTS, ENTRIES, SEALS
 from ledger.policy import Policy
 from ledger.public import PublicLog, open_public_log
 from ledger.replay import ProgressFn
+from seals import sha256_hex
 
 
 class AuditSource(Protocol):
@@ -53,6 +56,8 @@ class AuditSource(Protocol):
 
     def private_opening(self, state: GenerationState) -> RevealDocument: ...
 
+    def noise_secret(self, state: GenerationState) -> bytes: ...
+
     def extra_keys(self) -> list[TrustedKey]: ...
 
     def export_problems(self) -> Iterator[HeldoutError]: ...
@@ -72,6 +77,7 @@ class OperatorSource:
         self.ledger_id = ledger.ledger_id
         self.origin = ledger.origin
         self.blobs = BlobStore(store.blobs)
+        self.withheld = BlobStore(withheld_blobs_path(store, ledger.ledger_id))
 
     def replay(self, progress: ProgressFn | None) -> ReplayReport:
         return self.ledger.verify(expected_id=self.ledger_id, progress=progress)
@@ -102,24 +108,34 @@ class OperatorSource:
     def root(self, size: int) -> bytes:
         return self.ledger.root(size)
 
+    def _holder(self, digest: str) -> BlobStore:
+        """The published blobs, else the ones withheld until their generation is retired (operator only)."""
+        return self.withheld if not self.blobs.has(digest) and self.withheld.has(digest) else self.blobs
+
     def blob(self, digest: str) -> bytes:
-        return self.blobs.get(digest)
+        return self._holder(digest).get(digest)
 
     def blob_file(self, digest: str) -> str:
-        return str(self.blobs.path(digest).relative_to(self.store.root))
+        return str(self._holder(digest).path(digest).relative_to(self.store.root))
 
     def has_blob(self, digest: str) -> bool:
-        return self.blobs.has(digest)
+        return self.blobs.has(digest) or self.withheld.has(digest)
 
     def seal_manifest(self, generation: str) -> tuple[bytes, str]:
         path = manifest_path(self.store, generation)
-        if not path.is_file():
+        data = self._read(path, "seal manifest")
+        if data is None:
             raise HeldoutError(f"the seal manifest of {generation} is missing", file=str(path))
-        return path.read_bytes(), str(path.relative_to(self.store.root))
+        return data, str(path.relative_to(self.store.root))
 
     def published_reveal(self, generation: str) -> tuple[bytes, str] | None:
         path = reveal_path(self.store, generation)
-        return (path.read_bytes(), self._relative(path)) if path.is_file() else None
+        data = self._read(path, "reveal")
+        return (data, self._relative(path)) if data is not None else None
+
+    def _read(self, path: Path, what: str) -> bytes | None:
+        # the store is read like an export: confined, regular files only, bounded (keys.safeio)
+        return read_in(self.store.root, str(path.relative_to(self.store.root)), limit=DOCUMENT_LIMIT, what=what)
 
     def private_opening(self, state: GenerationState) -> RevealDocument:
         try:
@@ -130,6 +146,16 @@ class OperatorSource:
             file = self._relative(opening_path(self.store, self.ledger_id, state.name, state.set_hash))
             raise VerificationError(exc.message, file=file,
                                     **{k: v for k, v in exc.evidence.items() if k not in ("index", "file")}) from None
+
+    def noise_secret(self, state: GenerationState) -> bytes:
+        digest = str(state.release.get("noise_sha256"))
+        if self.blobs.has(digest):
+            return self.blobs.get(digest)
+        data = read_private_file(noise_path(self.store, self.ledger_id, state.name, state.set_hash))
+        if sha256_hex(data) != digest:
+            raise VerificationError(f"the Thresholdout noise secret of {state.name} is not the one its seal commits",
+                                    expected=digest, found=sha256_hex(data), index=state.seal_index)
+        return data
 
     def extra_keys(self) -> list[TrustedKey]:
         return []
@@ -210,6 +236,13 @@ class ExportSource:
         raise IncompleteError(f"generation {state.name} is still sealed: its labels are not revealed, so a third "
                               "party cannot re-derive its bundles", index=state.seal_index)
 
+    def noise_secret(self, state: GenerationState) -> bytes:
+        digest = str(state.release.get("noise_sha256"))
+        if not self.export.has_blob(digest):
+            raise IncompleteError(f"the Thresholdout noise secret of {state.name} is published only at retirement",
+                                  index=state.seal_index)
+        return self.export.blob(digest)
+
     def extra_keys(self) -> list[TrustedKey]:
         return []
 
@@ -224,4 +257,4 @@ def operator_source(store: Store, ledger_id: str | None) -> OperatorSource:
 
     if not store.ledgers.is_dir():
         raise UsageError(f"no ledgers in the store at {store.root}", store=str(store.root))
-    return OperatorSource(store, open_ledger(store, ledger_id))
+    return OperatorSource(store, open_ledger(store, ledger_id, read_only=True))

@@ -3,6 +3,9 @@ imported inside the command that uses it, so ``heldout --help`` and verification
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated
+
 import typer
 
 from heldout.cli import (
@@ -17,14 +20,41 @@ from heldout.cli import (
     spec_cmd,
     witness_cmd,
 )
+from heldout.cli.common import HeldoutGroup
 
 app = typer.Typer(
     name="heldout",
-    help="Sealed held-out audit and transparency log for medical-AI benchmark evaluations.",
+    cls=HeldoutGroup,
+    help="Sealed held-out audit and transparency log for medical-AI benchmark evaluations.\n\n"
+         "Example: heldout init && heldout status. Exit codes: 0 ok, 1 verification failed, 2 usage or "
+         "environment (bad input, missing file, full or read-only disk), 3 expired, 4 lapsed, 5 incomplete.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,  # locals could hold key material
     add_completion=False,
 )
+
+
+def installed_version() -> str:
+    try:
+        return version("heldout")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"heldout {installed_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[bool, typer.Option("--version", help="Print the version and exit.",
+                                               callback=_show_version, is_eager=True)] = False,
+) -> None:
+    """Sealed held-out audit and transparency log for medical-AI benchmark evaluations."""
+
+
 app.add_typer(keys_cmd.app, name="keys")
 app.add_typer(passport_cmd.app, name="passport")
 app.add_typer(ledger_cmd.app, name="ledger")

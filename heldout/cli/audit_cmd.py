@@ -2,53 +2,70 @@
 
 from __future__ import annotations
 
+import errno
+import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from heldout.audit import AuditReport, AuditSource, ExportSource, operator_source, run_audit
 from heldout.cli.common import (
+    HeldoutCommand,
     JsonFlag,
     StoreOption,
+    as_heldout_error,
     console,
     err_console,
+    fail,
     handle_errors,
     open_store,
+    output_file,
     print_json,
     reference_time,
+    table,
 )
 from heldout.passports import audit_report_path
-from keys import UsageError
+from heldout.store import default_store_path
+from keys import HeldoutError, StorageError, UsageError
 from ledger.entries import is_ledger_id
 from ledger.policy import Policy, load_policy
 
 
 def audit_command(
-    ledger_id: Annotated[str, typer.Argument(help="The ledger id (20 hex; a unique prefix in operator mode).")],
+    ledger_id: Annotated[str | None, typer.Argument(
+        help="The ledger id (default: the store's; a unique prefix in operator mode; the full 20 hex with --from).",
+        show_default=False)] = None,
     store: StoreOption = None,
     from_dir: Annotated[str | None, typer.Option(
         "--from", help="Audit a public export, or a tiles directory or its http(s) URL, as a third party.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Where to write audit_report.json.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Report file (missing folders are made), or a folder to put audit_report.json in "
+        "(default: the store's audit/<id>/audit_report.json; with --from, audit/<id>/from-export/ in the default "
+        "store).",
+        show_default=False)] = None,
     at: Annotated[str | None, typer.Option(help="Reference time (ISO 8601); default: now.")] = None,
     policy_file: Annotated[Path | None, typer.Option(
         "--policy", help="Witness policy (C2SP tlog-policy): the latest checkpoint must satisfy its quorum; "
         "default: the store's in operator mode, none for an export.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Replay the ledger, check every signature, blob, seal and reveal, and re-derive every bundle."""
+    """Replay the ledger, check every signature, blob, seal and reveal, and re-derive every bundle.
+
+    Example: heldout audit   (the store's ledger);  python audit.py LEDGER_ID --from ./public-export"""
     now = reference_time(at)
+    out = output_file(out, "audit_report.json") if out is not None else None
     policy = load_policy(policy_file) if policy_file is not None else None
     if from_dir is not None:
         if store is not None:
             raise UsageError("give either --store (operator) or --from (third party), not both")
-        if not is_ledger_id(ledger_id):
-            raise UsageError("a third-party audit pins the full 20-hex ledger id", found=ledger_id)
+        if ledger_id is None or not is_ledger_id(ledger_id):
+            raise UsageError("a third-party audit pins the full 20-hex ledger id: python audit.py LEDGER_ID "
+                             "--from DIR", found=ledger_id)
         source = ExportSource.open(from_dir, ledger_id)
-        target = out or Path("audit_report.json")
+        target = out or third_party_report_path(ledger_id)
         command = f"python audit.py {ledger_id} --from {from_dir}"
         report = _run(source, now, command, quiet=as_json, policy=policy)
     else:
@@ -60,18 +77,51 @@ def audit_command(
         finally:
             opened.ledger.close()
         target = out or audit_report_path(st, opened.ledger_id)
-    report.write(target)
+    if not as_json:
+        show_report(report)
+    try:
+        written = _write_report(report, target, fallback=out is None)
+    except (OSError, HeldoutError) as exc:
+        mapped = as_heldout_error(exc)
+        if not report.exit_code or mapped is None:
+            raise
+        # The verdict outranks the disk: a failed or incomplete audit keeps its code when its report cannot be
+        # written (said on the line above it).
+        fail(mapped, as_json=as_json)
+        raise typer.Exit(report.exit_code) from None
     if as_json:
         print_json(report.to_json())
     else:
-        show_report(report, target)
+        console.print(f"report written to {written}")
     if report.exit_code:
         raise typer.Exit(report.exit_code)
 
 
+def third_party_report_path(ledger_id: str) -> Path:
+    """Where ``--from`` writes its report by default: the default store's ``audit/<id>/from-export/``, never
+    the current folder (which may be a source checkout) nor the export (which is someone else's)."""
+    return default_store_path() / "audit" / ledger_id / "from-export" / "audit_report.json"
+
+
+def _write_report(report: AuditReport, target: Path, *, fallback: bool) -> Path:
+    """Write the report; a default location that cannot be written (a read-only copy of a store) falls back to
+    the temporary folder, and says so. An explicit ``--out`` that fails is an error."""
+    try:
+        report.write(target)
+        return target
+    except (OSError, StorageError) as exc:
+        code = exc.errno if isinstance(exc, OSError) else None
+        if not fallback or code not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+    spare = Path(tempfile.gettempdir()) / "heldout-audit" / report.ledger_id / "audit_report.json"
+    report.write(spare)
+    err_console.print(f"note: {target.parent} cannot be written (read-only store?); the report went to {spare}")
+    return spare
+
+
 def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool, policy: Policy | None) -> AuditReport:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True, disable=quiet) as bar:
+                  console=err_console, transient=True, disable=quiet or not err_console.is_terminal) as bar:
         tasks: dict[str, TaskID] = {}
 
         def tick(phase: str, done: int, total: int) -> None:
@@ -82,7 +132,7 @@ def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool, polic
         return run_audit(source, now=now, audit_command=command, progress=tick, policy=policy)
 
 
-def show_report(report: AuditReport, target: Path) -> None:
+def show_report(report: AuditReport) -> None:
     """The people's view: what was checked, per generation, each finding, and what could not be re-derived."""
     colour = {"clean": "green", "failed": "red", "incomplete": "yellow"}[report.verdict]
     console.print(f"[bold]audit of ledger {report.ledger_id}[/] ({report.mode}): [bold {colour}]{report.verdict}"
@@ -90,27 +140,20 @@ def show_report(report: AuditReport, target: Path) -> None:
                   f"{'intact' if report.ledger_intact else 'NOT intact'}, {report.rederived} of {report.bundles} "
                   "bundles re-derived")
     if report.generations:
-        table = Table(title="generations")
-        for column in ("generation", "state", "bundles", "revealed", "set hash"):
-            table.add_column(column)
+        shown = table("generations", ("generation", "state", "bundles", "revealed", "set hash"), right=("bundles",))
         for name, g in report.generations.items():
-            table.add_row(name, g["state"], str(g["bundles"]), "yes" if g["revealed"] else "", g["set_hash"][:16])
-        console.print(table)
+            shown.add_row(name, g["state"], str(g["bundles"]), "yes" if g["revealed"] else "", g["set_hash"][:12])
+        console.print(shown)
     if report.findings:
-        table = Table(title="findings", show_lines=False)
-        for column in ("check", "where", "what"):
-            table.add_column(column, overflow="fold")
+        shown = table("findings", ("check", "where", "what"))
         for f in report.findings:
-            table.add_row(f.check, f.where, f.message)
-        console.print(table)
+            shown.add_row(f.check, f.where, f.message)
+        console.print(shown)
     if report.not_rederived:
-        table = Table(title="not re-derived")
-        for column in ("entry", "generation", "task", "model", "why"):
-            table.add_column(column, overflow="fold")
+        shown = table("not re-derived", ("entry", "generation", "task", "model", "why"))
         for u in report.not_rederived:
-            table.add_row(str(u.index), u.generation, u.task, u.model_id, u.reason)
-        console.print(table)
-    console.print(f"report written to {target}")
+            shown.add_row(str(u.index), u.generation, u.task, u.model_id, u.reason)
+        console.print(shown)
 
 
 def register(main_app: typer.Typer) -> None:
@@ -120,5 +163,5 @@ def register(main_app: typer.Typer) -> None:
 def main() -> None:
     """Entry of ``python audit.py``: the same command as ``heldout audit``."""
     single = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)
-    single.command()(handle_errors(audit_command))
+    single.command(cls=HeldoutCommand)(handle_errors(audit_command))
     single()

@@ -1,36 +1,111 @@
-"""What every command shares: the store option, consoles, and the mapping of errors to exit codes."""
+"""What every command shares: the store option, consoles, and the mapping of errors to exit codes.
+
+Errors have one road out: the project's own errors (``keys.errors``) carry their exit code; file-system errors
+(``OSError``) and database errors (``sqlite3.Error``) are turned into them by :func:`as_heldout_error`; click's
+usage errors become one line. :func:`handle_errors` wraps each command, and :class:`HeldoutGroup` /
+:class:`HeldoutCommand` catch whatever escapes a command (option parsing, callbacks) at the root.
+"""
 
 from __future__ import annotations
 
 import functools
 import json
 import os
+import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
-from rich.console import Console
+import typer.core
+from rich.console import Console, ConsoleDimensions
+from rich.table import Table
 from rich.text import Text
 
 from heldout.store import Store
-from keys import HeldoutError
+from keys import HeldoutError, StorageError, UsageError, storage_error
+from ledger.errors import database_error
 from seals import parse_utc, system_clock
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+try:  # typer >= 0.20 carries its own copy of click; older ones use click itself
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
+
+
+def _flag_shows_no_type(self: typer.core.TyperOption, ctx: Any) -> str | None:
+    """Help shows no ``<bool>`` after a flag: a flag takes no value."""
+    return None if self.is_flag else _typer_display_type_rich(self, ctx)
+
+
+_typer_display_type_rich = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = _flag_shows_no_type  # type: ignore[method-assign]
+
+#: Width of output that goes to a pipe or a file when $COLUMNS does not say: wide enough for every table the
+#: commands print (status is the widest, about 160), so piped output is not folded needlessly; anything wider
+#: is folded, never cut (see :func:`table`).
+PIPE_WIDTH = 200
+
+
+class CliConsole(Console):
+    """A console whose width is decided when it prints, not when it is made: $COLUMNS when set, the terminal's
+    width on a terminal, else :data:`PIPE_WIDTH` (rich's default for pipes is 80, which cut tables)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        columns = os.environ.get("COLUMNS", "")
+        height = 25
+        if columns.isdigit() and int(columns) > 0:
+            return ConsoleDimensions(int(columns), height)
+        if self.is_terminal:
+            return super().size
+        return ConsoleDimensions(PIPE_WIDTH, height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:  # rich's API; the width is decided per print here
+        pass
+
+
+console = CliConsole(highlight=False, soft_wrap=True)
+err_console = CliConsole(stderr=True, highlight=False, soft_wrap=True)
+
+
+def table(title: str, columns: Sequence[str], *, right: Sequence[str] = ()) -> Table:
+    """A table whose cells fold when the output is narrower than the table: every character is kept."""
+    made = Table(title=title)
+    for column in columns:
+        made.add_column(column, overflow="fold", justify="right" if column in right else "left")
+    return made
+
 
 StoreOption = Annotated[
     Path | None,
     typer.Option("--store", help="Store directory (default: $HELDOUT_STORE or ~/.local/share/heldout).",
                  show_default=False),
 ]
+#: Seeds are recorded in signed JSON, whose integers stay exact up to 2^53 - 1; negative seeds are meaningless.
+SEED_MAX = 2**53 - 1
+#: Entry indexes and tree sizes fit SQLite's signed 64-bit integers.
+INDEX_MAX = 2**63 - 1
 JsonFlag = Annotated[bool, typer.Option("--json", help="Write a JSON document for machines instead.")]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def output_file(path: Path, default_name: str) -> Path:
+    """Where an ``--out`` PATH writes: PATH, or ``default_name`` inside it when PATH is a folder. Missing folders
+    are created when written; a file standing where a folder must be is refused now, before any work."""
+    if path.is_dir():
+        return path / default_name
+    for folder in path.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise StorageError(f"{folder} is a file, not a folder; {path} cannot be written", path=str(folder))
+            break
+    return path
 
 
 def open_store(store: Path | None) -> Store:
@@ -43,7 +118,7 @@ NOW_ENV = "HELDOUT_NOW"
 def reference_time(at: str | None = None) -> datetime:
     """The one reference time of a command, read once: ``--at`` when given, else ``$HELDOUT_NOW`` (an ISO 8601
     time, for tests and rehearsals: typer commands cannot take a clock object), else the system clock."""
-    if at:
+    if at is not None:  # an empty --at is refused by the parser, not taken as now
         return parse_utc(at, what="--at", usage=True)
     env = os.environ.get(NOW_ENV)
     if env:
@@ -62,21 +137,90 @@ def fail(error: HeldoutError, *, as_json: bool = False) -> typer.Exit:
     else:
         detail = ""
         interesting = {k: v for k, v in error.evidence.items() if k in ("index", "entry", "file", "field", "path",
-                                                                         "expected", "found", "case_id")}
+                                                                         "expected", "found", "case_id")
+                       and str(v) not in error.message}  # said once is enough
         if interesting:
             detail = " (" + ", ".join(f"{k}: {v}" for k, v in interesting.items()) + ")"
-        err_console.print(Text("error: ", style="bold red") + Text(f"{error.message}{detail}"))
+        line = " ".join(f"{error.message}{detail}".split())  # one line, whatever the message held
+        err_console.print(Text("heldout: error: ", style="bold red") + Text(line))
     return typer.Exit(error.exit_code)
 
 
+def as_heldout_error(exc: BaseException) -> HeldoutError | None:
+    """The project's error for ``exc``: itself, a file-system error as :class:`keys.StorageError` (exit 2), a
+    database error through :func:`ledger.errors.database_error`, a number too large for the database as a
+    usage error; None for anything else (a bug, which must show)."""
+    if isinstance(exc, HeldoutError):
+        return exc
+    if isinstance(exc, OSError):
+        return storage_error(exc)
+    if isinstance(exc, sqlite3.Error):
+        return database_error(exc)
+    if isinstance(exc, OverflowError) and "SQLite INTEGER" in str(exc):
+        return UsageError("a number is too large (at most 2^63-1)")
+    return None
+
+
 def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn the project's errors into their exit codes with a one-line message; never a traceback."""
+    """Turn the project's errors, and file-system and database errors, into their exit codes with a one-line
+    message; never a traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
-        except HeldoutError as exc:
-            raise fail(exc, as_json=bool(kwargs.get("as_json"))) from None
+        except (HeldoutError, OSError, sqlite3.Error, OverflowError) as exc:
+            mapped = as_heldout_error(exc)
+            if mapped is None:
+                raise
+            raise fail(mapped, as_json=bool(kwargs.get("as_json"))) from None
 
     return wrapper
+
+
+def _run_main(run: Callable[..., Any], args: Sequence[str] | None, prog_name: str | None, standalone_mode: bool,
+              extra: dict[str, Any]) -> Any:
+    """Run a click command so that every failure is one line with its exit code: usage errors (exit 2) as
+    ``heldout CMD: error: ...``, the project's errors as :func:`fail` prints them."""
+    try:
+        result = run(args=args, prog_name=prog_name, standalone_mode=False, **extra)
+        code = result if isinstance(result, int) and not isinstance(result, bool) else 0
+    except click_exceptions.NoArgsIsHelpError as exc:  # the help was printed already
+        code = exc.exit_code
+    except click_exceptions.ClickException as exc:
+        usage = isinstance(exc, click_exceptions.UsageError)
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if usage and ctx is not None else "heldout"
+        hint = f" (see: {where} --help)" if usage else ""
+        message = " ".join(exc.format_message().split())
+        err_console.print(Text(f"{where}: error: ", style="bold red") + Text(message + hint))
+        code = exc.exit_code
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except typer.Abort:
+        err_console.print("heldout: aborted")
+        code = 130
+    except (HeldoutError, OSError, sqlite3.Error, OverflowError) as exc:
+        mapped = as_heldout_error(exc)
+        if mapped is None:
+            raise
+        code = fail(mapped).exit_code
+    if standalone_mode:
+        sys.exit(code)
+    return code
+
+
+class HeldoutGroup(typer.core.TyperGroup):
+    """The ``heldout`` group: failures end as one line and an exit code, whoever raised them."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        return _run_main(super().main, args, prog_name, standalone_mode, extra)
+
+
+class HeldoutCommand(typer.core.TyperCommand):
+    """A single-command app (``python audit.py``) with the same one-line failures as :class:`HeldoutGroup`."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        return _run_main(super().main, args, prog_name, standalone_mode, extra)

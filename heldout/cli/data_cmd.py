@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from heldout.cli.common import JsonFlag, console, handle_errors, print_json
+from heldout.cli.common import SEED_MAX, JsonFlag, console, handle_errors, print_json
 
 app = typer.Typer(help="Task data: synthetic files in the official MedMNIST layout.", no_args_is_help=True)
 
@@ -29,10 +29,14 @@ def synth(
                                               show_default=False)] = None,
     n_test: Annotated[int | None, typer.Option("--n-test", help="Test images (default 600 / 120).",
                                                show_default=False)] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed: the file is a function of its arguments.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed: the file is a function of its arguments.", min=0,
+                                      max=SEED_MAX)] = 0,
     as_json: JsonFlag = False,
 ) -> None:
-    """Write a synthetic TASK file (official keys, dtypes, shapes and classes; learnable class structure)."""
+    """Write a synthetic TASK file (official keys, dtypes, shapes and classes; learnable class structure).
+    Needs medmnist's task table (the harness extra).
+
+    Example: heldout data synth bloodmnist --out ./data --n-test 200"""
     from harness.synth import write_synth
     from harness.tasks import task_spec
 

@@ -8,14 +8,16 @@ above. Data are synthetic files in the official MedMNIST layout (no network); mo
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
+import sys
 import time
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.panel import Panel
 from rich.rule import Rule
@@ -26,7 +28,29 @@ from keys import UsageError, VerificationError
 from seals import format_utc
 
 DEMO_MARKER = ".heldout-demo"
-DEFAULT_DEMO_STORE = Path("heldout-demo-store")
+
+
+def default_demo_store() -> Path:
+    """``$XDG_DATA_HOME/heldout-demo`` (normally ``~/.local/share/heldout-demo``): beside the default store,
+    never in the current folder (which may be a source checkout)."""
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "heldout-demo"
+
+
+def heldout_command() -> str:
+    """How this shell can run ``heldout``: the bare name when it resolves to this installation, else the
+    script's full path beside this interpreter, else ``python -m heldout``."""
+    beside = Path(sys.executable).parent / "heldout"
+    found = shutil.which("heldout")
+    if beside.is_file():
+        if found is not None and Path(found).resolve() == beside.resolve():
+            return "heldout"
+        return shlex.quote(str(beside))
+    return f"{shlex.quote(sys.executable)} -m heldout"
+
+
+NOW_ENV = "HELDOUT_NOW"
 TASKS = ("bloodmnist", "breastmnist", "pneumoniamnist")
 MODELS = ("majority", "linear_probe", "cnn_small")
 SIZES = {"n_train": 300, "n_val": 40, "n_test": 150, "pool": 260, "per_task": 80}
@@ -55,8 +79,21 @@ class Demo:
         console.print(Rule(f"[bold]step {self.step_no}: {title}", align="left"))
         console.print(why)
 
-    def run(self, args: Sequence[str], *, expect: int = 0, store: bool = True, script: bool = False) -> None:
-        """Run one heldout command in-process as a user would, and require its exit code."""
+    def run(self, args: Sequence[str], *, expect: int = 0, store: bool = True, script: bool = False,
+            at: datetime | None = None) -> None:
+        """Run one heldout command in-process as a user would, and require its exit code; ``at``: run it at
+        that reference time (``$HELDOUT_NOW``, as a rehearsal of a later day would)."""
+        if at is not None:
+            previous = os.environ.get(NOW_ENV)
+            os.environ[NOW_ENV] = format_utc(at)
+            try:
+                self.run(args, expect=expect, store=store, script=script)
+            finally:
+                if previous is None:
+                    os.environ.pop(NOW_ENV, None)
+                else:
+                    os.environ[NOW_ENV] = previous
+            return
         from heldout.cli import app
 
         visible = [*args, *(["--store", str(self.store)] if store else [])]
@@ -65,13 +102,8 @@ class Demo:
             a if " " not in a else repr(a) for a in visible)
         console.print(f"[dim]$ {shown}[/]")
         command = typer.main.get_command(app)
-        try:
-            code = command.main(list(full), prog_name="heldout", standalone_mode=False)
-        except click.exceptions.Exit as exc:
-            code = exc.exit_code
-        except click.ClickException as exc:
-            exc.show()
-            code = exc.exit_code
+        # The root group reports every failure as one line and returns its exit code (never raises).
+        code = command.main(list(full), prog_name="heldout", standalone_mode=False)
         code = 0 if code is None else int(code)
         if code != expect:
             raise VerificationError(f"demo step {self.step_no}: `{shown}` exited {code}, expected {expect}",
@@ -105,7 +137,8 @@ def run_demo(store: Path, *, fast: bool) -> None:
     d.say("write task data in the official MedMNIST layout",
           "No network here: synthetic files with the official keys, dtypes, shapes and class counts, and a\n"
           "learnable class structure. 'official' plays the released dataset; 'incoming' plays new, unreleased\n"
-          "cases that the operator keeps private.")
+          "cases that the operator keeps private. Only a file with medmnist's MD5 is labelled official: these\n"
+          "are labelled 'synthetic' with their SHA-256 in the public seal and in every evaluation on it.")
     for i, task in enumerate(tasks):
         d.run(["data", "synth", task, "--out", str(data), "--n-train", str(SIZES["n_train"]),
                "--n-val", str(SIZES["n_val"]), "--n-test", str(SIZES["n_test"]), "--seed", str(10 + i)], store=False)
@@ -172,18 +205,52 @@ def run_demo(store: Path, *, fast: bool) -> None:
           store=False, expect=4)
     d.run(["passport", "verify", str(gen2_passport), "--from", str(export), "--key", key["public_key_b64"]],
           store=False)
+
+    d.say("announce MedEval-1 v0.2 through the ledger",
+          "v0.1's composite rewards consistency, so a model with no skill (majority) scores well above zero;\n"
+          "v0.2 gates every other dimension on accuracy's ci95 being above chance, scores uncertainty against the\n"
+          "model's own accuracy, reports a ci95 for every number, and draws its randomness from raw PCG64 words\n"
+          "so any numpy re-derives it (docs/MEDEVAL-1.2.md). From the effective date v0.1 passports lapse and\n"
+          "new evaluations use v0.2.")
+    effective = reference_time() + day
+    later = effective + timedelta(hours=1)
+    d.run(["spec", "supersede", "MedEval-1 v0.1", "--by", "MedEval-1 v0.2", "--effective", format_utc(effective)])
+    d.run(["spec", "list"])
+
+    d.say("a day later: evaluate under v0.2",
+          "The same majority model on the public generation, now under v0.2: its index is 0 (no skill shown).\n"
+          "The gen2 passport (v0.1) has lapsed; the audit re-derives each bundle under its own spec version.")
+    d.run(["evaluate", "majority", "--generation", "public", "--tasks", tasks_arg, "--data-root", str(data)],
+          at=later)
+    d.run(["evaluate", "cnn_small", "--generation", "public", "--tasks", tasks[0], "--data-root", str(data)],
+          at=later)
+    d.run(["passport", "verify", str(gen2_passport)], at=later, expect=4)
+    d.run([ledger_id], script=True, at=later)
     console.print(Rule())
-    console.print(f"[bold green]demo complete[/] in {d.elapsed():.0f} s. Store: {store}\n"
-                  f"Try: heldout status --store {store}   |   python audit.py {ledger_id} --store {store}")
+    console.print(f"[bold green]demo complete[/] in {d.elapsed():.0f} s. Store: {store}")
+    for line in try_lines(store, ledger_id):
+        console.print(f"Try: {line}", markup=False, soft_wrap=True)
+
+
+def try_lines(store: Path, ledger_id: str) -> list[str]:
+    """Commands to paste after the demo: each runs as printed in the shell the demo ran from."""
+    heldout = heldout_command()
+    where = shlex.quote(str(store))
+    return [f"{heldout} status --store {where}",
+            f"{heldout} audit {ledger_id} --store {where}",
+            f"{heldout} ledger show --store {where}"]
 
 
 def demo_command(
-    store: Annotated[Path, typer.Option("--store", help="Where to build the demo store (rebuilt if it is one).")]
-    = DEFAULT_DEMO_STORE,
+    store: Annotated[Path | None, typer.Option(
+        "--store", help="Where to build the demo store, rebuilt if it is one (default: $XDG_DATA_HOME/heldout-demo,"
+        " normally ~/.local/share/heldout-demo).", show_default=False)] = None,
     fast: Annotated[bool, typer.Option("--fast", help="One task, two models (for tests).")] = False,
 ) -> None:
-    """Run the whole product end to end on synthetic data: seal, evaluate, audit, passports, retire, replay."""
-    run_demo(_prepare_store(store), fast=fast)
+    """Run the whole product end to end on synthetic data: seal, evaluate, audit, passports, retire, replay.
+
+    Example: heldout demo --store /tmp/heldout-demo"""
+    run_demo(_prepare_store(store if store is not None else default_demo_store()), fast=fast)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from heldout.cli.common import (
+    SEED_MAX,
     JsonFlag,
     StoreOption,
     console,
@@ -18,10 +18,10 @@ from heldout.cli.common import (
     open_store,
     print_json,
     reference_time,
+    table,
 )
 from heldout.evaluation import EvaluationRequest, bundle_rows, evaluate_on_generation
 from heldout.generations import ledger_signer, open_ledger
-from heldout.generations.ledgers import generations_lock
 from keys import UsageError
 
 
@@ -38,7 +38,8 @@ def evaluate_command(
                                               "biomedclip_zeroshot).")],
     generation: Annotated[str, typer.Option("--generation", help="The generation to evaluate on.")],
     tasks: Annotated[str, typer.Option("--tasks", help="Comma-separated task flags, e.g. bloodmnist,breastmnist.")],
-    seed: Annotated[int, typer.Option(help="Evaluation seed (every random choice derives from it).")] = 20260727,
+    seed: Annotated[int, typer.Option(help="Evaluation seed (every random choice derives from it).", min=0,
+                                      max=SEED_MAX)] = 20260727,
     data_root: Annotated[Path | None, typer.Option("--data-root", help="Folder of the task npz files "
                                                    "(default: medmnist's).")] = None,
     weights: Annotated[str | None, typer.Option(help="Model weights: a local file (or 'random' for open_clip "
@@ -49,7 +50,9 @@ def evaluate_command(
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Evaluate MODEL on GENERATION, append one bundle per task (refused, exit 4, past the leakage budget)."""
+    """Evaluate MODEL on GENERATION, append one bundle per task (refused, exit 4, past the leakage budget).
+
+    Example: heldout evaluate cnn_small --generation gen1 --tasks bloodmnist --data-root ./data"""
     now = reference_time()
     task_list = tuple(t.strip() for t in tasks.split(",") if t.strip())
     if not task_list:
@@ -70,21 +73,29 @@ def evaluate_command(
                 bar.update(bars[task], completed=done, total=total,
                            description=f"{model} on {generation}/{task}: {step}")
 
-            with generations_lock(opened):
-                outcomes = evaluate_on_generation(st, opened, signer, request, now=now, progress=progress)
+            outcomes = evaluate_on_generation(st, opened, signer, request, now=now, progress=progress)
     finally:
         opened.close()
     if as_json:
         print_json([o.to_json() for o in outcomes])
         return
-    table = Table(title=f"{model} on {generation}")
     rows = bundle_rows(outcomes)
-    for column in ("entry", "task", "n_test", "bal. acc.", "AUC", "composite", "coverage", "leakage bits"):
-        table.add_column(column, justify="right" if column not in ("task",) else "left")
+    if any(o.withheld for o in outcomes):  # only the released values are public until retirement
+        released_columns = ("entry", "task", "n_test", "released value", "leakage bits")
+        shown = table(f"{model} on {generation} ({outcomes[0].entry['release']['mode']} release)",
+                      released_columns, right=tuple(c for c in released_columns if c != "task"))
+        for row in rows:
+            shown.add_row(str(row["index"]), row["task"], str(row["n_test"]),
+                          "no improvement" if row.get("released") is None else _fmt(row["released"]),
+                          _fmt(row["leakage_bits"]))
+        console.print(shown)
+        return
+    columns = ("entry", "task", "n_test", "bal. acc.", "AUC", "composite", "coverage", "leakage bits")
+    shown = table(f"{model} on {generation}", columns, right=tuple(c for c in columns if c != "task"))
     for row in rows:
-        table.add_row(str(row["index"]), row["task"], str(row["n_test"]), _fmt(row["balanced_accuracy"]),
+        shown.add_row(str(row["index"]), row["task"], str(row["n_test"]), _fmt(row["balanced_accuracy"]),
                       _fmt(row["auc"]), _fmt(row["composite"]), _fmt(row["coverage"]), _fmt(row["leakage_bits"]))
-    console.print(table)
+    console.print(shown)
 
 
 def register(app: typer.Typer) -> None:

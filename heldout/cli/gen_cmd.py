@@ -8,12 +8,13 @@ tests and rehearsals: typer commands cannot take a clock object), else the syste
 
 from __future__ import annotations
 
+import shutil
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from heldout.cli.common import (
     JsonFlag,
@@ -22,8 +23,10 @@ from heldout.cli.common import (
     err_console,
     handle_errors,
     open_store,
+    output_file,
     print_json,
     reference_time,
+    table,
 )
 from heldout.generations import (
     RETIRE_REASONS,
@@ -42,8 +45,7 @@ from heldout.generations import (
 )
 from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K
 from heldout.generations.ledgers import create_lock, ledger_signer
-from heldout.generations.seal import manifest_path
-from heldout.generations.verify import source_manifest_bytes
+from heldout.generations.verify import read_first_in, source_manifest_bytes
 from heldout.store import Store
 from keys import (
     MalformedInput,
@@ -54,6 +56,9 @@ from keys import (
     UsageError,
     parse_key_argument,
 )
+from keys.files import write_atomic
+from keys.safeio import DOCUMENT_LIMIT, read_named
+from keys.signer import check_key_id
 from ledger import Ledger
 from ledger.policy import load_policy
 from ledger.public import is_public_log, open_public_log
@@ -105,28 +110,42 @@ def init(
     as_json: JsonFlag = False,
 ) -> None:
     """Create the store, an operator key (when it has none) and a ledger with its genesis entry; the ledger
-    becomes the store's default. Prints the ledger id."""
+    becomes the store's default. Prints the ledger id.
+
+    Example: heldout init --store ./lab-store --name lab"""
     st = open_store(store)
     if st.default_ledger_file.is_file():
         raise UsageError(f"the store at {st.root} is already initialised (ledger {st.default_ledger_id()})",
                          path=str(st.default_ledger_file))
     now = command_now()
-    st.create()
-    existing = sorted(st.private_keys.glob("*.key"))
-    created_key = False
-    if existing or key_id is not None:
-        signer = st.load_signer(key_id)
-    else:
-        fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
-        signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
-        signer.save(st.private_key_path(signer.key_id))
-        st.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
-        created_key = True
-    with Ledger.create(st.ledgers, signer, name=name, now=now) as ledger:
-        create_lock(ledger)
-        st.set_default_ledger_id(ledger.ledger_id)
-        info = {"ledger_id": ledger.ledger_id, "store": str(st.root), "key_id": signer.key_id,
-                "key_created": created_key, "note_verifier_key": ledger.verifier_key}
+    # Everything the arguments decide is checked before the first file is made; a store this command
+    # creates is removed again if anything after that fails, so a refused init leaves nothing behind.
+    if not name.strip() or len(name) > 256 or not name.isprintable() or unicodedata.normalize("NFC", name) != name:
+        raise UsageError("--name is 1-256 printable characters (NFC)", field="name", found=repr(name)[:80])
+    if key_id is not None:
+        check_key_id(key_id)
+    fresh_store = not st.root.exists()
+    try:
+        st.create()
+        existing = sorted(st.private_keys.glob("*.key"))
+        created_key = False
+        if existing or key_id is not None:
+            signer = st.load_signer(key_id)
+        else:
+            fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
+            signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
+            signer.save(st.private_key_path(signer.key_id))
+            st.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
+            created_key = True
+        with Ledger.create(st.ledgers, signer, name=name, now=now) as ledger:
+            create_lock(ledger)
+            st.set_default_ledger_id(ledger.ledger_id)
+            info = {"ledger_id": ledger.ledger_id, "store": str(st.root), "key_id": signer.key_id,
+                    "key_created": created_key, "note_verifier_key": ledger.verifier_key}
+    except BaseException:
+        if fresh_store:
+            shutil.rmtree(st.root, ignore_errors=True)
+        raise
     if as_json:
         print_json(info)
         return
@@ -145,10 +164,12 @@ def pool_add(
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Register the cases of FILE's split as private cases of TASK (nothing goes to the ledger)."""
+    """Register the cases of FILE's split as private cases of TASK (nothing goes to the ledger).
+
+    Example: heldout pool add bloodmnist incoming/bloodmnist.npz --split test"""
     st = open_store(store)
     with Progress(TextColumn(f"hashing {file.name} ({split})"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+                  TimeElapsedColumn(), console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
         job = bar.add_task("hash", total=None)
         result = add_pool(st, task, file, split, progress=lambda done, total: bar.update(job, completed=done,
                                                                                           total=total))
@@ -163,11 +184,13 @@ def pool_add(
 @pool_app.command("list")
 @handle_errors
 def pool_list(store: StoreOption = None, ledger: LedgerOption = None, as_json: JsonFlag = False) -> None:
-    """Each task's pool: its size and how many cases no generation has used."""
+    """Each task's pool: its size and how many cases no generation has used.
+
+    Example: heldout pool list --json"""
     from heldout.generations.access import used_case_ids
 
     st = open_store(store)
-    with open_ledger(st, ledger) as opened:
+    with open_ledger(st, ledger, read_only=True) as opened:
         used = used_case_ids(st, opened.ledger_id, load_generations(opened, command_now()))
     rows = []
     for task in pool_tasks(st):
@@ -176,12 +199,10 @@ def pool_list(store: StoreOption = None, ledger: LedgerOption = None, as_json: J
     if as_json:
         print_json(rows)
         return
-    table = Table(title=f"pools in {st.root}")
-    for column in ("task", "cases", "unused"):
-        table.add_column(column, justify="left" if column == "task" else "right")
+    shown = table(f"pools in {st.root}", ("task", "cases", "unused"), right=("cases", "unused"))
     for row in rows:
-        table.add_row(str(row["task"]), str(row["pool"]), str(row["unused"]))
-    console.print(table)
+        shown.add_row(str(row["task"]), str(row["pool"]), str(row["unused"]))
+    console.print(shown)
 
 
 # --- seal -----------------------------------------------------------------------------------------------------
@@ -204,6 +225,15 @@ def seal(
     eps: Annotated[float, typer.Option("--eps", help="Target error in the default budget.")] = DEFAULT_EPS,
     ladder_step: Annotated[float | None, typer.Option(
         "--ladder-step", help="Ladder release: publish a score only when it beats the best by this step.")] = None,
+    thresholdout: Annotated[bool, typer.Option(
+        "--thresholdout", help="Thresholdout release (Dwork et al. 2015): a public estimate unless the held-out "
+                               "score differs by more than --threshold plus noise.")] = False,
+    threshold: Annotated[float | None, typer.Option(
+        "--threshold", help="Thresholdout's T on the 0-100 score scale.")] = None,
+    sigma: Annotated[float | None, typer.Option(
+        "--sigma", help="Thresholdout's Laplace scale sigma on the 0-100 score scale.")] = None,
+    step: Annotated[float, typer.Option(
+        "--step", help="Thresholdout: released values are rounded to this step.")] = 1.0,
     data_root: Annotated[Path | None, typer.Option(
         "--data-root", help="public only: folder of the official <task>.npz files.")] = None,
     store: StoreOption = None,
@@ -211,14 +241,16 @@ def seal(
     as_json: JsonFlag = False,
 ) -> None:
     """Seal a generation: commit each task's pool and the seal intent to the log, draw cases disjoint from every
-    earlier one with a seed derived from the checkpoint after the intent, commit, sign the manifest, append."""
+    earlier one with a seed derived from the checkpoint after the intent, commit, sign the manifest, append.
+
+    Example: heldout seal gen3 --tasks bloodmnist --per-task 200 --expires 2027-03-01 --budget-bits 5000"""
     st = open_store(store)
     now = command_now()
     request = SealRequest(
         generation=generation, tasks=tuple(_comma_list(tasks)),
         expiry=parse_utc(expires, what="--expires", usage=True), per_task=per_task, seed=seed,
         budget_bits=budget_bits, k=expected_models, delta=delta, eps=eps, ladder_step=ladder_step,
-        data_root=data_root)
+        data_root=data_root, thresholdout=thresholdout, threshold=threshold, sigma=sigma, thresholdout_step=step)
     with open_ledger(st, ledger) as opened:
         signer = ledger_signer(st, opened)
         with console.status(f"sealing {generation}"):
@@ -233,6 +265,10 @@ def seal(
     console.print(f"sealed {m.generation} at entry {result.seal_index}: {m.n_cases} cases ({counts})")
     console.print(f"set hash {m.set_hash}; expires {format_utc(m.expiry)}; {budget}; release {m.release.mode}")
     console.print(f"manifest {result.manifest_path} (sha256 {result.manifest_sha256})")
+    for family in m.leakage_budget.families:
+        eps_text = "not covered" if family.get("eps") is None else f"eps {family['eps']}"
+        console.print(f"  {family['family']}: n = {family['n']}, {eps_text} at the whole budget "
+                      f"({family['statistics']} statistics)")
 
 
 # --- retire ---------------------------------------------------------------------------------------------------
@@ -248,7 +284,9 @@ def retire(
     ledger: LedgerOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Retire a generation (a retire entry); with --reveal, publish its reveal (a blob and a reveal entry)."""
+    """Retire a generation (a retire entry); with --reveal, publish its reveal (a blob and a reveal entry).
+
+    Example: heldout retire gen1 --reason expired --reveal"""
     st = open_store(store)
     now = command_now()
     with open_ledger(st, ledger) as opened:
@@ -284,7 +322,9 @@ def verify_reveal_cmd(
     as_json: JsonFlag = False,
 ) -> None:
     """Recompute the set hash from a reveal and compare it with the signed manifest (exit 1 naming the first
-    case that does not match)."""
+    case that does not match).
+
+    Example: heldout verify-reveal gen1 --from ./public-export --key KEY_B64"""
     st = open_store(store)
     now = command_now(at)
     if policy_file is not None:
@@ -300,12 +340,12 @@ def verify_reveal_cmd(
         trusted = _trusted_key(parse_json_object(manifest_data, what="seal manifest"), key, st)
         verdict = verify_folder_reveal(from_dir, generation, trusted, now)
     else:
-        path = manifest_path(st, generation)
-        with open_ledger(st, ledger) as opened:
+        published = read_first_in(st.seals, [f"{generation}.seal.json"], what="seal manifest")
+        with open_ledger(st, ledger, read_only=True) as opened:
             # Without the published file the manifest comes from its blob; the operator's own ledger key
             # (named by the genesis entry of the ledger the store holds) is then the trusted one.
-            trusted = _trusted_key(parse_json_object(path.read_bytes(), what="seal manifest"), key, st) \
-                if path.is_file() else (parse_key_argument(key) if key is not None else opened.key)
+            trusted = _trusted_key(parse_json_object(published[0], what="seal manifest"), key, st) \
+                if published is not None else (parse_key_argument(key) if key is not None else opened.key)
             verdict = verify_store_reveal(st, opened, generation, trusted, now)
     if as_json:
         print_json(verdict.to_json())
@@ -317,24 +357,33 @@ def verify_reveal_cmd(
 def prove_member_cmd(
     generation: Annotated[str, typer.Argument(help="The generation.")],
     case_id: Annotated[str, typer.Argument(help="The case id, e.g. bloodmnist-0123456789abcdef.")],
-    out: Annotated[Path | None, typer.Option("--out", help="Write the proof to this file (default: stdout).")]
-        = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Write the proof document to this new file (or into this folder).")] = None,
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Prove one case's membership (its opening and inclusion path) without revealing the others."""
+    """Prove one case's membership (its opening and inclusion path) without revealing the others. Without
+    --out, the proof document is printed (it is JSON: --json prints the same).
+
+    Example: heldout prove-member gen1 bloodmnist-0123456789abcdef --out member.json"""
+    import json
+
     st = open_store(store)
-    with open_ledger(st, ledger) as opened:
+    if out is not None:
+        out = output_file(out, f"{generation}.{case_id}.member.json")
+        if out.exists():
+            raise UsageError(f"refusing to overwrite {out}", path=str(out))
+    with open_ledger(st, ledger, read_only=True) as opened:
         proof = prove_member(st, opened, generation, case_id)
     if out is None:
         print_json(proof.to_json())
         return
-    if out.exists():
-        raise UsageError(f"refusing to overwrite {out}", path=str(out))
-    import json
-
-    out.write_text(json.dumps(proof.to_json(), indent=1, sort_keys=True) + "\n")
-    console.print(f"wrote the membership proof of {case_id} in {generation} to {out}")
+    write_atomic(out, (json.dumps(proof.to_json(), indent=1, sort_keys=True) + "\n").encode())
+    if as_json:
+        print_json({"path": str(out), **proof.to_json()})
+    else:
+        console.print(f"wrote the membership proof of {case_id} in {generation} to {out}")
 
 
 @handle_errors
@@ -346,18 +395,19 @@ def verify_member_cmd(
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Check a membership proof against the generation's signed seal manifest."""
+    """Check a membership proof against the generation's signed seal manifest.
+
+    Example: heldout verify-member member.json --from ./public-export --key KEY_B64"""
     st = open_store(store)
-    if not proof_file.is_file():
-        raise UsageError(f"no proof file at {proof_file}", path=str(proof_file))
-    proof_doc = parse_json_object(proof_file.read_bytes(), what="member proof")
+    proof_doc = parse_json_object(read_named(proof_file, limit=DOCUMENT_LIMIT, what="member proof"),
+                                  what="member proof")
     generation = str(proof_doc.get("generation"))
     folder = from_dir if from_dir is not None else st.seals
-    candidates = [folder / "seals" / f"{generation}.seal.json", folder / f"{generation}.seal.json"]
-    found = next((p for p in candidates if p.is_file()), None)
+    found = read_first_in(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
+                          what="seal manifest")
     if found is None:
         raise UsageError(f"no seal manifest for {generation!r} in {folder}", path=str(folder))
-    data = found.read_bytes()
+    data = found[0]
     proof = verify_member_proof(proof_doc, data, _trusted_key(parse_json_object(data), key, st))
     line = (f"case {proof.case_id} ({proof.task}, label {proof.label}) is a member of {proof.generation}: "
             f"leaf {proof.leaf_index} of {proof.tree_size} leads to set hash {proof.set_hash}")
@@ -377,24 +427,27 @@ def status(
     as_json: JsonFlag = False,
 ) -> None:
     """Every generation with its state, times, counts, set hash, leakage budget and bundles, and the ledger
-    head: derived from the ledger each time."""
+    head (root in hex): derived from the ledger each time.
+
+    Example: heldout status --at 2027-01-01 --json"""
     from ledger import BlobStore
 
     st = open_store(store)
     now = command_now(at)
-    with open_ledger(st, ledger) as opened:
+    with open_ledger(st, ledger, read_only=True) as opened:
         generations = load_generations(opened, now, blobs=BlobStore(st.blobs))
         head = {"size": opened.size, "root": opened.root().hex()}
         ledger_id = opened.ledger_id
+    anomalies = [{"message": a.message, **a.evidence} for a in generations.anomalies]
     if as_json:
         print_json({"ledger_id": ledger_id, "at": format_utc(now), "head": head,
-                    "generations": [g.to_json() for g in generations.values()]})
+                    "generations": [g.to_json() for g in generations.values()], "anomalies": anomalies})
         return
-    table = Table(title=f"generations on ledger {ledger_id} at {format_utc(now)}")
-    for column, no_wrap in (("generation", True), ("state", True), ("sealed → expires", False), ("cases", False),
-                            ("set hash", True), ("bits used / budget", False), ("bundles", True),
-                            ("note", False)):
-        table.add_column(column, no_wrap=no_wrap)
+    for anomaly in generations.anomalies:  # the log cannot be repaired: say so, and show the first entries
+        err_console.print(f"warning: the ledger contradicts itself: {anomaly.message}")
+    shown = table(f"generations on ledger {ledger_id} at {format_utc(now)}",
+                  ("generation", "state", "sealed → expires", "cases", "set hash", "bits used / budget", "bundles",
+                   "note"), right=("bundles",))
     styles = {"current": "green", "expired": "yellow", "retired": "red", "sealed": "cyan"}
     for g in generations.values():
         notes = []
@@ -404,14 +457,18 @@ def status(
             notes.append("due for retirement")
         if g.revealed:
             notes.append(f"revealed (entry {g.reveal_index})")
-        if g.release_mode == "ladder":
-            notes.append(f"ladder step {g.ladder_step}")
+        if g.release_mode in ("ladder", "thresholdout"):
+            notes.append(f"{g.release_mode} step {g.ladder_step}" + (" (withholding)" if g.withholding else ""))
         budget = "public" if g.budget_bits is None else f"{g.bits_used:.1f} / {g.budget_bits:.1f}"
-        table.add_row(
+        covered = [f for f in g.current_guarantee() if f["eps"] is not None]
+        if covered:  # the weakest guarantee in force now, on the scale its statistic is published on
+            worst = min(covered, key=lambda f: f["n"])
+            notes.append(f"eps now {worst['eps']} ({worst['family']}, n = {worst['n']})")
+        shown.add_row(
             g.name, f"[{styles[g.state]}]{g.state}[/]", f"{format_utc(g.created)[:10]} → {format_utc(g.expiry)[:10]}",
             "\n".join(f"{t} {n}" for t, n in g.tasks.items()), g.set_hash[:12], budget, str(len(g.bundles)),
             "; ".join(notes))
-    console.print(table)
+    console.print(shown)
     console.print(f"ledger head: size {head['size']}, root {head['root']}")
 
 

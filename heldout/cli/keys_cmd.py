@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from heldout.cli.common import JsonFlag, StoreOption, console, handle_errors, open_store, print_json
+from heldout.cli.common import JsonFlag, StoreOption, console, handle_errors, open_store, print_json, table
 from keys import Signer, TrustedKey, UsageError, verifier_key_string
+from keys.signer import check_key_id, check_key_name
 
 app = typer.Typer(help="Signing keys and the keyring of trusted public keys.", no_args_is_help=True)
 
@@ -25,10 +25,15 @@ def init(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Generate an Ed25519 signing key in the store's private folder and trust its public key."""
+    """Generate an Ed25519 signing key in the store's private folder and trust its public key.
+
+    Example: heldout keys init --name lab-operator"""
+    check_key_name(name)  # before anything is created: a refused init leaves nothing
+    if key_id is not None:
+        check_key_id(key_id)
     st = open_store(store)
     st.create()
-    signer = Signer.generate(name=name, key_id=key_id or "pending")
+    signer = Signer.generate(name=name, key_id=key_id if key_id is not None else "pending")
     if key_id is None:
         signer = _rename(signer, f"{name}-{signer.public_key.fingerprint[:8]}")
     path = st.private_key_path(signer.key_id)
@@ -52,25 +57,31 @@ def _rename(signer: Signer, key_id: str) -> Signer:
 @app.command("list")
 @handle_errors
 def list_keys(store: StoreOption = None, as_json: JsonFlag = False) -> None:
-    """List the trusted public keys of the store."""
+    """List the trusted public keys of the store.
+
+    Example: heldout keys list --json"""
     st = open_store(store)
     keys = st.keyring.list()
     private = {p.stem for p in st.private_keys.glob("*.key")} if st.private_keys.is_dir() else set()
     if as_json:
         print_json([{**k.to_json(), "has_private_key": k.key_id in private} for k in keys])
         return
-    table = Table(title=f"keys in {st.root}")
-    for column in ("key id", "name", "public key (base64)", "private"):
-        table.add_column(column)
+    shown = table(f"keys in {st.root}", ("key id", "name", "public key (base64)", "private"))
     for k in keys:
-        table.add_row(k.key_id, k.name, k.public_key.b64, "yes" if k.key_id in private else "")
-    console.print(table)
+        shown.add_row(k.key_id, k.name, k.public_key.b64, "yes" if k.key_id in private else "")
+    console.print(shown)
 
 
 @app.command("show")
 @handle_errors
-def show(key_id: str, store: StoreOption = None, as_json: JsonFlag = False) -> None:
-    """Show one trusted key: id, name, base64, fingerprint and note verifier key."""
+def show(
+    key_id: Annotated[str, typer.Argument(help="The key id (see heldout keys list).")],
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show one trusted key: id, name, base64, fingerprint and note verifier key.
+
+    Example: heldout keys show heldout-operator-1a2b3c4d"""
     k = open_store(store).keyring.get(key_id)
     if as_json:
         print_json(k.to_json())
@@ -82,13 +93,16 @@ def show(key_id: str, store: StoreOption = None, as_json: JsonFlag = False) -> N
 @app.command("export-public")
 @handle_errors
 def export_public(
-    key_id: str,
+    key_id: Annotated[str, typer.Argument(help="The key id (see heldout keys list).")],
     store: StoreOption = None,
     fmt: Annotated[str, typer.Option("--format", help="json | b64 | note")] = "json",
+    as_json: JsonFlag = False,
 ) -> None:
-    """Print a public key for others to trust: the key file (json), base64 (b64) or the note verifier key."""
+    """Print a public key for others to trust: the key file (json), base64 (b64) or the note verifier key.
+
+    Example: heldout keys export-public heldout-operator-1a2b3c4d --format b64"""
     k = open_store(store).keyring.get(key_id)
-    if fmt == "json":
+    if as_json or fmt == "json":
         print_json(k.to_json())
     elif fmt == "b64":
         typer.echo(k.public_key.b64)

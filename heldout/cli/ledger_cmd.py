@@ -1,7 +1,9 @@
 """``heldout ledger``: create, append to, inspect, prove, export and verify ledgers.
 
-LEDGER is a ledger id (or a unique prefix of one) in the store's ``ledgers/`` folder; with ``verify --from DIR``
-it names the ledger the export must be (its genesis entry must hash to that id).
+LEDGER is a ledger id (or a unique prefix of one) in the store's ``ledgers/`` folder, by default the store's own
+(``ledgers/DEFAULT``, written by ``heldout init``); with ``verify --from DIR`` it names the ledger the export must
+be (its genesis entry must hash to that id). Roots and hashes are printed in hex; base64 only inside the formats
+that mandate it (checkpoint notes, proof documents).
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from heldout.cli.common import (
+    INDEX_MAX,
     JsonFlag,
     StoreOption,
     console,
@@ -25,10 +27,12 @@ from heldout.cli.common import (
     open_store,
     print_json,
     reference_time,
+    table,
 )
 from heldout.generations.ledgers import open_ledger
 from heldout.store import Store
-from keys import MalformedInput, b64encode, verifier_key_string
+from keys import MalformedInput, verifier_key_string
+from keys.safeio import read_named
 from ledger import (
     BlobStore,
     EntryRejected,
@@ -37,25 +41,36 @@ from ledger import (
     ReplayReport,
     export_ledger,
 )
-from ledger.entries import MAX_ENTRY_BYTES, is_ledger_id, is_ledger_prefix
+from ledger.entries import (
+    MAX_ENTRY_BYTES,
+    RAW_APPEND_TYPES,
+    check_key_declaration,
+    is_ledger_id,
+    is_ledger_prefix,
+    validate_entry,
+)
 from ledger.follow import follow as follow_export
 from ledger.policy import load_policy
 from ledger.public import open_public_log
 from ledger.tiles import write_tiles
-from seals import format_utc, parse_json_object
+from seals import canonical_bytes, format_utc, parse_json_object
 
-app = typer.Typer(help="The append-only ledger: entries, signed checkpoints, proofs, export and replay.",
+app = typer.Typer(help="The append-only ledger: entries, signed checkpoints, proofs, export and replay. "
+                       "LEDGER defaults to the store's ledger. Example: heldout ledger verify",
                   no_args_is_help=True)
 
-LedgerArg = Annotated[str, typer.Argument(help="Ledger id, or a unique prefix of it.", show_default=False)]
+LedgerArg = Annotated[str | None, typer.Argument(
+    help="Ledger id or a unique prefix of it (default: the store's, from heldout init).", show_default=False)]
+IndexOption = Annotated[int, typer.Option("--index", help="Entry index.", min=0, max=INDEX_MAX)]
 KeyIdOption = Annotated[str | None, typer.Option("--key-id", help="Signing key id (default: the store's only key).")]
 AtOption = Annotated[str | None, typer.Option("--at", help="Reference time (ISO 8601); default: now.")]
 
 
 @contextmanager
-def _open(store: Path | None, ledger: str) -> Iterator[Ledger]:
+def _open(store: Path | None, ledger: str | None, *, read_only: bool = True) -> Iterator[Ledger]:
+    """The ledger LEDGER names (default: the store's); read-only unless the command writes."""
     st = open_store(store)
-    with open_ledger(st, ledger) as opened:
+    with open_ledger(st, ledger, read_only=read_only) as opened:
         yield opened
 
 
@@ -90,7 +105,10 @@ def init(
     at: AtOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Create a ledger signed by the store's operator key: genesis entry and first checkpoint."""
+    """Create a ledger signed by the store's operator key: genesis entry and first checkpoint (heldout init
+    does this for the store's default ledger).
+
+    Example: heldout ledger init --name second-lab"""
     st = open_store(store)
     signer = st.load_signer(key_id)
     st.create()
@@ -106,11 +124,14 @@ def init(
 
 def _read_entry_file(path: Path) -> dict[str, Any]:
     if str(path) == "-":
-        data = sys.stdin.buffer.read()
-    elif not path.is_file():
+        data = sys.stdin.buffer.read(4 * MAX_ENTRY_BYTES + 1)
+    elif not path.exists():
         raise LedgerUsageError(f"no entry file at {path}", path=str(path))
     else:
-        data = path.read_bytes()
+        try:  # a regular file within the bound (a FIFO or a device is refused, never waited on)
+            data = read_named(path, limit=4 * MAX_ENTRY_BYTES, what="entry file")
+        except MalformedInput as exc:
+            raise EntryRejected(exc.message, **exc.evidence) from None
     if len(data) > 4 * MAX_ENTRY_BYTES:
         raise EntryRejected(f"entry file is {len(data)} bytes; an entry is at most {MAX_ENTRY_BYTES}",
                             expected=MAX_ENTRY_BYTES, found=len(data))
@@ -123,16 +144,25 @@ def _read_entry_file(path: Path) -> dict[str, Any]:
 @app.command("append")
 @handle_errors
 def append(
-    ledger: LedgerArg,
-    entry_type: Annotated[str, typer.Option("--type", help="Entry type (genesis is written by init only).")],
+    entry_type: Annotated[str, typer.Option(
+        "--type", help="Entry type: note or key (domain entries are written by their own commands).")],
     json_file: Annotated[Path, typer.Option("--json-file", help="JSON object of the entry ('-' for stdin).")],
+    ledger: LedgerArg = None,
     store: StoreOption = None,
     key_id: KeyIdOption = None,
     at: AtOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Append one entry and sign a checkpoint for it. ``type`` is set from --type (a different ``type`` in the
-    file is refused); ``v`` defaults to 1 and ``created_utc`` to the reference time when absent."""
+    file is refused); ``v`` defaults to 1 and ``created_utc`` to the reference time when absent.
+
+    Example: echo '{"text": "hello"}' | heldout ledger append --type note --json-file -"""
+    if entry_type not in RAW_APPEND_TYPES:
+        raise EntryRejected(
+            f"ledger append writes only generic entries ({', '.join(sorted(RAW_APPEND_TYPES))}); a {entry_type!r} "
+            "entry is appended by its own command (init, seal, evaluate, retire, passport issue, spec "
+            "supersede), which checks it against the ledger", field="type", expected=sorted(RAW_APPEND_TYPES),
+            found=entry_type[:60])
     moment = reference_time(at)
     entry = _read_entry_file(json_file)
     if "type" in entry and entry["type"] != entry_type:
@@ -141,23 +171,28 @@ def append(
     entry = {"type": entry_type, "v": 1, "created_utc": format_utc(moment), **entry}
     st = open_store(store)
     signer = st.load_signer(key_id)
-    with _open(store, ledger) as opened:
+    with _open(store, ledger, read_only=False) as opened:
+        if entry_type == "key":
+            validate_entry(entry)
+            check_key_declaration(entry, opened.entries())
         index = opened.append(entry, signer=signer, now=moment)
         checkpoint = opened.latest_checkpoint()
     if as_json:
-        print_json({"index": index, "size": checkpoint.size, "root": checkpoint.root_b64, "type": entry_type})
+        print_json({"index": index, "size": checkpoint.size, "root": checkpoint.root.hex(), "type": entry_type})
     else:
         console.print(f"appended {entry_type} entry {index}; checkpoint size {checkpoint.size} root "
-                      f"{checkpoint.root_b64}")
+                      f"{checkpoint.root.hex()}")
 
 
 def _summary(entry: dict[str, Any]) -> str:
+    """``key=value`` for each field but the common ones; values in JSON (never Python's repr), long ones cut
+    to 16 characters and marked with an ellipsis (``ledger show --json`` and ``ledger leaf`` give all)."""
     skip = {"type", "v", "created_utc"}
     parts = []
     for key, value in entry.items():
         if key in skip:
             continue
-        text = value if isinstance(value, str) else str(value)
+        text = value if isinstance(value, str) else canonical_bytes(value).decode("utf-8")
         parts.append(f"{key}={text[:16] + '…' if len(text) > 17 else text}")
     return " ".join(parts)
 
@@ -165,39 +200,42 @@ def _summary(entry: dict[str, Any]) -> str:
 @app.command("show")
 @handle_errors
 def show(
-    ledger: LedgerArg,
-    start: Annotated[int, typer.Option("--start", help="First index to show.", min=0)] = 0,
-    limit: Annotated[int, typer.Option("--limit", help="At most this many entries.", min=1)] = 50,
+    ledger: LedgerArg = None,
+    start: Annotated[int, typer.Option("--start", help="First index to show.", min=0, max=INDEX_MAX)] = 0,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many entries.", min=1, max=INDEX_MAX)] = 50,
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List entries: index, type, time and a short summary."""
+    """List entries: index, type, time and a short summary (--json: the entries in full).
+
+    Example: heldout ledger show --start 10 --limit 5"""
     with _open(store, ledger) as opened:
+        first = min(start, opened.size)
         rows = [(index, entry, opened.entry_time(index))
-                for index, entry in opened.entries(start, min(opened.size, start + limit))]
+                for index, entry in opened.entries(first, min(opened.size, first + limit))]
         size = opened.size
         ledger_id = opened.ledger_id
     if as_json:
         print_json({"ledger_id": ledger_id, "size": size,
                     "entries": [{"index": i, "appended_utc": t, "entry": e} for i, e, t in rows]})
         return
-    table = Table(title=f"ledger {ledger_id} ({size} entries)")
-    for column in ("index", "type", "appended", "summary"):
-        table.add_column(column)
+    shown = table(f"ledger {ledger_id} ({size} entries)", ("index", "type", "appended", "summary"), right=("index",))
     for index, entry, appended in rows:
-        table.add_row(str(index), str(entry.get("type")), appended, _summary(entry))
-    console.print(table)
+        shown.add_row(str(index), str(entry.get("type")), appended, _summary(entry))
+    console.print(shown)
 
 
 @app.command("head")
 @handle_errors
-def head(ledger: LedgerArg, store: StoreOption = None, as_json: JsonFlag = False) -> None:
-    """The current head: size, root, latest checkpoint and the checkpoint key."""
+def head(ledger: LedgerArg = None, store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """The current head: size, root (hex), latest checkpoint and the checkpoint key.
+
+    Example: heldout ledger head --json"""
     with _open(store, ledger) as opened:
         checkpoint = opened.latest_checkpoint()
         info = {"ledger_id": opened.ledger_id, "name": opened.genesis.get("name"), "origin": opened.origin,
-                "size": opened.size, "root": b64encode(opened.root()), "checkpoint_size": checkpoint.size,
-                "checkpoint_root": checkpoint.root_b64, "checkpoint_utc": checkpoint.created_utc,
+                "size": opened.size, "root": opened.root().hex(), "checkpoint_size": checkpoint.size,
+                "checkpoint_root": checkpoint.root.hex(), "checkpoint_utc": checkpoint.created_utc,
                 "key_id": opened.key.key_id, "note_verifier_key": opened.verifier_key}
     if as_json:
         print_json(info)
@@ -209,88 +247,122 @@ def head(ledger: LedgerArg, store: StoreOption = None, as_json: JsonFlag = False
 @app.command("checkpoint")
 @handle_errors
 def checkpoint(
-    ledger: LedgerArg,
+    ledger: LedgerArg = None,
     sign: Annotated[bool, typer.Option("--sign", help="Sign the current head first (needs the key).")] = False,
     store: StoreOption = None,
     key_id: KeyIdOption = None,
     at: AtOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Print the latest signed checkpoint note, byte for byte."""
-    with _open(store, ledger) as opened:
+    """Print the latest signed checkpoint note, byte for byte (C2SP tlog-checkpoint: its root is base64, as the
+    format mandates; --json adds the root in hex).
+
+    Example: heldout ledger checkpoint > head.note"""
+    with _open(store, ledger, read_only=not sign) as opened:
         if sign:
-            note = opened.checkpoint(signer=open_store(store).load_signer(key_id), now=reference_time(at)).note
+            signed = opened.checkpoint(signer=open_store(store).load_signer(key_id), now=reference_time(at))
         else:
-            note = opened.latest_checkpoint().note
-    _write_stdout_bytes(note.encode("utf-8"))
+            signed = opened.latest_checkpoint()
+        ledger_id = opened.ledger_id
+    if as_json:
+        print_json({"ledger_id": ledger_id, "size": signed.size, "root": signed.root.hex(),
+                    "created_utc": signed.created_utc, "note": signed.note})
+        return
+    _write_stdout_bytes(signed.note.encode("utf-8"))
 
 
 @app.command("pubkey")
 @handle_errors
-def pubkey(ledger: LedgerArg, store: StoreOption = None) -> None:
-    """Print the note verifier key of the ledger's checkpoints."""
+def pubkey(ledger: LedgerArg = None, store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """Print the note verifier key of the ledger's checkpoints (name+hash+base64, the C2SP format).
+
+    Example: heldout ledger pubkey > ledger.vkey"""
     with _open(store, ledger) as opened:
         key = opened.key
-    _write_stdout_bytes((verifier_key_string(key.name, key.public_key) + "\n").encode())
+        ledger_id = opened.ledger_id
+    verifier = verifier_key_string(key.name, key.public_key)
+    if as_json:
+        print_json({"ledger_id": ledger_id, "note_verifier_key": verifier, "key_id": key.key_id, "name": key.name,
+                    "public_key_b64": key.public_key.b64})
+        return
+    _write_stdout_bytes((verifier + "\n").encode())
 
 
 @app.command("leaf")
 @handle_errors
 def leaf(
-    ledger: LedgerArg,
-    index: Annotated[int, typer.Option("--index", help="Entry index.")],
+    index: IndexOption,
+    ledger: LedgerArg = None,
     store: StoreOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Write the raw bytes of one entry to stdout."""
+    """Write the raw bytes of one entry to stdout (--json: the entry, its leaf hash in hex and its time).
+
+    Example: heldout ledger leaf --index 0 | sha256sum"""
     with _open(store, ledger) as opened:
         data = opened.entry_bytes(index)
+        appended = opened.entry_time(index)
+    if as_json:
+        from ledger.rfc6962 import leaf_hash
+
+        print_json({"index": index, "leaf_hash": leaf_hash(data).hex(), "appended_utc": appended,
+                    "entry": parse_json_object(data, what=f"entry {index}")})
+        return
     _write_stdout_bytes(data)
 
 
 @app.command("prove")
 @handle_errors
 def prove(
-    ledger: LedgerArg,
-    index: Annotated[int, typer.Option("--index", help="Entry index.")],
-    size: Annotated[int | None, typer.Option("--size", help="Tree size (default: current).")] = None,
+    index: IndexOption,
+    ledger: LedgerArg = None,
+    size: Annotated[int | None, typer.Option("--size", help="Tree size (default: current).", min=0,
+                                             max=INDEX_MAX)] = None,
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Inclusion proof (RFC 9162 audit path) of entry INDEX in the tree of SIZE entries."""
+    """Inclusion proof (RFC 9162 audit path) of entry INDEX in the tree of SIZE entries; hashes in hex
+    (--json: the proof document, base64 as its format mandates).
+
+    Example: heldout ledger prove --index 3 --json > proof.json"""
     with _open(store, ledger) as opened:
         proof = opened.inclusion_proof(index, size)
-    body = proof.to_json()
     if as_json:
-        print_json(body)
+        print_json(proof.to_json())
         return
-    console.print(f"entry {proof.index} in tree of size {proof.size}, root {body['root']}")
-    for position, item in enumerate(body["proof"]):
-        console.print(f"  {position}: {item}")
+    console.print(f"entry {proof.index} in tree of size {proof.size}, root {proof.root.hex()}")
+    for position, item in enumerate(proof.path):
+        console.print(f"  {position}: {item.hex()}")
 
 
 @app.command("consistency")
 @handle_errors
 def consistency(
-    ledger: LedgerArg,
-    old: Annotated[int, typer.Option("--old", help="Old tree size (>= 1).")],
-    new: Annotated[int | None, typer.Option("--new", help="New tree size (default: current).")] = None,
+    old: Annotated[int, typer.Option("--old", help="Old tree size (>= 1).", min=1, max=INDEX_MAX)],
+    ledger: LedgerArg = None,
+    new: Annotated[int | None, typer.Option("--new", help="New tree size (default: current).", min=1,
+                                            max=INDEX_MAX)] = None,
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Consistency proof (RFC 9162) that the tree of OLD entries is a prefix of the tree of NEW entries."""
+    """Consistency proof (RFC 9162) that the tree of OLD entries is a prefix of the tree of NEW entries; hashes
+    in hex (--json: the proof document, base64 as its format mandates).
+
+    Example: heldout ledger consistency --old 5 --json"""
     with _open(store, ledger) as opened:
         proof = opened.consistency_proof(old, new)
-    body = proof.to_json()
     if as_json:
-        print_json(body)
+        print_json(proof.to_json())
         return
-    console.print(f"size {proof.old_size} ({body['old_root']}) -> size {proof.new_size} ({body['new_root']})")
-    for position, item in enumerate(body["proof"]):
-        console.print(f"  {position}: {item}")
+    console.print(f"size {proof.old_size} ({proof.old_root.hex()}) -> size {proof.new_size} "
+                  f"({proof.new_root.hex()})")
+    for position, item in enumerate(proof.path):
+        console.print(f"  {position}: {item.hex()}")
 
 
 def _report_lines(report: ReplayReport, source: str) -> None:
     console.print(f"ledger {report.ledger_id} verified from {source}: {report.size} entries, "
-                  f"{report.checkpoints} checkpoints, root {b64encode(report.root)}")
+                  f"{report.checkpoints} checkpoints, root {report.root.hex()}")
     console.print("entries by type: " + ", ".join(f"{k} {v}" for k, v in sorted(report.entry_types.items())))
 
 
@@ -301,18 +373,24 @@ PolicyOption = Annotated[Path | None, typer.Option(
 @app.command("verify")
 @handle_errors
 def verify(
-    ledger: LedgerArg,
+    ledger: LedgerArg = None,
     source: Annotated[str | None, typer.Option(
-        "--from", help="Verify this export directory, or tiles directory or URL, instead.")] = None,
+        "--from", help="Verify this export directory, or tiles directory or http(s) URL, instead (LEDGER is then "
+        "required: the id it must be).")] = None,
     store: StoreOption = None,
     policy_file: PolicyOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Replay the ledger: entries, tree, every checkpoint signature and their mutual consistency; with
-    --policy, the latest checkpoint must also satisfy the policy's witness quorum (exit 1 naming it)."""
+    --policy, the latest checkpoint must also satisfy the policy's witness quorum (exit 1 naming it).
+
+    Example: heldout ledger verify   (the store's ledger);  heldout ledger verify LEDGER_ID --from EXPORT_DIR"""
     policy = load_policy(policy_file) if policy_file is not None else None
     show_progress = not as_json and err_console.is_terminal
     if source is not None:
+        if ledger is None:
+            raise LedgerUsageError("verifying an export pins the ledger id it must be: heldout ledger verify "
+                                   "LEDGER_ID --from DIR")
         if not is_ledger_prefix(ledger.strip()):
             raise LedgerUsageError("LEDGER is a ledger id or a prefix of one (lowercase hex)", found=ledger[:80])
         exported = open_public_log(source)
@@ -329,7 +407,7 @@ def verify(
     if witnessed is not None:
         body["witnessed"] = witnessed.to_json()
     if as_json:
-        print_json({"ok": True, **body})
+        print_json({"ok": True, **body, "root": report.root.hex()})
     else:
         _report_lines(report, body["source"])
         if witnessed is not None:
@@ -354,7 +432,10 @@ def follow(
 ) -> None:
     """Accept the export's latest checkpoint only if it extends the last one accepted (consistency proof from
     the export's entries) and, with --policy, is cosigned by the quorum. A smaller size, another root at the
-    same size or an unproven larger one exits 1 and keeps both signed checkpoints as fork evidence."""
+    same size or an unproven larger one exits 1 and keeps both signed checkpoints as fork evidence. The source
+    may be an export or a tiles directory (ledger tiles), local or served over http(s).
+
+    Example: heldout ledger follow LEDGER_ID --from https://logs.example/heldout-tiles"""
     if not is_ledger_id(ledger.strip()):
         raise LedgerUsageError("follow pins the full ledger id (20 lowercase hex characters)", found=ledger[:80])
     policy = load_policy(policy_file) if policy_file is not None else None
@@ -372,13 +453,20 @@ def follow(
 @app.command("export")
 @handle_errors
 def export(
-    ledger: LedgerArg,
-    dest: Annotated[Path, typer.Argument(help="New (or empty) directory for the public export.")],
+    first: Annotated[str, typer.Argument(
+        metavar="LEDGER_OR_DEST", help="DEST alone (the store's ledger), or LEDGER (id or prefix) then DEST.",
+        show_default=False)],
+    second: Annotated[str | None, typer.Argument(
+        metavar="DEST", help="DEST when LEDGER is given: a new (or empty) directory for the public export.",
+        show_default=False)] = None,
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Write a self-contained public replay directory: entries, checkpoints, referenced blobs, public keys and
-    seal manifests. Nothing from the store's private/ folder."""
+    seal manifests. Nothing from the store's private/ folder.
+
+    Example: heldout ledger export ./public-export"""
+    ledger, dest = (None, Path(first)) if second is None else (first, Path(second))
     st: Store = open_store(store)
     with _open(store, ledger) as opened:
         manifest = export_ledger(opened, dest, blobs=BlobStore(st.blobs), seals=st.seals)
@@ -395,14 +483,21 @@ def export(
 @app.command("tiles")
 @handle_errors
 def tiles(
-    ledger: LedgerArg,
-    dest: Annotated[Path, typer.Argument(help="Tiles directory to create, or to extend (an earlier run's).")],
+    first: Annotated[str, typer.Argument(
+        metavar="LEDGER_OR_OUT", help="OUT alone (the store's ledger), or LEDGER (id or prefix) then OUT.",
+        show_default=False)],
+    second: Annotated[str | None, typer.Argument(
+        metavar="OUT", help="OUT when LEDGER is given: the tiles directory to create, or an earlier run's to "
+        "extend.", show_default=False)] = None,
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Write or extend the C2SP tlog-tiles layout (checkpoint, tile/<L>/<N>, tile/entries/<N>) with the public
     blobs, keys, seals and checkpoints beside it, for static hosting. Full tiles are never rewritten; the
-    checkpoint is written last. Nothing from the store's private/ folder."""
+    checkpoint is written last. Nothing from the store's private/ folder.
+
+    Example: heldout ledger tiles ./public-tiles   (again after appends: only what is new is written)"""
+    ledger, dest = (None, Path(first)) if second is None else (first, Path(second))
     st: Store = open_store(store)
     with _open(store, ledger) as opened:
         result = write_tiles(opened, dest, blobs=BlobStore(st.blobs), seals=st.seals)

@@ -17,7 +17,6 @@ from heldout.cli.common import (
     reference_time,
 )
 from heldout.generations import ledger_signer, open_ledger
-from heldout.generations.ledgers import generations_lock
 from heldout.passports import LedgerFacts, check_passport_on_ledger, check_passport_proofs, issue_passport
 from keys import (
     HeldoutError,
@@ -29,6 +28,7 @@ from keys import (
     VerificationError,
     parse_key_argument,
 )
+from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger import Checkpoint, Ledger
 from ledger.entries import origin_of
 from ledger.policy import Policy, Witnessed, load_policy
@@ -43,7 +43,7 @@ EXIT_FOR_STATE = {PassportState.VALID: 0, PassportState.EXPIRED: 3, PassportStat
 def read_document_file(path: Path, *, what: str) -> dict:
     if not path.is_file():
         raise UsageError(f"no {what} file at {path}", path=str(path))
-    return parse_json_object(path.read_bytes(), what=f"{what} {path.name}")
+    return parse_json_object(read_named(path, limit=DOCUMENT_LIMIT, what=what), what=f"{what} {path.name}")
 
 
 def trusted_key_for(doc: dict, key: str | None, store: Path | None) -> PublicKey | TrustedKey:
@@ -92,7 +92,7 @@ def _ledger_facts(doc: dict, store: Path | None, from_dir: str | None) -> Ledger
         path = Ledger.locate(st.ledgers, ledger_id)
     except HeldoutError:
         return None
-    with Ledger.open(path) as ledger:
+    with Ledger.open(path, read_only=True) as ledger:
         ledger.verify(expected_id=ledger_id)
         return LedgerFacts.of(ledger)
 
@@ -145,7 +145,9 @@ def verify(
     checkpoint the policy's witnesses cosigned); with its ledger (--from an export, else the
     store's copy of that ledger: --store, $HELDOUT_STORE or the default store): the issuer key declared by the
     ledger, the passport logged, its checkpoint, inclusion proofs, expiry within its generation's, and whether
-    its generation was retired since (lapsed, exit 4). Without its ledger the verdict says it was not checked."""
+    its generation was retired since (lapsed, exit 4). Without its ledger the verdict says it was not checked.
+
+    Example: heldout passport verify model.passport.json --from ./public-export"""
     moment = reference_time(at)
     policy = load_policy(policy_file) if policy_file is not None else None
     doc = read_document_file(file, what="passport")
@@ -191,14 +193,15 @@ def issue(
     as_json: JsonFlag = False,
 ) -> None:
     """Issue a signed passport: refused without a clean audit at the ledger head or on a generation that is not
-    current; appends a passport entry and writes passports/<model>__<generation>.passport.json."""
+    current; appends a passport entry and writes passports/<model>__<generation>.passport.json.
+
+    Example: heldout audit && heldout passport issue cnn_small --generation gen2"""
     now = reference_time()
     st = open_store(store)
     opened = open_ledger(st, ledger)
     try:
         signer = ledger_signer(st, opened)
-        with generations_lock(opened):
-            issued = issue_passport(st, opened, signer, model_id, generation=generation, now=now)
+        issued = issue_passport(st, opened, signer, model_id, generation=generation, now=now)
     finally:
         opened.close()
     if as_json:

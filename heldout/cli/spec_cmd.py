@@ -5,9 +5,17 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from heldout.cli.common import JsonFlag, StoreOption, console, handle_errors, open_store, print_json, reference_time
+from heldout.cli.common import (
+    JsonFlag,
+    StoreOption,
+    console,
+    handle_errors,
+    open_store,
+    print_json,
+    reference_time,
+    table,
+)
 from heldout.generations import ledger_signer, open_ledger
 from heldout.generations.ledgers import generations_lock
 from heldout.specs import load_supersessions, supersede_spec
@@ -27,11 +35,13 @@ def supersede(
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Append a spec entry: from EFFECTIVE on, nothing is evaluated under SPEC_VERSION and its passports lapse."""
+    """Append a spec entry: from EFFECTIVE on, nothing is evaluated under SPEC_VERSION and its passports lapse.
+
+    Example: heldout spec supersede "MedEval-1 v0.1" --by "MedEval-1 v0.2" --effective 2027-01-01"""
     now = reference_time()
     when = parse_utc(effective, what="--effective", usage=True)
     st = open_store(store)
-    with open_ledger(st, ledger) as opened, generations_lock(opened):
+    with open_ledger(st, ledger) as opened, generations_lock(opened, st):
         index = supersede_spec(opened, ledger_signer(st, opened), spec_version, superseded_by=by, effective=when,
                                now=now)
     if as_json:
@@ -48,15 +58,15 @@ def list_specs(
     store: StoreOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """The supersessions recorded on the ledger."""
-    with open_ledger(open_store(store), ledger) as opened:
+    """The supersessions recorded on the ledger.
+
+    Example: heldout spec list --json"""
+    with open_ledger(open_store(store), ledger, read_only=True) as opened:
         found = load_supersessions(opened.entries())
     if as_json:
         print_json([s.to_json() for s in found.values()])
         return
-    table = Table(title="spec supersessions")
-    for column in ("spec version", "superseded by", "effective", "entry"):
-        table.add_column(column)
+    shown = table("spec supersessions", ("spec version", "superseded by", "effective", "entry"), right=("entry",))
     for s in found.values():
-        table.add_row(s.spec_version, s.superseded_by, format_utc(s.effective), str(s.index))
-    console.print(table)
+        shown.add_row(s.spec_version, s.superseded_by, format_utc(s.effective), str(s.index))
+    console.print(shown)

@@ -6,8 +6,10 @@ from heldout.generations.access import (
     generation_cases,
     generation_state,
     load_opening,
+    noise_path,
     opening_path,
     prove_member,
+    withheld_blobs_path,
 )
 from heldout.generations.budget import (
     BudgetCheck,
@@ -16,14 +18,22 @@ from heldout.generations.budget import (
     check_budget,
     default_budget_bits,
     implied_eps,
-    ladder_charge_bits,
-    ladder_release,
     make_budget,
 )
 from heldout.generations.cases import CASE_SCHEME, case_id, content_sha256, read_split
 from heldout.generations.commitments import MemberProof, commitment, set_hash
 from heldout.generations.ledgers import ledger_signer, open_ledger, resolve_ledger_id
 from heldout.generations.pools import PoolAddResult, add_pool, pool_case_ids, pool_tasks
+from heldout.generations.release import (
+    WITHHOLDING_MODES,
+    Transcript,
+    answer_bits,
+    ladder_release,
+    release_record,
+    released_score,
+    transcripts,
+    worst_case_bits,
+)
 from heldout.generations.retire import RetireResult, retire_generation
 from heldout.generations.reveal import CaseOpening, RevealDocument, parse_reveal, revealed_labels, verify_reveal
 from heldout.generations.seal import SealRequest, SealResult, manifest_path, reveal_path, seal_generation
@@ -41,6 +51,7 @@ __all__ = [
     "CASE_SCHEME",
     "RETIRE_REASONS",
     "STATES",
+    "WITHHOLDING_MODES",
     "BudgetCheck",
     "BudgetExhausted",
     "BundleRecord",
@@ -54,7 +65,9 @@ __all__ = [
     "RevealVerdict",
     "SealRequest",
     "SealResult",
+    "Transcript",
     "add_pool",
+    "answer_bits",
     "case_id",
     "charge_bits",
     "check_budget",
@@ -66,13 +79,13 @@ __all__ = [
     "generation_cases",
     "generation_state",
     "implied_eps",
-    "ladder_charge_bits",
     "ladder_release",
     "ledger_signer",
     "load_generations",
     "load_opening",
     "make_budget",
     "manifest_path",
+    "noise_path",
     "open_ledger",
     "opening_path",
     "parse_reveal",
@@ -80,14 +93,19 @@ __all__ = [
     "pool_tasks",
     "prove_member",
     "read_split",
+    "release_record",
+    "released_score",
     "resolve_ledger_id",
     "retire_generation",
     "reveal_path",
     "revealed_labels",
     "seal_generation",
     "set_hash",
+    "transcripts",
     "verify_folder_reveal",
     "verify_member_proof",
     "verify_reveal",
     "verify_store_reveal",
+    "withheld_blobs_path",
+    "worst_case_bits",
 ]

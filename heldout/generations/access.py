@@ -41,6 +41,16 @@ def opening_path(store: Store, ledger_id: str, generation: str, set_hash_hex: st
     return store.openings / ledger_id / generation / f"{set_hash_hex}.reveal.json"
 
 
+def noise_path(store: Store, ledger_id: str, generation: str, set_hash_hex: str) -> Path:
+    """The Thresholdout noise secret of a generation (private until retirement; its SHA-256 is in the manifest)."""
+    return store.openings / ledger_id / generation / f"{set_hash_hex}.noise.key"
+
+
+def withheld_blobs_path(store: Store, ledger_id: str) -> Path:
+    """Blobs of bundles on ladder and Thresholdout generations, withheld until their generation is retired."""
+    return store.private / "withheld" / ledger_id
+
+
 def check_opening(reveal: RevealDocument, state: GenerationState) -> RevealDocument:
     """Recompute every commitment and the set hash of an opening; raise unless it is ``state``'s."""
     commitments = []

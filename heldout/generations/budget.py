@@ -1,44 +1,61 @@
-"""The leakage budget: how many bits about a sealed generation's labels its released numbers may carry.
+"""The leakage budget: how many bits about a sealed generation's labels its released numbers may carry, and
+the accuracy guarantee those bits leave for every statistic released on the generation.
 
-**Default budget.** Hoeffding's inequality plus a union bound over everything an adaptive analyst could have
-asked: if the whole record of released numbers can be written in L bits, the statistics evaluated on the
-set were chosen from at most k·2^L candidates, and all of them are within eps of their population value
-with probability >= 1 - delta as long as 2k·2^L·exp(-2 n eps^2) <= delta, i.e.
+**The bound.** If everything ever released about the set can be written in L bits, the statistics evaluated
+on it were chosen, adaptively or not, from at most S·2^L candidates, S being the number of statistics
+released (all models, all tasks). By Hoeffding's inequality (McDiarmid's for statistics that average
+class-wise proportions) and a union bound, every one of them is within eps of its expectation with
+probability >= 1 - delta when 2 S·2^L·exp(-2 n eps^2) <= delta, i.e.
 
-    L = (2 n eps^2 - ln(2k / delta)) / ln 2   bits,
+    eps = sqrt((L ln 2 + ln(2 S / delta)) / (2 n)),      L = (2 n eps^2 - ln(2 S / delta)) / ln 2,
 
-(the description-length argument behind the Ladder and Thresholdout). n is the number of cases of the
-smallest task of the generation (each bundle's numbers come from one task's cases), k the number of models
-expected, delta the failure probability, eps the target error on a [0, 1] metric. Defaults: k = 100,
-delta = 0.05, eps = 0.05. An explicit ``--budget-bits`` is recorded with the eps it implies under the same
-bound (eps = sqrt((L ln 2 + ln(2k/delta)) / (2n))), so the manifest states the guarantee honestly.
+where n is the number of cases the statistic *concentrates at*: the task's cases for case-wise proportions
+(accuracy, ECE), its **smallest class** for class-wise ones (balanced accuracy, per-class and worst-class
+recall, AUC, and every score built on chance-corrected balanced accuracy). This is the description-length
+argument behind the Ladder (Blum & Hardt 2015) and Thresholdout (Dwork et al. 2015). eps is stated on the
+scale each statistic is *published* on: a proportion in [0, 1] at scale 1; a dimension score
+100·cc(p) = 100·(p - 1/K)/(1 - 1/K) at scale 100/(1 - 1/K).
 
-**Charge per bundle** (:func:`charge_bits`): every *released number* of the evaluation object that depends on
-the held-out labels is charged log2 of the count of values it can take at its released precision: a field
-in [lo, hi] released to d decimals takes (hi - lo)·10^d + 1 values, capped for proportions over n cases at
-n + 1, plus one more outcome for "null / not scored". A boolean that depends on the labels (``scored``) is
-1 bit; the spec's categorical template names (``best_spec``/``worst_spec``) log2(6). Fields that do not
-depend on the labels (seed, counts, timing and the whole ``cost`` dimension, descriptions, metadata) are
-free. A numeric field this table does not know is charged 64 bits (a float64 takes at most 2^64 values).
+**Families** (:func:`released_families`): per release mode, which statistics are released, the n each
+concentrates at and how many are released per evaluation (an upper bound, counting each class of a
+class-wise minimum once). Full release publishes all of them; the Ladder and Thresholdout publish one number
+per bundle (the accuracy score). Ratios (retention, spec sensitivity, limited data) are released in full mode
+but are not covered by this bound: a ratio of two small chance-corrected numbers does not concentrate, and the
+manifest says so.
+
+**The manifest** records the budget L, the smallest class and n of the weakest task, and each family with the
+eps guaranteed if the whole budget is spent by k models (the union over S = k · tasks · per-evaluation
+statistics). ``heldout status`` states each family's eps at the *current* spend and the statistics actually
+released. The smallest class size is label-dependent: the seal charges it (log2(n + 1) bits per task,
+``statement_bits``) before any bundle.
+
+**Default budget**: L at eps = 0.05 on the [0, 1] scale, at the weakest family's n (the smallest class of the
+smallest task), k = 100 models, delta = 0.05. An explicit ``--budget-bits`` is recorded with the eps it implies.
+A seal whose budget cannot pay for one evaluation in its release mode (:func:`one_evaluation_bits`) is refused
+up front, with the numbers.
+
+**Charge per bundle**: full release, :func:`charge_bits` (every released number that depends on the held-out
+labels, log2 of the count of values it can take at its released precision: a field in [lo, hi] released to d
+decimals takes (hi - lo)·10^d + 1 values, capped for proportions over n cases at n + 1, plus one for "null / not
+scored"; a label-dependent boolean 1 bit; the template names log2(6); a numeric field this table does not know
+64 bits; seed, counts, timing, the whole cost dimension, descriptions and metadata are free). Ladder and
+Thresholdout: the description length of the released sequence (:mod:`heldout.generations.release`).
 Charges are rounded to 6 decimals (the canonical float rule) so sums compare exactly.
 
-**Ladder release** (:func:`ladder_release`): a score is released only when it beats the best released so
-far by at least ``step``, rounded to a multiple of ``step``; otherwise nothing new is released. Coded as
-"no improvement" = 1 bit and "improvement to level j" = 1 + log2(levels) bits (a prefix code, so the
-charges sum to the length of the transcript's description), see :func:`ladder_charge_bits`.
-
-A bundle is admitted while used + charge <= budget (equality allowed); beyond it the evaluation is refused
-with :class:`BudgetExhausted` (exit 4) and the generation is due for retirement.
+A bundle is admitted while used + charge <= budget (equality allowed); beyond it the evaluation is refused with
+:class:`BudgetExhausted` (exit 4) and the generation is due for retirement.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from heldout.generations.release import FULL, LADDER, THRESHOLDOUT
 from keys import LapsedError, MalformedInput, UsageError
 from seals.manifest import LeakageBudget
 
@@ -50,8 +67,12 @@ DEFAULT_DELTA = 0.05
 DEFAULT_EPS = 0.05
 UNKNOWN_NUMBER_BITS = 64.0
 TOLERANCE = 1e-9
-DEFAULT_RULE = "L = (2 n eps^2 - ln(2k/delta)) / ln 2 (Hoeffding + union bound over k·2^L adaptive queries)"
-EXPLICIT_RULE = "explicit bits; eps = sqrt((L ln 2 + ln(2k/delta)) / (2n)) under the same bound"
+#: Upper bound on the label-dependent numbers one full MedEval-1 v0.1 evaluation releases per family (the
+#: reference evaluations release at most 150 numbers in all; tests/test_generations_budget.py checks).
+FULL_STATISTICS_PER_EVALUATION = 256
+DEFAULT_RULE = ("L = (2 n eps^2 - ln(2 S/delta)) / ln 2 at the weakest family's n (smallest class), S = k * tasks * "
+                "statistics per evaluation (Hoeffding/McDiarmid + union bound over S·2^L adaptive choices)")
+EXPLICIT_RULE = "explicit bits; eps = sqrt((L ln 2 + ln(2 S/delta)) / (2 n)) per family under the same bound"
 PUBLIC_RULE = "public generation: membership and labels are public, nothing to leak, no budget"
 
 
@@ -61,7 +82,8 @@ class BudgetExhausted(LapsedError):
 
 
 def default_budget_bits(n: int, k: int, delta: float, eps: float) -> float:
-    """L = (2 n eps^2 - ln(2k/delta)) / ln 2, in bits (may be <= 0 for a set too small for eps)."""
+    """L = (2 n eps^2 - ln(2k/delta)) / ln 2, in bits, with k the number of statistics in the union (may be
+    <= 0 for a set too small for eps)."""
     _check_parameters(n, k, delta)
     if eps <= 0:
         raise UsageError("eps must be positive", field="eps", found=eps)
@@ -69,9 +91,9 @@ def default_budget_bits(n: int, k: int, delta: float, eps: float) -> float:
 
 
 def implied_eps(bits: float, n: int, k: int, delta: float) -> float:
-    """The target error a budget of ``bits`` achieves under the same bound."""
+    """The error on the [0, 1] scale that ``bits`` leave for k statistics concentrating at n cases."""
     _check_parameters(n, k, delta)
-    return round(math.sqrt((bits * math.log(2) + math.log(2 * k / delta)) / (2 * n)), 6)
+    return round(math.sqrt((max(bits, 0.0) * math.log(2) + math.log(2 * k / delta)) / (2 * n)), 6)
 
 
 def smallest_eps(n: int, k: int, delta: float) -> float:
@@ -88,23 +110,165 @@ def _check_parameters(n: int, k: int, delta: float) -> None:
         raise UsageError("delta must be in (0, 1)", field="delta", found=delta)
 
 
+# --- released statistics ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TaskShape:
+    """What the budget needs to know about one task of a generation: its cases, classes and smallest class."""
+
+    task: str
+    n: int
+    n_classes: int
+    smallest_class: int
+
+    @classmethod
+    def from_labels(cls, task: str, labels: Sequence[int], n_classes: int) -> TaskShape:
+        counts = [0] * n_classes
+        for label in labels:
+            counts[int(label)] += 1
+        return cls(task=task, n=len(labels), n_classes=n_classes, smallest_class=max(1, min(counts)))
+
+
+@dataclass(frozen=True)
+class StatisticFamily:
+    """A family of released statistics: the n it concentrates at, the scale it is published on, how many are
+    released per evaluation, and whether the bound covers it at all."""
+
+    family: str
+    n: int
+    scale: float
+    per_evaluation: int
+    covered: bool = True
+
+    def eps(self, bits: float, statistics: int, delta: float) -> float | None:
+        """eps on the published scale when ``bits`` are spent over ``statistics`` statistics in all."""
+        if not self.covered:
+            return None
+        return round(self.scale * implied_eps(bits, self.n, max(1, statistics), delta), 6)
+
+    def to_json(self, bits: float, statistics: int, delta: float) -> dict[str, Any]:
+        return {"family": self.family, "n": self.n, "scale": round(self.scale, 6),
+                "per_evaluation": self.per_evaluation, "statistics": statistics,
+                "eps": self.eps(bits, statistics, delta)}
+
+
+def _score_scale(n_classes: int) -> float:
+    return 100.0 / (1.0 - 1.0 / n_classes)
+
+
+def released_families(mode: str, shape: TaskShape) -> list[StatisticFamily]:
+    """The statistic families a bundle on a task of ``shape`` releases in release ``mode``."""
+    score = StatisticFamily("accuracy score 100*cc(balanced accuracy), 0-100", shape.smallest_class,
+                            _score_scale(shape.n_classes), 1)
+    if mode in (LADDER, THRESHOLDOUT):
+        return [score]
+    per = FULL_STATISTICS_PER_EVALUATION * shape.n_classes
+    return [
+        StatisticFamily("dimension scores and composite index on class-wise statistics, 0-100",
+                        shape.smallest_class, _score_scale(shape.n_classes), per),
+        StatisticFamily("class-wise proportions (balanced accuracy, per-class recall, worst-class recall, AUC), 0-1",
+                        shape.smallest_class, 1.0, per),
+        StatisticFamily("case-wise proportions (accuracy, selective accuracy, ECE, confidence), 0-1", shape.n, 1.0,
+                        FULL_STATISTICS_PER_EVALUATION),
+        StatisticFamily("ratios (retention, spec sensitivity, limited data): not covered by the bound",
+                        shape.smallest_class, 1.0, FULL_STATISTICS_PER_EVALUATION, covered=False),
+    ]
+
+
+def weakest(shapes: Sequence[TaskShape]) -> TaskShape:
+    """The task whose smallest class is smallest (ties: fewer cases, then name)."""
+    return min(shapes, key=lambda s: (s.smallest_class, s.n, s.task))
+
+
+def statement_bits(shapes: Sequence[TaskShape]) -> float:
+    """Bits the manifest itself releases about the labels: each task's smallest class size (n + 1 values)."""
+    return round(math.fsum(math.log2(s.n + 1) for s in shapes), 6)
+
+
+def guarantees(mode: str, shapes: Sequence[TaskShape], bits: float, statistics: int,
+               delta: float) -> list[dict[str, Any]]:
+    """Each family of the weakest task with its eps on its published scale at ``bits`` over ``statistics``."""
+    if not shapes:
+        return []
+    return [family.to_json(bits, statistics, delta) for family in released_families(mode, weakest(shapes))]
+
+
+def statistics_per_evaluation(mode: str, shape: TaskShape) -> int:
+    return sum(f.per_evaluation for f in released_families(mode, shape) if f.covered)
+
+
+@cache
+def full_evaluation_bits(n_test: int, n_classes: int) -> float:
+    """The charge of the smallest full MedEval-1 evaluation at (n_test, n_classes): one built from synthetic
+    predictions without prompt templates or training fractions (a model that has neither)."""
+    import numpy as np
+
+    from harness.metrics import PERTURBATIONS, SEVERITIES, EvaluationMeta, StoredPredictions, build_evaluation
+    from harness.metrics import subset_indices as subset_of
+
+    rng = np.random.default_rng(0)
+    labels = np.arange(n_test) % n_classes
+    probs = rng.dirichlet(np.ones(n_classes), size=n_test)
+    subset = subset_of(n_test, 0)
+    perturbed = {name: np.tile(probs[subset].argmax(axis=1), (SEVERITIES, 1)) for name in PERTURBATIONS}
+    predictions = StoredPredictions(clean_probs=probs, perturbed_labels=perturbed)
+    meta = EvaluationMeta(code_fingerprint="0" * 12, device="cpu", domain="medicine", kind="image",
+                          limitations={"n_train_available": None, "notes": None, "train_capped": False},
+                          modality="synthetic", n_classes=n_classes, n_test=n_test, runtime_s=1.0, seed=0,
+                          split_origin="budget", task="budget", task_name="budget", timestamp="1970-01-01T00:00:00Z",
+                          seconds_total=1.0, parameters=None)
+    return charge_bits(build_evaluation(meta, predictions, labels))
+
+
+def one_evaluation_bits(mode: str, shapes: Sequence[TaskShape], step: float | None) -> float:
+    """What the first bundle on a generation can cost at most, in its release mode: the dearest of its tasks."""
+    from heldout.generations.release import Transcript, worst_case_bits
+
+    if mode == FULL:
+        return max(full_evaluation_bits(s.n, s.n_classes) for s in shapes)
+    assert step is not None
+    return worst_case_bits(mode, Transcript(), step)
+
+
 def make_budget(*, n: int, k: int = DEFAULT_K, delta: float = DEFAULT_DELTA, eps: float = DEFAULT_EPS,
-                bits: float | None = None) -> LeakageBudget:
-    """The budget a seal records: the default from (n, k, delta, eps), or ``bits`` when given (explicit).
-    Refuses (exit 2) a default that comes out at zero or below, saying which eps would make it positive."""
+                bits: float | None = None, mode: str = FULL, shapes: Sequence[TaskShape] = (),
+                step: float | None = None) -> LeakageBudget:
+    """The budget a seal records: the default from (weakest n, S, delta, eps), or ``bits`` when given
+    (explicit), with each released family's guarantee. Refuses (exit 2, before anything is written) a default
+    that comes out at zero or below, naming the eps that would work, and a budget that cannot pay for one
+    evaluation in the release mode, with both numbers."""
+    weak = weakest(shapes) if shapes else None
+    n_weak = weak.smallest_class if weak is not None else n
+    per = statistics_per_evaluation(mode, weak) if weak is not None else 1
+    statistics = k * max(1, len(shapes)) * per
     if bits is not None:
-        if not math.isfinite(bits) or bits < 0:
-            raise UsageError("--budget-bits must be a non-negative number", field="budget_bits", found=bits)
-        return LeakageBudget(bits=bits, basis="explicit", n=n, k=k, delta=delta,
-                             eps=implied_eps(bits, n, k, delta), rule=EXPLICIT_RULE)
-    value = default_budget_bits(n, k, delta, eps)
-    if value <= 0:
-        raise UsageError(
-            f"the default leakage budget for n = {n} cases per task, k = {k} models, delta = {delta} and "
-            f"eps = {eps} is {value:.2f} bits: no release is covered; use a larger set, --eps of at least "
-            f"{smallest_eps(n, k, delta):.4f}, or an explicit --budget-bits",
-            field="budget", found=value, expected="> 0")
-    return LeakageBudget(bits=value, basis="default", n=n, k=k, delta=delta, eps=eps, rule=DEFAULT_RULE)
+        if not math.isfinite(bits) or bits <= 0:
+            # a zero budget covers no release at all: every evaluation would be refused, so it is a mistake
+            raise UsageError("--budget-bits must be a positive number", field="budget_bits", found=bits)
+        value, basis, rule, eps_value = bits, "explicit", EXPLICIT_RULE, implied_eps(bits, n_weak, statistics, delta)
+    else:
+        value = default_budget_bits(n_weak, statistics, delta, eps)
+        if value <= 0:
+            raise UsageError(
+                f"the default leakage budget at n = {n_weak} (the smallest class of the weakest task), "
+                f"S = {statistics} released statistics (k = {k} models), delta = {delta} and eps = {eps} is "
+                f"{value:.2f} bits: no release is covered; use a larger set, --eps of at least "
+                f"{smallest_eps(n_weak, statistics, delta):.4f}, or an explicit --budget-bits",
+                field="budget", found=value, expected="> 0")
+        basis, rule, eps_value = "default", DEFAULT_RULE, eps
+    spent_by_seal = statement_bits(shapes)
+    if shapes:
+        needed = one_evaluation_bits(mode, shapes, step)
+        if value < spent_by_seal + needed - TOLERANCE:
+            raise UsageError(
+                f"a budget of {value:.2f} bits cannot pay for one evaluation in {mode} release: the seal itself "
+                f"states {spent_by_seal:.2f} bits (each task's smallest class) and one evaluation can cost "
+                f"{needed:.2f} bits; need at least {spent_by_seal + needed:.2f} bits (--budget-bits, a larger "
+                f"--eps or a larger set)" + ("" if mode != FULL else "; or --ladder-step / --thresholdout"),
+                field="budget", found=round(value, 6), expected=f">= {round(spent_by_seal + needed, 6)}")
+    return LeakageBudget(bits=value, basis=basis, n=n_weak, k=k, delta=delta, eps=eps_value, rule=rule,
+                         statement_bits=spent_by_seal,
+                         families=tuple(guarantees(mode, shapes, value, statistics, delta)))
 
 
 def public_budget(n: int) -> LeakageBudget:
@@ -201,31 +365,6 @@ def charge_bits(evaluation: Mapping[str, Any]) -> float:
     for key, item in evaluation.items():
         walk(item, key, None)
     return round(total, 6)
-
-
-# --- ladder release ---------------------------------------------------------------------------------------
-
-def _levels(step: float, low: float, high: float) -> int:
-    return math.floor((high - low) / step + TOLERANCE) + 1
-
-
-def ladder_release(score: float, best_so_far: float | None, step: float) -> float | None:
-    """The value to release for ``score`` under the Ladder: None when it does not beat ``best_so_far`` by at
-    least ``step``; otherwise ``score`` rounded to the nearest multiple of ``step`` (6 decimals)."""
-    if not math.isfinite(score):
-        raise MalformedInput("a ladder score must be a finite number", found=repr(score))
-    if not step > 0:
-        raise UsageError("the ladder step must be positive", field="step", found=step)
-    if best_so_far is not None and score < best_so_far + step - TOLERANCE:
-        return None
-    return round(round(score / step) * step, 6)
-
-
-def ladder_charge_bits(released: bool, step: float, *, low: float = 0.0, high: float = 100.0) -> float:
-    """Bits of one ladder answer: 1 for "no improvement", 1 + log2(levels) for a released level."""
-    if not step > 0:
-        raise UsageError("the ladder step must be positive", field="step", found=step)
-    return round(1.0 + (math.log2(_levels(step, low, high)) if released else 0.0), 6)
 
 
 # --- admission --------------------------------------------------------------------------------------------

@@ -20,29 +20,31 @@ from __future__ import annotations
 
 import hashlib
 import re
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
+from harness.metrics.npz import read_npz_file
+from harness.provenance import check_known_task
 from keys import MalformedInput, UsageError
 from seals import jcs_bytes
 
 CASE_SCHEME = "heldout-case-v1"
 SPLITS = ("test", "val", "train")
-TASK_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-CASE_ID_PATTERN = re.compile(r"^([a-z][a-z0-9_]{0,63})-([0-9a-f]{16})(?:-([1-9][0-9]*))?$")
+TASK_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+CASE_ID_PATTERN = re.compile(r"([a-z][a-z0-9_]{0,63})-([0-9a-f]{16})(?:-([1-9][0-9]*))?")
 ImageArray = NDArray[np.uint8]
 LabelArray = NDArray[np.int64]
 
 
 def check_task(task: str) -> str:
-    if not isinstance(task, str) or not TASK_PATTERN.match(task):
+    """A task name MedEval-1 knows (``harness.provenance``), else a usage error before anything is written."""
+    if not isinstance(task, str) or not TASK_PATTERN.fullmatch(task):
         raise UsageError(f"task {task!r} is not a task name (lowercase letters, digits, '_'; e.g. bloodmnist)",
                          found=str(task)[:60])
-    return task
+    return check_known_task(task)
 
 
 def content_header(shape: tuple[int, ...], label: int) -> bytes:
@@ -68,7 +70,7 @@ def case_id(task: str, content_hash: str) -> str:
 
 
 def task_of(case: str) -> str:
-    match = CASE_ID_PATTERN.match(case)
+    match = CASE_ID_PATTERN.fullmatch(case)
     if not match:
         raise MalformedInput(f"{case!r} is not a case id <task>-<16 hex>", found=str(case)[:80])
     return match.group(1)
@@ -99,23 +101,16 @@ def read_split(path: Path, split: str = "test") -> SplitArrays:
     images of rank 3 or 4, one integer label per image (N x 1 or N), no pickled objects."""
     if split not in SPLITS:
         raise UsageError(f"--split is one of {', '.join(SPLITS)}", found=split)
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(f"no file at {path}", path=str(path))
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            keys = set(data.files)
-            wanted = (f"{split}_images", f"{split}_labels")
-            missing = [k for k in wanted if k not in keys]
-            if missing:
-                raise MalformedInput(
-                    f"{path.name} has no {' or '.join(missing)} "
-                    "(MedMNIST layout: {train,val,test}_{images,labels})",
-                    path=str(path), expected=list(wanted), found=sorted(keys))
-            images = data[wanted[0]]
-            labels = data[wanted[1]]
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise MalformedInput(f"{path.name} is not a readable npz file ({type(exc).__name__})",
-                             path=str(path)) from None
+    wanted = (f"{split}_images", f"{split}_labels")
+    data = read_npz_file(path, what=path.name, members=frozenset(wanted))
+    missing = [k for k in wanted if k not in data]
+    if missing:
+        raise MalformedInput(
+            f"{path.name} has no {' or '.join(missing)} (MedMNIST layout: {{train,val,test}}_{{images,labels}})",
+            path=str(path), expected=list(wanted))
+    images, labels = data[wanted[0]], data[wanted[1]]
     if images.dtype != np.uint8 or images.ndim not in (3, 4) or len(images) == 0:
         raise MalformedInput(f"{path.name}: {split}_images must be uint8 N x H x W or N x H x W x C",
                              path=str(path), found=f"{images.dtype} {images.shape}")

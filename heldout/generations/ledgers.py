@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
+from heldout.staging import ledger_lock, lock_path, operation_lock, recover_if_staged, staging_pending
 from heldout.store import Store
 from keys import Signer
 from ledger import Ledger
+from ledger.errors import LedgerStorageError
 from seals import system_clock
 
 
@@ -20,14 +19,28 @@ def resolve_ledger_id(store: Store, ledger_id: str | None) -> str:
     return Ledger.locate(store.ledgers, text).name.removesuffix(".sqlite")
 
 
-def open_ledger(store: Store, ledger_id: str | None = None) -> Ledger:
-    """Open a ledger of the store; every checkpoint it signs from now on goes to the store's witnesses
+def open_ledger(store: Store, ledger_id: str | None = None, *, read_only: bool = False) -> Ledger:
+    """Open a ledger of the store (``read_only`` for commands that only read), after finishing or discarding
+    what a killed operation left on it. A reader of a writable store recovers first, through a writable
+    connection, so that it never sees a half-done operation; a read-only copy is read as committed. Every
+    checkpoint a writable ledger signs from now on (a recovery's too) goes to the store's witnesses
     (``heldout.witness.operator``)."""
     from heldout.witness.operator import attach
 
-    ledger = Ledger.open(Ledger.locate(store.ledgers, resolve_ledger_id(store, ledger_id)))
+    path = Ledger.locate(store.ledgers, resolve_ledger_id(store, ledger_id))
+    if read_only:
+        if staging_pending(store, path.name.removesuffix(".sqlite")):
+            try:
+                with Ledger.open(path) as writable:
+                    attach(store, writable, clock=system_clock)
+                    recover_if_staged(store, writable)
+            except (OSError, LedgerStorageError):
+                pass  # an unwritable store: recover_if_staged leaves it as it is in any case
+        return Ledger.open(path, read_only=True)
+    ledger = Ledger.open(path)
     try:
         attach(store, ledger, clock=system_clock)
+        recover_if_staged(store, ledger)
     except BaseException:
         ledger.close()
         raise
@@ -39,10 +52,6 @@ def ledger_signer(store: Store, ledger: Ledger) -> Signer:
     return store.load_signer(ledger.key.key_id)
 
 
-def lock_path(ledger: Ledger) -> Path:
-    return Path(ledger.path).with_name(f".{ledger.ledger_id}.generations.lock")
-
-
 def create_lock(ledger: Ledger) -> None:
     """Create the lock file (done by ``heldout init``, so that refusals never leave a new file behind)."""
     path = lock_path(ledger)
@@ -51,15 +60,14 @@ def create_lock(ledger: Ledger) -> None:
 
 
 @contextmanager
-def generations_lock(ledger: Ledger) -> Iterator[None]:
-    """An exclusive advisory lock held while a seal or retire checks the ledger and appends to it, so two
-    operators cannot seal one name twice and a seal's predicted entry index holds against other seals.
-
-    A separate lock file is used, never the SQLite file itself: closing any descriptor of that file would
-    drop SQLite's own POSIX locks held by this process."""
-    fd = os.open(lock_path(ledger), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the flock
+def generations_lock(ledger: Ledger, store: Store | None = None) -> Iterator[None]:
+    """The exclusive lock held while an operation checks the ledger and appends to it (seal, retire,
+    evaluate, passport issue, spec supersede), so two operators cannot seal one name twice and a seal's
+    predicted entry index holds against other seals. Re-entrant within a process. With ``store``, what a
+    killed operation left is finished or discarded first, under the same lock (``heldout.staging``)."""
+    if store is None:
+        with ledger_lock(ledger):
+            yield
+    else:
+        with operation_lock(store, ledger):
+            yield

@@ -15,12 +15,17 @@ import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
+from harness.metrics.npz import read_npz_file
+from harness.provenance import file_provenance
 from heldout.generations.cases import (
     ImageArray,
     LabelArray,
+    SplitArrays,
     case_id,
     check_task,
     content_sha256,
@@ -28,7 +33,7 @@ from heldout.generations.cases import (
 )
 from heldout.store import Store
 from keys import MalformedInput, UsageError
-from keys.files import ensure_private_dir, write_private_file
+from keys.files import check_private_file, ensure_private_dir, write_private_file
 
 
 def pools_root(store: Store) -> Path:
@@ -41,7 +46,12 @@ def pool_dir(store: Store, task: str) -> Path:
 
 def _chunks(store: Store, task: str) -> list[Path]:
     folder = pool_dir(store, task)
-    return sorted(folder.glob("*.npz")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    chunks = sorted(folder.glob("*.npz"))
+    for chunk in chunks:  # the pool is private: checked (0600 files, 0700 folders up to private/) before reading
+        check_private_file(chunk)
+    return chunks
 
 
 def pool_tasks(store: Store) -> list[str]:
@@ -53,15 +63,21 @@ def pool_tasks(store: Store) -> list[str]:
 
 def _chunk_hashes(path: Path) -> list[str]:
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return [str(h) for h in data["content_sha256"]]
-    except (OSError, KeyError, ValueError) as exc:
-        raise MalformedInput(f"pool file {path} is unreadable ({type(exc).__name__})", path=str(path)) from None
+        return [str(h) for h in read_npz_file(path, what=f"pool file {path}",
+                                              members=frozenset({"content_sha256"}))["content_sha256"]]
+    except KeyError:
+        raise MalformedInput(f"pool file {path} is unreadable (no content_sha256)", path=str(path)) from None
+
+
+def _chunk_member(path: Path, name: str) -> NDArray[Any]:
+    found = read_npz_file(path, what=f"pool file {path}", members=frozenset({name}))
+    if name not in found:
+        raise MalformedInput(f"pool file {path} is unreadable (no {name})", path=str(path))
+    return found[name]
 
 
 def _chunk_image_shape(path: Path) -> tuple[int, ...]:
-    with np.load(path, allow_pickle=False) as data:
-        return tuple(int(d) for d in data["images"].shape[1:])
+    return tuple(int(d) for d in _chunk_member(path, "images").shape[1:])
 
 
 def pool_content_hashes(store: Store, task: str) -> list[str]:
@@ -74,8 +90,7 @@ def pool_entries(store: Store, task: str) -> dict[str, tuple[str, int]]:
     out: dict[str, tuple[str, int]] = {}
     for chunk in _chunks(store, task):
         hashes = _chunk_hashes(chunk)
-        with np.load(chunk, allow_pickle=False) as data:
-            labels = data["labels"]
+        labels = _chunk_member(chunk, "labels")
         for h, label in zip(hashes, labels, strict=True):
             out[case_id(task, h)] = (h, int(label))
     return out
@@ -97,9 +112,34 @@ class PoolAddResult:
     repeated_in_file: int
     pool_size: int
     chunk: str | None
+    origin: str = "local"  # harness.provenance: official (medmnist MD5), synthetic or local
+    file_sha256: str = ""
 
     def to_json(self) -> dict[str, object]:
         return dict(self.__dict__)
+
+
+def check_against_task_info(task: str, arrays: SplitArrays, path: Path) -> None:
+    """Refuse a file that cannot be the task's: labels outside its classes, images of another shape or channel
+    count than its MedMNIST INFO says. Without medmnist (the core install) the INFO is not at hand and only
+    the pool's own shape check below applies."""
+    from harness.tasks import task_spec
+
+    try:
+        spec = task_spec(task)
+    except UsageError as exc:
+        if "not installed" in exc.message:
+            return
+        raise
+    labels = arrays.labels
+    if len(labels) and (int(labels.min()) < 0 or int(labels.max()) >= spec.n_classes):
+        raise UsageError(f"{path.name}: labels must be 0..{spec.n_classes - 1} for {task} (found "
+                         f"{int(labels.min())}..{int(labels.max())})", path=str(path),
+                         expected=[0, spec.n_classes - 1], found=[int(labels.min()), int(labels.max())])
+    found = tuple(int(d) for d in arrays.images.shape[1:])
+    if found != spec.image_shape:
+        raise UsageError(f"{path.name}: {task} images have shape {spec.image_shape} ({spec.channels} channels); "
+                         f"the file has {found}", path=str(path), expected=list(spec.image_shape), found=list(found))
 
 
 def add_pool(store: Store, task: str, path: Path, split: str = "test", *,
@@ -110,6 +150,8 @@ def add_pool(store: Store, task: str, path: Path, split: str = "test", *,
     if not store.private.is_dir():
         raise UsageError(f"no store at {store.root}; run: heldout init", path=str(store.root))
     arrays = read_split(path, split)
+    check_against_task_info(task, arrays, path)
+    provenance = file_provenance(path, task)
     existing_chunks = _chunks(store, task)
     if existing_chunks:
         shape = _chunk_image_shape(existing_chunks[0])
@@ -147,7 +189,8 @@ def add_pool(store: Store, task: str, path: Path, split: str = "test", *,
         write_private_file(pool_dir(store, task) / chunk_name, buffer.getvalue())
     return PoolAddResult(task=task, file=str(path), split=split, read=len(hashes), added=len(keep),
                          already_in_pool=already, repeated_in_file=repeated,
-                         pool_size=len(existing) + len(keep), chunk=chunk_name)
+                         pool_size=len(existing) + len(keep), chunk=chunk_name, origin=provenance.origin,
+                         file_sha256=provenance.sha256)
 
 
 def load_pool_cases(store: Store, task: str, case_ids: Sequence[str]) -> tuple[ImageArray, LabelArray,
@@ -163,9 +206,8 @@ def load_pool_cases(store: Store, task: str, case_ids: Sequence[str]) -> tuple[I
         rows = [(r, wanted[case_id(task, h)]) for r, h in enumerate(chunk_hashes) if case_id(task, h) in wanted]
         if not rows:
             continue
-        with np.load(chunk, allow_pickle=False) as data:
-            chunk_images = data["images"]
-            chunk_labels = data["labels"]
+        chunk_images = _chunk_member(chunk, "images")
+        chunk_labels = _chunk_member(chunk, "labels")
         if images is None:
             images = np.zeros((len(case_ids), *chunk_images.shape[1:]), dtype=np.uint8)
         for r, i in rows:

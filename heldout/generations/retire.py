@@ -6,7 +6,8 @@ per task) is checked against the sealed set hash, stored as a blob, copied to ``
 and ``{type: reveal, generation, reveal_sha256, created_utc}`` is appended in the same batch as the retire.
 The image blobs are also named in the reveal entry (``image_blobs: {<task>_sha256: ...}``) so a ledger export
 copies them. A generation already retired but not revealed can be revealed later (only the reveal is appended). Every
-check runs before anything is written; if the append fails, the files written are removed.
+check runs before anything is written; every file is staged under ``private/staging/`` and published only
+after the entries are logged (``heldout.staging``), so a failed or killed retire publishes nothing.
 """
 
 from __future__ import annotations
@@ -14,21 +15,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from heldout.generations.access import load_opening, opening_path
+from heldout.generations.access import load_opening, noise_path, opening_path, withheld_blobs_path
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.pools import load_pool_cases
+from heldout.generations.release import THRESHOLDOUT, WITHHOLDING_MODES
 from heldout.generations.reveal import image_npz_bytes, reveal_bytes
-from heldout.generations.seal import _Undo, reveal_path
-from heldout.generations.state import RETIRE_REASONS, load_generations, utc
+from heldout.generations.seal import reveal_path
+from heldout.generations.state import RETIRE_REASONS, GenerationState, load_generations, utc
+from heldout.staging import StagedOperation, staged_operation
 from heldout.store import Store
 from keys import Signer, UsageError
 from keys.files import read_private_file
 from ledger import BlobStore, Ledger
-from seals import format_utc, parse_json_object
+from seals import format_utc, parse_json_object, sha256_hex
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class RetireResult:
     reveal_index: int | None
     reveal_sha256: str | None
     note: str | None = None
+    published: int = 0  # withheld blobs made public by this retirement
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -48,7 +53,7 @@ def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: 
     now = utc(now)
     if with_images and not reveal:
         raise UsageError("--with-images goes with --reveal", field="with_images")
-    with generations_lock(ledger):
+    with generations_lock(ledger, store):
         generations = load_generations(ledger, now)
         state = generations.get(generation)
         if state is None:
@@ -71,26 +76,26 @@ def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: 
         if retire:
             entries.append({"type": "retire", "v": 1, "generation": generation, "reason": reason,
                             "created_utc": format_utc(now)})
-        undo = _Undo()
-        blobs = BlobStore(store.blobs)
         reveal_digest = None
         document = None
         if reveal:
             opening = load_opening(store, ledger.ledger_id, state)  # checked against the sealed set hash
             document = parse_json_object(read_private_file(
                 opening_path(store, ledger.ledger_id, generation, state.set_hash)), what="opening")
-        try:
+        # Every revealed byte waits in private/staging until the entries are logged (heldout.staging).
+        with staged_operation(store, ledger, "retire") as staged:
             if document is not None:
                 if with_images and state.membership != "public":
                     images: dict[str, str] = {}
                     for task in state.tasks:
                         ids = [o.case_id for o in opening.openings if o.task == task]
                         pixels, labels, _ = load_pool_cases(store, task, ids)
-                        images[task] = undo.blob(blobs, image_npz_bytes(ids, np.asarray(labels), pixels))
+                        images[task] = staged.blob(image_npz_bytes(ids, np.asarray(labels), pixels),
+                                                   label=f"images-{task}")
                     document["images"] = images
                 data = reveal_bytes(document)
-                reveal_digest = undo.blob(blobs, data)
-                undo.write(reveal_path(store, generation), data)
+                reveal_digest = staged.blob(data, label="reveal-blob")
+                staged.public_file(reveal_path(store, generation), data, label="reveal")
                 entry: dict[str, Any] = {"type": "reveal", "v": 1, "generation": generation,
                                          "reveal_sha256": reveal_digest, "created_utc": format_utc(now),
                                          "n_cases": state.n_cases}
@@ -98,11 +103,40 @@ def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: 
                     # Named in the entry too (as *_sha256 members) so that an export carries the images.
                     entry["image_blobs"] = {f"{task}_sha256": sha for task, sha in document["images"].items()}
                 entries.append(entry)
-            indices = ledger.append_batch(entries, signer=signer, now=now)
-        except BaseException:
-            undo.rollback()
-            raise
+            # At retirement the withheld bundles and the noise secret become public, staged with the rest: they
+            # reach blobs/ only once the retirement is logged (and a recovery after a kill publishes them too).
+            withheld, published = stage_withheld(store, ledger, state, staged) if retire else ([], 0)
+            indices = staged.commit(entries, signer=signer, now=now)
+        for path in withheld:  # the public copies are in blobs/ now; the private ones have served
+            path.unlink(missing_ok=True)
     retire_index = indices[0] if retire else None
     reveal_index = indices[-1] if document is not None else None
     return RetireResult(generation=generation, retire_index=retire_index, reveal_index=reveal_index,
-                        reveal_sha256=reveal_digest, note=note)
+                        reveal_sha256=reveal_digest, note=note, published=published)
+
+
+def stage_withheld(store: Store, ledger: Ledger, state: GenerationState,
+                   staged: StagedOperation) -> tuple[list[Path], int]:
+    """Stage a retiring ladder / Thresholdout generation's withheld blobs (and its noise secret) for the public
+    blob store, where the export finds them through the bundle entries (and the seal entry's noise_sha256) that
+    committed their SHA-256 at evaluation time. Returns the private blob files staged (each re-hashed on the
+    way) and how many blobs will be published."""
+    if state.release_mode not in WITHHOLDING_MODES:
+        return [], 0
+    withheld = BlobStore(withheld_blobs_path(store, ledger.ledger_id))
+    paths: list[Path] = []
+    for _, entry in ledger.entries(state.seal_index):
+        if entry.get("type") != "bundle" or entry.get("generation") != state.name:
+            continue
+        for member in ("evaluation_sha256", "predictions_sha256"):
+            digest = str(entry.get(member))
+            if withheld.has(digest):
+                staged.blob(withheld.get(digest), label=f"withheld-{len(paths)}")
+                paths.append(withheld.path(digest))
+    if state.release_mode == THRESHOLDOUT:
+        secret_file = noise_path(store, ledger.ledger_id, state.name, state.set_hash)
+        secret = read_private_file(secret_file)
+        if sha256_hex(secret) == state.release.get("noise_sha256"):
+            staged.blob(secret, label="noise-secret")
+            return paths, len(paths) + 1
+    return paths, len(paths)

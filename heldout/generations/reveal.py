@@ -26,13 +26,13 @@ draw the seed selects; the cases that were not drawn stay hidden (their salts we
 from __future__ import annotations
 
 import io
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from harness.metrics.npz import load_npz
 from heldout.generations.cases import CASE_ID_PATTERN, content_sha256
 from heldout.generations.commitments import SALT_BYTES, commitment, hex_bytes, set_hash
 from heldout.generations.draw import DrawRecord, check_drawn, check_pool, recompute_seed
@@ -223,7 +223,7 @@ def verify_reveal(doc: Any, manifest: SealManifest, *, image_blobs: BlobSource |
     seen: set[str] = set()
     previous = b""
     for i, (opening, listed) in enumerate(zip(reveal.openings, reveal.listed_commitments, strict=True)):
-        match = CASE_ID_PATTERN.match(opening.case_id)
+        match = CASE_ID_PATTERN.fullmatch(opening.case_id)
         if not match or match.group(1) != opening.task or match.group(2) != opening.content_sha256[:16] or (
                 match.group(3) and manifest.membership != "public"):
             raise _case_error(i, opening, "the case id is not <task>-<first 16 hex of its content hash>",
@@ -306,10 +306,11 @@ def verify_reveal_images(reveal: RevealDocument, blobs: BlobSource) -> None:
     covered: set[str] = set()
     for task, sha in (reveal.images or {}).items():
         try:
-            with np.load(io.BytesIO(blobs.get(sha)), allow_pickle=False) as data:
-                case_ids = [str(c) for c in data["case_ids"]]
-                images = data["images"]
-        except (KeyError, OSError, ValueError, zipfile.BadZipFile) as exc:
+            data = load_npz(blobs.get(sha), what=f"the image blob of task {task}",
+                            members=frozenset({"case_ids", "images"}))
+            case_ids = [str(c) for c in data["case_ids"]]
+            images = data["images"]
+        except KeyError as exc:
             raise VerificationError(f"the image blob of task {task} is not a reveal image file",
                                     field=f"images.{task}", found=type(exc).__name__) from None
         if len(case_ids) != len(images):

@@ -14,13 +14,14 @@ refused for sealed generations. A seal refused after the intent was logged leave
 retried draw is visible (the audit reports a generation with more than one intent, or an intent never sealed).
 
 **Order of writes, and the entry index.** Holding the generations lock: log the pools and the intent, draw,
-read the ledger size s, sign the manifest with ``entry_index = s``, write the private opening,
-``seals/<gen>.seal.json`` and its blob, then
-append the seal entry (for ``public`` in one batch with its reveal entry, since its membership is public).
-If the append fails the files written are removed. The seal entry carries ``manifest_sha256``, the manifest
-its predicted index; if another writer (not a seal or retire: they take the same lock) appended in
-between, the indices differ: the generation is then retired at once (reason ``superseded``) and the
-command fails, so no manifest ever points at the wrong entry unnoticed.
+read the ledger size s, sign the manifest with ``entry_index = s``, stage the private opening,
+``seals/<gen>.seal.json`` and its blob under ``private/staging/`` (``heldout.staging``), append the seal entry
+(for ``public`` in one batch with its reveal entry, since its membership is public), and only then publish the
+staged files. If the append fails, or the command is killed before it, nothing is published and the staging
+folder is discarded (the logged intent then stays unsealed, which the audit reports). The seal entry carries
+``manifest_sha256``, the manifest its predicted index; the append is a compare-and-swap on that index
+(``expected_size``): if another writer appended in between, it is refused, nothing is published, and the
+command fails, so no manifest ever points at the wrong entry.
 """
 
 from __future__ import annotations
@@ -32,18 +33,27 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from heldout.generations.access import opening_path, used_case_ids
-from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K, make_budget, public_budget
+from harness.provenance import FileProvenance, file_provenance, n_classes
+from heldout.generations.access import noise_path, opening_path, used_case_ids
+from heldout.generations.budget import (
+    DEFAULT_DELTA,
+    DEFAULT_EPS,
+    DEFAULT_K,
+    TaskShape,
+    make_budget,
+    public_budget,
+)
 from heldout.generations.cases import check_task, content_hashes, public_case_ids, read_split
 from heldout.generations.commitments import SALT_BYTES, set_hash
 from heldout.generations.draw import DrawRecord, PoolRef, derive_seed, draw_cases, seed_material
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.pools import pool_entries, pool_tasks
+from heldout.generations.release import FULL, LADDER, NOISE_BYTES, THRESHOLDOUT
 from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
 from heldout.generations.state import GenerationState, load_generations, utc
+from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import MalformedInput, Signer, UsageError, VerificationError
-from keys.files import ensure_private_dir, write_atomic, write_private_file
 from ledger import AppendConflict, BlobStore, Ledger
 from ledger.cosignature import with_cosignatures
 from seals import format_utc, sha256_hex
@@ -69,6 +79,11 @@ class SealRequest:
     eps: float = DEFAULT_EPS
     ladder_step: float | None = None
     data_root: Path | None = None
+    thresholdout: bool = False
+    threshold: float | None = None
+    sigma: float | None = None
+    #: Rounding step of Thresholdout's released values (the ladder uses ``ladder_step``).
+    thresholdout_step: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,28 @@ class SealResult:
                 "manifest_path": str(self.manifest_path), "set_hash": self.manifest.set_hash,
                 "tasks": self.manifest.task_counts, "expiry_utc": format_utc(self.manifest.expiry),
                 "leakage_budget": self.manifest.leakage_budget.to_json(), "seed": self.manifest.seed}
+
+
+def _release_mode(request: SealRequest) -> tuple[str, float | None]:
+    """(mode, step) from the request, refusing contradictory or incomplete release options (exit 2)."""
+    if request.thresholdout:
+        if request.ladder_step is not None:
+            raise UsageError("choose one release mode: --ladder-step or --thresholdout", field="release")
+        if request.threshold is None or request.sigma is None:
+            raise UsageError("--thresholdout needs --threshold T and --sigma S (on the 0-100 score scale)",
+                             field="release")
+        for label, value in (("--threshold", request.threshold), ("--sigma", request.sigma),
+                             ("--step", request.thresholdout_step)):
+            if not 0 < value <= 100:
+                raise UsageError(f"{label} must be in (0, 100]", field="release", found=value)
+        return THRESHOLDOUT, request.thresholdout_step
+    if request.threshold is not None or request.sigma is not None:
+        raise UsageError("--threshold and --sigma go with --thresholdout", field="release")
+    if request.ladder_step is not None:
+        if not 0 < request.ladder_step <= 100:
+            raise UsageError("--ladder-step must be in (0, 100]", field="ladder_step", found=request.ladder_step)
+        return LADDER, request.ladder_step
+    return FULL, None
 
 
 def manifest_path(store: Store, generation: str) -> Path:
@@ -116,7 +153,8 @@ def _check_tasks(tasks: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(tasks))
 
 
-def _public_openings(request: SealRequest, tasks: tuple[str, ...]) -> tuple[list[CaseOpening], dict[str, list[str]]]:
+def _public_openings(request: SealRequest, tasks: tuple[str, ...]
+                     ) -> tuple[list[CaseOpening], dict[str, list[str]], dict[str, FileProvenance]]:
     if request.per_task is not None:
         raise UsageError("public seals the whole official test split; --per-task does not apply",
                          field="per_task")
@@ -125,17 +163,28 @@ def _public_openings(request: SealRequest, tasks: tuple[str, ...]) -> tuple[list
                          field="data_root")
     openings = []
     order: dict[str, list[str]] = {}
+    sources: dict[str, FileProvenance] = {}
     for task in tasks:
         path = Path(request.data_root) / f"{task}.npz"
         if not path.is_file():
-            raise UsageError(f"unknown task {task!r}: no official file {path}", field="tasks", found=task,
-                             path=str(path))
+            raise UsageError(f"no file {path} for task {task!r}", field="tasks", found=task, path=str(path))
+        sources[task] = file_provenance(path, task)  # official only when medmnist's MD5 matches
         split = read_split(path, "test")
         hashes = content_hashes(split.images, split.labels)
         order[task] = public_case_ids(task, hashes)
         for cid, h, label in zip(order[task], hashes, split.labels, strict=True):
             openings.append(CaseOpening(case_id=cid, task=task, content_sha256=h, label=int(label), salt=b""))
-    return openings, order
+    return openings, order, sources
+
+
+def _expected_shape(task: str, candidates: list[CaseOpening], per_task: int) -> TaskShape:
+    """A task's shape before its draw: each class's expected share of ``per_task`` (the pool's proportions)."""
+    classes = n_classes(task)
+    counts = [0] * classes
+    for opening in candidates:
+        counts[int(opening.label)] += 1
+    smallest = min(per_task * c // max(1, len(candidates)) for c in counts)
+    return TaskShape(task=task, n=per_task, n_classes=classes, smallest_class=max(1, smallest))
 
 
 def _candidates(store: Store, ledger: Ledger, request: SealRequest, tasks: tuple[str, ...],
@@ -236,40 +285,12 @@ def _seal_entry(manifest: SealManifest, digest: str) -> dict[str, Any]:
         "n_cases": manifest.n_cases,
         "budget_bits": manifest.leakage_budget.bits,
         "release": manifest.release.to_json(),
+        **({"sources": manifest.task_sources} if manifest.task_sources else {}),
+        **({"statement_bits": manifest.leakage_budget.statement_bits,
+            "guarantee": {"delta": manifest.leakage_budget.delta, "k": manifest.leakage_budget.k,
+                          "families": list(manifest.leakage_budget.families)}}
+           if manifest.leakage_budget.families else {}),
     }
-
-
-class _Undo:
-    """Files created by a seal or retire, removed again if the ledger append does not happen."""
-
-    def __init__(self) -> None:
-        self.created: list[Path] = []
-
-    def write(self, path: Path, data: bytes, *, private: bool = False) -> None:
-        if path.exists():
-            if path.read_bytes() == data:
-                return
-            if private:
-                raise UsageError(f"refusing to overwrite {path}", path=str(path))
-        if private:
-            ensure_private_dir(path.parent.parent.parent)
-            ensure_private_dir(path.parent.parent)
-            ensure_private_dir(path.parent)
-            write_private_file(path, data)
-        else:
-            write_atomic(path, data)
-        self.created.append(path)
-
-    def blob(self, blobs: BlobStore, data: bytes) -> str:
-        digest = sha256_hex(data)
-        if not blobs.has(digest):
-            blobs.put(data)
-            self.created.append(blobs.path(digest))
-        return digest
-
-    def rollback(self) -> None:
-        for path in reversed(self.created):
-            path.unlink(missing_ok=True)
 
 
 def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealRequest,
@@ -279,10 +300,11 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
     name = _check_name(request.generation)
     tasks = _check_tasks(request.tasks)
     expiry = utc(request.expiry)
-    if request.ladder_step is not None and name == "public":
-        raise UsageError("the public generation is released in full: --ladder-step does not apply",
-                         field="ladder_step")
-    with generations_lock(ledger):
+    if (request.ladder_step is not None or request.thresholdout) and name == "public":
+        raise UsageError("the public generation is released in full: --ladder-step and --thresholdout do not "
+                         "apply", field="ladder_step")
+    mode, step = _release_mode(request)
+    with generations_lock(ledger, store):
         generations = load_generations(ledger, now)
         if name in generations:
             raise UsageError(f"generation {name} is already sealed on this ledger (entry "
@@ -292,30 +314,42 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
             raise UsageError(f"the expiry {format_utc(expiry)} is not in the future (now {format_utc(now)})",
                              field="expires", expected=f"> {format_utc(now)}", found=format_utc(expiry))
         order = None
+        sources: dict[str, FileProvenance] = {}
         draw: DrawRecord | None = None
         pool_lists: dict[str, list[bytes]] | None = None
-        release = ReleasePolicy("ladder", request.ladder_step) if request.ladder_step is not None \
-            else ReleasePolicy()
+        noise_secret = os.urandom(NOISE_BYTES) if mode == THRESHOLDOUT and name != "public" else None
+        release = ReleasePolicy(mode, step, request.threshold if noise_secret else None,
+                                request.sigma if noise_secret else None,
+                                sha256_hex(noise_secret) if noise_secret else None)
         if name == "public":
-            openings, order = _public_openings(request, tasks)
-            counts = {task: sum(1 for o in openings if o.task == task) for task in tasks}
-            budget = public_budget(min(counts.values()))
+            openings, order, sources = _public_openings(request, tasks)
         else:
             candidates = _candidates(store, ledger, request, tasks, generations)
-            counts = {task: int(request.per_task or 0) for task in tasks}
-            # The budget is checked before anything is logged: a refused seal logs nothing.
-            budget = make_budget(n=min(counts.values()), k=request.k, delta=request.delta, eps=request.eps,
-                                 bits=request.budget_bits)
+            per_task = int(request.per_task or 0)
+            # The budget is checked before anything is logged, on each task's expected class sizes, so that a
+            # refused seal logs nothing. Whether it can pay for one evaluation does not depend on the draw; a
+            # default budget (it grows with the smallest class) is computed again on the drawn cases below.
+            make_budget(n=per_task, k=request.k, delta=request.delta, eps=request.eps, bits=request.budget_bits,
+                        mode=mode, shapes=[_expected_shape(task, candidates[task], per_task) for task in tasks],
+                        step=step)
             intent_index, pools = _commit_and_intend(ledger, signer, request, name, candidates, release, now)
-            draw, openings = _draw(ledger, name, intent_index, pools, candidates, int(request.per_task or 0))
+            draw, openings = _draw(ledger, name, intent_index, pools, candidates, per_task)
             pool_lists = {task: [o.commitment for o in pool] for task, pool in candidates.items()}
+        counts = {task: sum(1 for o in openings if o.task == task) for task in tasks}
+        shapes = [TaskShape.from_labels(task, [o.label for o in openings if o.task == task], n_classes(task))
+                  for task in tasks]
+        budget = public_budget(min(counts.values())) if name == "public" else make_budget(
+            n=min(counts.values()), k=request.k, delta=request.delta, eps=request.eps, bits=request.budget_bits,
+            mode=mode, shapes=shapes, step=step)
         sealed = [g for g in generations.values() if g.membership != "public"]
         draft = build_reveal(generation=name, ledger_id=ledger.ledger_id, manifest_sha256="0" * 64,
                              membership="public" if name == "public" else "sealed", openings=openings,
                              order=order, pools=pool_lists)
         manifest = SealManifest(
             generation=name, membership="public" if name == "public" else "sealed",
-            tasks=tuple(TaskCount(task, counts[task]) for task in tasks), set_hash=draft["set_hash"],
+            tasks=tuple(TaskCount(task, counts[task], *((sources[task].origin, sources[task].sha256)
+                                                        if task in sources else (None, None)))
+                        for task in tasks), set_hash=draft["set_hash"],
             created=now, expiry=expiry, leakage_budget=budget, release=release, seed=None,
             draw=None if draw is None else draw.to_json(),
             predecessor=sealed[-1].name if sealed and name != "public" else None,
@@ -326,26 +360,32 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
         opening = reveal_bytes({**draft, "manifest_sha256": digest})
         entries: list[Mapping[str, Any]] = [_seal_entry(manifest, digest)]
 
-        undo = _Undo()
-        blobs = BlobStore(store.blobs)
         try:
-            undo.write(opening_path(store, ledger.ledger_id, name, manifest.set_hash), opening, private=True)
-            undo.write(manifest_path(store, name), data)
-            undo.blob(blobs, data)
-            if name == "public":
-                reveal_digest = undo.blob(blobs, opening)
-                undo.write(reveal_path(store, name), opening)
-                entries.append({"type": "reveal", "v": 1, "generation": name, "reveal_sha256": reveal_digest,
-                                "created_utc": format_utc(now), "n_cases": manifest.n_cases})
-            # The manifest records its entry index: refuse (and undo) rather than log it anywhere else.
-            indices = ledger.append_batch(entries, signer=signer, now=now, expected_size=manifest.entry_index)
+            with staged_operation(store, ledger, "seal") as staged:
+                staged.private_file(opening_path(store, ledger.ledger_id, name, manifest.set_hash), opening,
+                                    label="opening")
+                if noise_secret is not None:
+                    staged.private_file(noise_path(store, ledger.ledger_id, name, manifest.set_hash), noise_secret,
+                                        label="noise-secret")
+                staged.public_file(manifest_path(store, name), data, label="manifest")
+                staged.blob(data, label="manifest-blob")
+                if name == "public":
+                    reveal_digest = staged.blob(opening, label="reveal-blob")
+                    staged.public_file(reveal_path(store, name), opening, label="reveal")
+                    entries.append({"type": "reveal", "v": 1, "generation": name,
+                                    "reveal_sha256": reveal_digest, "created_utc": format_utc(now),
+                                    "n_cases": manifest.n_cases})
+                # The manifest records its entry index: refuse (and discard) rather than log it anywhere else.
+                indices = staged.commit(entries, signer=signer, now=now, expected_size=manifest.entry_index)
         except AppendConflict as exc:
-            undo.rollback()
             raise UsageError(f"another writer appended to the ledger while {name} was being sealed; nothing was "
                              "sealed: run the seal again", generation=name, **exc.evidence) from None
-        except BaseException:
-            undo.rollback()
-            raise
+        written = (opening_path(store, ledger.ledger_id, name, manifest.set_hash),
+                   *((noise_path(store, ledger.ledger_id, name, manifest.set_hash),) if noise_secret is not None
+                     else ()),
+                   manifest_path(store, name),
+                   BlobStore(store.blobs).path(digest),
+                   *((reveal_path(store, name),) if name == "public" else ()))
     return SealResult(manifest=manifest, signed=signed, manifest_sha256=digest,
                       manifest_path=manifest_path(store, name), seal_index=indices[0],
-                      reveal_index=indices[1] if len(indices) > 1 else None, written=tuple(undo.created))
+                      reveal_index=indices[1] if len(indices) > 1 else None, written=written)

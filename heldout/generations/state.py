@@ -8,10 +8,10 @@ A generation exists once a ``seal`` entry names it. At a reference time ``now`` 
 * ``expired``: ``now`` is at or after its expiry;
 * ``current``: otherwise, i.e. from its seal time until its expiry, unless retired.
 
-Budget use is the sum of the ``leakage_bits`` each ``bundle`` entry on the generation carries (the
-evaluation command writes ``charge_bits(evaluation)`` there; the audit recomputes it from the evaluation
-blob). A bundle entry without ``leakage_bits`` is charged from its evaluation blob when a blob store is
-given, and is otherwise reported as incomplete (exit 5).
+Budget use is the seal's ``statement_bits`` (the smallest class sizes its manifest states) plus the sum of the
+``leakage_bits`` each ``bundle`` entry on the generation carries (the evaluation command writes the charge of
+its release mode there; the audit recomputes it). A bundle entry without ``leakage_bits`` is charged from its
+evaluation blob when a blob store is given, and is otherwise reported as incomplete (exit 5).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from heldout.generations.budget import charge_bits
+from harness.metrics.spec import split_origin_for
+from heldout.generations.budget import charge_bits, implied_eps
+from heldout.generations.release import WITHHOLDING_MODES
 from keys import ExpiredError, IncompleteError, LapsedError, MalformedInput, VerificationError
 from seals import format_utc, parse_json_object, parse_utc
 
@@ -49,10 +51,14 @@ class BundleRecord:
     task: str
     created: datetime
     leakage_bits: float
+    #: ladder / Thresholdout: whether its answer released something label-dependent (an improvement, an
+    #: over-threshold answer); None on full-release generations
+    label_dependent: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "model_id": self.model_id, "task": self.task,
-                "created_utc": format_utc(self.created), "leakage_bits": self.leakage_bits}
+                "created_utc": format_utc(self.created), "leakage_bits": self.leakage_bits,
+                "label_dependent": self.label_dependent}
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,10 @@ class GenerationState:
     release_mode: str
     ladder_step: float | None
     now: datetime
+    release: Mapping[str, Any] = field(default_factory=dict)
+    sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    statement_bits: float = 0.0
+    guarantee: Mapping[str, Any] = field(default_factory=dict)
     retire_index: int | None = None
     retire_reason: str | None = None
     retired_at: datetime | None = None
@@ -102,7 +112,41 @@ class GenerationState:
 
     @property
     def bits_used(self) -> float:
-        return round(math.fsum(b.leakage_bits for b in self.bundles), 6)
+        """The seal's own statement (each task's smallest class) plus every bundle's charge."""
+        return round(math.fsum([self.statement_bits, *(b.leakage_bits for b in self.bundles)]), 6)
+
+    @property
+    def release_step(self) -> float | None:
+        """The rounding step of ladder and Thresholdout releases (held in ``ladder_step`` for older callers)."""
+        return self.ladder_step
+
+    @property
+    def withholding(self) -> bool:
+        """Ladder and Thresholdout generations keep bundle blobs private until they are retired."""
+        return self.release_mode in WITHHOLDING_MODES and self.retire_index is None
+
+    def split_origin(self, task: str) -> str:
+        """The spec's split_origin of a bundle on this generation and task (one rule: split_origin_for)."""
+        source = self.sources.get(task) or {}
+        return split_origin_for(self.name, public=self.membership == "public", origin=source.get("origin"),
+                                sha256=source.get("sha256"))
+
+    def current_guarantee(self) -> list[dict[str, Any]]:
+        """Each released family's eps at the current spend, over the statistics released so far (at least
+        one evaluation's worth), on the scale it is published on."""
+        families = self.guarantee.get("families") if isinstance(self.guarantee, Mapping) else None
+        if not isinstance(families, list) or self.budget_bits is None:
+            return []
+        delta = float(self.guarantee.get("delta", 0.05))
+        out = []
+        for family in families:
+            per = int(family.get("per_evaluation", 1))
+            statistics = max(1, len(self.bundles)) * per
+            n = int(family.get("n", 1))
+            eps = None if family.get("eps") is None else round(
+                float(family.get("scale", 1.0)) * implied_eps(self.bits_used, n, statistics, delta), 6)
+            out.append({"family": family.get("family"), "n": n, "statistics": statistics, "eps": eps})
+        return out
 
     @property
     def bits_left(self) -> float | None:
@@ -157,8 +201,15 @@ class GenerationState:
             "n_cases": self.n_cases,
             "set_hash": self.set_hash,
             "manifest_sha256": self.manifest_sha256,
-            "release": {"mode": self.release_mode, "step": self.ladder_step},
-            "budget": {"bits": self.budget_bits, "used": self.bits_used, "left": self.bits_left},
+            "release": {"mode": self.release_mode, "step": self.ladder_step,
+                        **{k: v for k, v in self.release.items() if k in ("threshold", "sigma", "noise_sha256")},
+                        "withholding": self.withholding,
+                        # Dwork et al.'s budget B counts these (over-threshold answers); Blum & Hardt's ladder
+                        # its improvements: the answers that carry information about the labels
+                        "label_dependent_answers": sum(1 for b in self.bundles if b.label_dependent)},
+            "sources": {task: dict(source) for task, source in self.sources.items()},
+            "budget": {"bits": self.budget_bits, "used": self.bits_used, "left": self.bits_left,
+                       "statement_bits": self.statement_bits, "guarantee_now": self.current_guarantee()},
             "bundles": len(self.bundles),
             "bundles_by_task": self.bundles_by_task(),
             "retired": None if self.retire_index is None else {
@@ -196,7 +247,13 @@ def _seal_state(index: int, entry: Mapping[str, Any], now: datetime) -> Generati
     if budget is not None and _number(budget) is None:
         raise VerificationError(f"seal entry {index} has a malformed budget_bits", index=index,
                                 field="budget_bits")
+    sources = entry.get("sources")
+    guarantee = entry.get("guarantee")
+    statement = _number(entry.get("statement_bits"))
     return GenerationState(
+        release=dict(release), sources=dict(sources) if isinstance(sources, dict) else {},
+        statement_bits=statement if statement is not None else 0.0,
+        guarantee=dict(guarantee) if isinstance(guarantee, dict) else {},
         name=str(entry["generation"]), seal_index=index, manifest_sha256=str(entry["manifest_sha256"]),
         set_hash=str(entry["set_hash"]), created=_time(entry, "created_utc", index),
         expiry=_time(entry, "expiry_utc", index), tasks=dict(sorted(tasks.items())),
@@ -217,14 +274,33 @@ def _bundle_bits(index: int, entry: Mapping[str, Any], blobs: BlobSource | None)
     return charge_bits(evaluation)
 
 
+def _label_dependent(entry: Mapping[str, Any]) -> bool | None:
+    release = entry.get("release")
+    flag = release.get("label_dependent") if isinstance(release, Mapping) else None
+    return flag if isinstance(flag, bool) else None
+
+
+class Generations(dict[str, GenerationState]):
+    """The generations of a ledger by name, with the contradictions met while reading it (``anomalies``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.anomalies: list[VerificationError] = []
+
+
 def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]]], now: datetime, *,
-                     blobs: BlobSource | None = None) -> dict[str, GenerationState]:
+                     blobs: BlobSource | None = None) -> Generations:
     """Every generation sealed on ``ledger`` (a ``ledger.Ledger``, or ``(index, entry)`` pairs as an export
-    replay yields them), in seal order, judged at ``now``. Raises :class:`VerificationError` naming the entry
-    when the ledger contradicts itself (a name sealed twice, a retire or reveal of no sealed generation, a
-    second retire)."""
+    replay yields them), in seal order, judged at ``now``.
+
+    An append-only log cannot be repaired, so a contradiction in it (a name sealed twice, a retire or reveal
+    of no sealed generation, a second retire or reveal: written by a dishonest operator straight into the
+    database, or crafted into an export) must not stop every later command: the first entry counts, and each
+    contradiction is kept in ``anomalies`` (a :class:`VerificationError` naming the entry) for status and the
+    audit to report."""
     now = utc(now)
     pairs = ledger.entries() if hasattr(ledger, "entries") else ledger
+    out = Generations()
     states: dict[str, GenerationState] = {}
     bundles: dict[str, list[BundleRecord]] = {}
     updates: dict[str, dict[str, Any]] = {}
@@ -233,20 +309,29 @@ def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]
         name = entry.get("generation")
         if kind == "seal":
             if name in states:
-                raise VerificationError(
-                    f"entry {index} seals {name} again (first sealed at entry {states[name].seal_index})",
-                    index=index, field="generation", found=name)
-            states[str(name)] = _seal_state(index, entry, now)
+                out.anomalies.append(VerificationError(
+                    f"entry {index} seals {name} again (first sealed at entry {states[name].seal_index}); "
+                    "ignored", index=index, field="generation", found=name))
+                continue
+            try:
+                states[str(name)] = _seal_state(index, entry, now)
+            except VerificationError as exc:
+                out.anomalies.append(VerificationError(f"{exc.message}; ignored", **exc.evidence))
+                continue
             bundles[str(name)] = []
             updates[str(name)] = {}
         elif kind in ("retire", "reveal"):
             if name not in states:
-                raise VerificationError(f"entry {index} ({kind}) names {name!r}, which no earlier entry seals",
-                                        index=index, field="generation", found=str(name)[:60])
+                out.anomalies.append(VerificationError(
+                    f"entry {index} ({kind}) names {str(name)[:60]!r}, which no earlier entry seals; ignored",
+                    index=index, field="generation", found=str(name)[:60]))
+                continue
             done = updates[str(name)]
             if f"{kind}_index" in done:
-                raise VerificationError(f"entry {index}: {name} was already {kind}ed at entry "
-                                        f"{done[f'{kind}_index']}", index=index, field="type", found=kind)
+                out.anomalies.append(VerificationError(
+                    f"entry {index}: {name} was already {kind}ed at entry {done[f'{kind}_index']}; ignored",
+                    index=index, field="type", found=kind))
+                continue
             done[f"{kind}_index"] = index
             if kind == "retire":
                 done["retire_reason"] = str(entry.get("reason"))
@@ -256,8 +341,8 @@ def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]
         elif kind == "bundle" and name in states:
             bundles[str(name)].append(BundleRecord(
                 index=index, model_id=str(entry.get("model_id")), task=str(entry.get("task")),
-                created=_time(entry, "created_utc", index), leakage_bits=_bundle_bits(index, entry, blobs)))
-    out: dict[str, GenerationState] = {}
+                created=_time(entry, "created_utc", index), leakage_bits=_bundle_bits(index, entry, blobs),
+                label_dependent=_label_dependent(entry)))
     for name, state in states.items():
         out[name] = replace(state, **updates[name], bundles=tuple(bundles[name]))
     return out

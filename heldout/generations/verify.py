@@ -26,6 +26,7 @@ from heldout.generations.seal import manifest_path
 from heldout.generations.state import BlobSource, GenerationState, load_generations
 from heldout.store import Store
 from keys import PublicKey, TrustedKey, UsageError, VerificationError
+from keys.safeio import DOCUMENT_LIMIT, read_in
 from ledger import BlobStore, Ledger, verify_checkpoint
 from ledger.public import PublicLog, is_public_log, open_public_log
 from seals import format_utc, parse_json_object, sha256_hex
@@ -72,6 +73,17 @@ def check_manifest_binding(manifest: SealManifest, digest: str, state: Generatio
         if expected != found:
             raise VerificationError(f"the seal manifest of {state.name} disagrees with its seal entry on {member}",
                                     index=state.seal_index, field=member, expected=expected, found=found)
+
+
+def read_first_in(folder: Path, names: list[str], *, what: str) -> tuple[bytes, str] | None:
+    """The bytes and name of the first of ``names`` that is a file inside ``folder``, or ``None``; read through
+    ``keys.safeio`` (no links followed, regular files only, at most ``DOCUMENT_LIMIT`` bytes), so a crafted
+    folder is refused (exit 1) rather than followed, waited on or read without a bound."""
+    for name in names:
+        data = read_in(folder, name, limit=DOCUMENT_LIMIT, what=what)
+        if data is not None:
+            return data, name
+    return None
 
 
 EntryAt = Callable[[int], Mapping[str, Any] | None]
@@ -124,13 +136,6 @@ def check_draw_binding(manifest: SealManifest, state: GenerationState, entry_at:
     recompute_seed(draw, checkpoint.root)
 
 
-def _read(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {what} {path} ({exc.strerror})", path=str(path)) from None
-
-
 def _verify(manifest_data: bytes, reveal_data: bytes, trusted: PublicKey | TrustedKey, *,
             state: GenerationState | None, ledger: Ledger | PublicLog | None, blobs: BlobSource | None,
             source: str) -> RevealVerdict:
@@ -178,14 +183,11 @@ def verify_store_reveal(store: Store, ledger: Ledger, generation: str, trusted: 
                         now: datetime) -> RevealVerdict:
     state = _revealed_state(load_generations(ledger, now), generation)
     blobs = BlobStore(store.blobs)
-    path = manifest_path(store, generation)
-    manifest_data = path.read_bytes() if path.is_file() else blobs.get(state.manifest_sha256)
+    published = read_first_in(store.root, [str(manifest_path(store, generation).relative_to(store.root))],
+                              what="seal manifest")
+    manifest_data = published[0] if published is not None else blobs.get(state.manifest_sha256)
     return _verify(manifest_data, blobs.get(str(state.reveal_sha256)), trusted, state=state,
                    ledger=ledger, blobs=blobs, source=str(store.root))
-
-
-def _first_file(folder: Path, names: list[str]) -> Path | None:
-    return next((folder / n for n in names if (folder / n).is_file()), None)
 
 
 def source_manifest_bytes(source: str | Path, generation: str) -> bytes:
@@ -194,14 +196,17 @@ def source_manifest_bytes(source: str | Path, generation: str) -> bytes:
     if is_public_log(source):
         return open_public_log(source).seal_bytes(f"{generation}.seal.json")
     folder = Path(source)
-    manifest_file = _first_file(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"])
-    if manifest_file is None:
+    found = read_first_in(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
+                          what="seal manifest")
+    if found is None:
         raise UsageError(f"no {generation}.seal.json in {folder} or {folder}/seals", path=str(folder))
-    return _read(manifest_file, "seal manifest")
+    return found[0]
 
 
 def verify_folder_reveal(source: str | Path, generation: str, trusted: PublicKey | TrustedKey,
                          now: datetime) -> RevealVerdict:
+    """A reveal from ``--from``: a published ledger (export, tiles directory or URL), bound to its entries; else
+    a plain folder holding the manifest and the reveal (checked against each other only)."""
     if is_public_log(source):
         return verify_published_reveal(open_public_log(source), generation, trusted, now, source=str(source))
     folder = Path(source)
@@ -209,10 +214,11 @@ def verify_folder_reveal(source: str | Path, generation: str, trusted: PublicKey
         raise UsageError(f"--from {folder} is not a folder", path=str(folder))
     manifest_data = source_manifest_bytes(folder, generation)
     blobs: BlobSource | None = BlobStore(folder / "blobs" / "sha256") if (folder / "blobs").is_dir() else None
-    reveal_file = _first_file(folder, [f"seals/{generation}.reveal.json", f"{generation}.reveal.json"])
+    reveal_file = read_first_in(folder, [f"seals/{generation}.reveal.json", f"{generation}.reveal.json"],
+                                what="reveal")
     if reveal_file is None:
         raise UsageError(f"no {generation}.reveal.json in {folder} or {folder}/seals", path=str(folder))
-    return _verify(manifest_data, _read(reveal_file, "reveal"), trusted, state=None, ledger=None, blobs=blobs,
+    return _verify(manifest_data, reveal_file[0], trusted, state=None, ledger=None, blobs=blobs,
                    source=str(folder))
 
 
@@ -225,7 +231,6 @@ def verify_published_reveal(log: PublicLog, generation: str, trusted: PublicKey 
     reveal_data = log.seal_bytes(name) if log.has_seal(name) else log.blob(str(state.reveal_sha256))
     return _verify(log.seal_bytes(f"{generation}.seal.json"), reveal_data, trusted, state=state, ledger=log,
                    blobs=log.blobs, source=source)
-
 
 def verify_member_proof(proof_doc: Any, manifest_data: bytes, trusted: PublicKey | TrustedKey) -> MemberProof:
     """Check a membership proof against the signed manifest of its generation; returns the parsed proof."""

@@ -51,7 +51,8 @@ PERTURBATIONS = ("brightness", "contrast", "defocus_blur", "detector_noise", "fi
 EXPORT_MEMBERS = {"format", "version", "ledger_id", "origin", "size", "root", "note_verifier_key", "checkpoints",
                   "blobs", "missing_blobs", "keys", "seals", "entries"}
 
-TEXT, HEX, TIME, KEY = "text", "hex64", "utc", "key"
+TEXT, HEX, TIME, KEY, NOTE = "text", "hex64", "utc", "key", "note text"
+MAX_NOTE_CHARS = 16384
 REQUIRED: dict[str, dict[str, str]] = {
     "genesis": {"name": TEXT, "key": KEY, "created_utc": TIME, "nonce": HEX},
     "key": {"key": KEY, "role": TEXT, "created_utc": TIME},
@@ -62,6 +63,7 @@ REQUIRED: dict[str, dict[str, str]] = {
     "reveal": {"generation": TEXT, "reveal_sha256": HEX, "created_utc": TIME},
     "passport": {"model_id": TEXT, "generation": TEXT, "passport_sha256": HEX, "created_utc": TIME},
     "spec": {"spec_version": TEXT, "superseded_by": TEXT, "effective_utc": TIME, "created_utc": TIME},
+    "note": {"text": NOTE, "created_utc": TIME},
     "pool": {"task": TEXT, "pool_root": HEX, "pool_size": "count", "created_utc": TIME},
     "intent": {"generation": TEXT, "tasks": "per-task", "pools": "per-task", "expiry_utc": TIME, "created_utc": TIME},
 }
@@ -509,6 +511,7 @@ class _Replay:
                   HEX: isinstance(value, str) and bool(HEX64.match(value)),
                   TIME: isinstance(value, str) and _real_time(value),
                   KEY: True,
+                  NOTE: isinstance(value, str) and bool(value.strip()) and len(value) <= MAX_NOTE_CHARS,
                   "count": _count(value) and value > 0,
                   "per-task": isinstance(value, dict) and bool(value) and all(
                       _count(v) and v > 0 for v in value.values())}[check]
@@ -883,7 +886,11 @@ class _Replay:
                     if member in entry and evaluation.get(member) != entry[member]:
                         raise ReplayFailure(file, "bundle", f"evaluation {member} disagrees with entry {index}")
                 public = seal[1].get("membership") == "public"
-                if evaluation.get("split_origin") != ("official released split" if public else name):
+                source = (seal[1].get("sources") or {}).get(entry["task"]) or {}
+                origin = source.get("origin") or "unrecorded"
+                expected = name if not public else "official released split" if origin == "official" else \
+                    f"{origin} split sha256:{source.get('sha256') or 'unrecorded'}"
+                if evaluation.get("split_origin") != expected:
                     raise ReplayFailure(file, "bundle", f"evaluation split_origin is not {name}'s")
                 if self.superseded(evaluation.get("spec_version"), index, entry["created_utc"]):
                     raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made under a superseded spec")
@@ -981,6 +988,12 @@ class _Replay:
             for member in ("evaluation_sha256", "predictions_sha256", "task"):
                 if ref.get(member) != bundle.get(member):
                     raise ReplayFailure(file, "passport", f"bundles[{k}].{member} is not entry {at}'s")
+            withheld = {"kind": "withheld-bundle", "task": bundle.get("task"), "release": bundle.get("release"),
+                        "evaluation_sha256": bundle.get("evaluation_sha256"),
+                        "note": "evaluation withheld until the generation is retired; "
+                                "only the released value is public"}
+            if "release" in bundle and evaluation == withheld:
+                continue
             if hashlib.sha256(jcs(evaluation)).hexdigest() != bundle["evaluation_sha256"]:
                 raise ReplayFailure(file, "passport", f"evaluations[{k}] is not the evaluation entry {at} logged")
         audit = doc["computed"].get("audit") or {}

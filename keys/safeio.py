@@ -1,0 +1,417 @@
+"""Bounded, confined reading of files nobody vouches for: exports, blobs, documents, key files, npz arrays.
+
+Every reader of a file that a stranger (or a dishonest operator) may have crafted goes through here, so the
+guarantees hold for one piece of code rather than for each call site:
+
+* **regular files only.** A file is opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat`` after
+  opening: a FIFO opens at once (no hang) and is refused, as are devices, sockets and directories;
+* **confined.** A name inside a root (an export, the store) is walked component by component from the root's
+  descriptor (``dir_fd``), each directory opened with ``O_NOFOLLOW | O_DIRECTORY``: a symlink anywhere on the
+  path is refused, and ``..``, ``.``, empty and absolute components never reach the filesystem;
+* **bounded.** The size is checked before reading (a 2 GB sparse file is refused without a byte read) and the
+  read itself stops one byte past the bound (a file that grows meanwhile is refused too);
+* **JSON depth.** Nesting is measured by a linear pass over the text (strings removed, then innermost pairs
+  removed per pass, all in C) before ``json`` recurses, so deep nesting is a one-line refusal, not a
+  RecursionError;
+* **npy/npz headers.** Zip members (count, names, declared against actual sizes, compression ratio) and each
+  ``.npy`` header (allowed dtypes only, never objects; shape times itemsize equal to the member's size) are
+  checked before anything is allocated.
+
+It lives in ``keys`` (the lowest layer, stdlib only) so that every package, including ``keys`` itself for key
+files, can use it. Refusals are :class:`UnsafeFile` (exit 1: the input fails); callers that read the
+operator's own private files re-raise them as usage errors where that is the right code.
+"""
+
+from __future__ import annotations
+
+import ast
+import errno
+import os
+import re
+import stat
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from keys.errors import MalformedInput
+
+KiB = 1024
+MiB = 1024 * KiB
+
+#: Bounds per kind of file (bytes). A ledger entry is at most 64 KiB by design; keys and checkpoint notes are a
+#: few hundred bytes; documents (seal manifests, reveals, passports, export manifests) hold at most a few
+#: hundred thousand cases' lines; blobs hold prediction arrays (a few MB for the largest MedMNIST task) and
+#: reveal image files; the entries file of an export is every entry, kept in memory by its reader.
+ENTRY_LIMIT = 64 * KiB
+KEY_FILE_LIMIT = 64 * KiB
+NOTE_LIMIT = 64 * KiB
+DOCUMENT_LIMIT = 32 * MiB
+BLOB_LIMIT = 256 * MiB
+ENTRIES_FILE_LIMIT = 256 * MiB
+#: Nesting deeper than this is refused before parsing (our deepest document, a passport, nests about 8).
+MAX_JSON_DEPTH = 64
+#: npz bounds: members per archive, total uncompressed bytes, and the largest compression ratio allowed (a
+#: DEFLATE zip bomb reaches about 1000:1; real image arrays compress far less than 100:1).
+NPZ_MAX_MEMBERS = 64
+NPZ_MAX_RATIO = 200
+NPY_MAX_HEADER = 10_000
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+
+
+class UnsafeFile(MalformedInput):
+    """A file is not what its reader must accept: absent where required, not a regular file, a symlink, outside
+    its root, larger than its bound, nested too deeply, or an array whose header does not fit its size."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def split_relative(relative: str | Sequence[str], *, what: str) -> list[str]:
+    """The components of a name inside a root, each checked: no empty, ``.``, ``..``, NUL or absolute part."""
+    parts = relative.split("/") if isinstance(relative, str) else list(relative)
+    if not parts or (isinstance(relative, str) and relative.startswith("/")):
+        raise UnsafeFile(f"{what}: {str(relative)[:80]!r} is not a name inside its folder", found=str(relative)[:80])
+    for part in parts:
+        if not part or part in (".", "..") or "\x00" in part or "/" in part or "\\" in part:
+            raise UnsafeFile(f"{what}: {str(relative)[:80]!r} is not a name inside its folder",
+                             found=str(relative)[:80])
+    return parts
+
+
+def _open_root(root: Path, what: str) -> int | None:
+    # The root itself is named by the caller (a user's --from, the store): links to it are the caller's choice.
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise UnsafeFile(f"{what}: {root} is not a folder", file=str(root)) from None
+    except OSError as exc:
+        raise UnsafeFile(f"{what}: folder {root} cannot be opened ({exc.strerror})", file=str(root)) from None
+
+
+def _refused(what: str, shown: str, exc: OSError, parent_fd: int, name: str) -> UnsafeFile:
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
+        return UnsafeFile(f"{what}: {shown} is a symbolic link (links are not followed)", file=shown,
+                          found="symlink")
+    if exc.errno == errno.ENOTDIR:
+        try:
+            mode = os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode
+            return UnsafeFile(f"{what}: {shown} is {_kind(mode)} where a folder is expected", file=shown)
+        except OSError:
+            pass
+    return UnsafeFile(f"{what}: {shown} cannot be opened ({exc.strerror})", file=shown)
+
+
+def _walk(root: Path, parts: list[str], what: str) -> int | None:
+    """Descriptor of the folder holding ``parts[-1]``, walked without following links; ``None`` if a folder on
+    the way does not exist."""
+    fd = _open_root(root, what)
+    if fd is None:
+        return None
+    for i, part in enumerate(parts[:-1]):
+        shown = "/".join(parts[: i + 1])
+        try:
+            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            os.close(fd)
+            return None
+        except OSError as exc:
+            error = _refused(what, shown, exc, fd, part)
+            os.close(fd)
+            raise error from None
+        os.close(fd)
+        fd = child
+    return fd
+
+
+def _open_in(root: Path, parts: list[str], what: str) -> int | None:
+    parent = _walk(root, parts, what)
+    if parent is None:
+        return None
+    shown = "/".join(parts)
+    try:
+        # lstat first so that a device is never opened (opening some devices has effects); fstat again after
+        # opening, on what was actually opened.
+        try:
+            mode = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _refused(what, shown, exc, parent, parts[-1]) from None
+        if not stat.S_ISREG(mode):
+            raise UnsafeFile(f"{what}: {shown} is {_kind(mode)}, not a regular file", file=shown,
+                             found=_kind(mode))
+        try:
+            return os.open(parts[-1], _READ_FLAGS, dir_fd=parent)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _refused(what, shown, exc, parent, parts[-1]) from None
+    finally:
+        os.close(parent)
+
+
+def read_fd(fd: int, *, limit: int, what: str, shown: str) -> bytes:
+    """Read a whole regular file from ``fd`` (closed afterwards), refusing anything else or more than
+    ``limit`` bytes."""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFile(f"{what}: {shown} is {_kind(info.st_mode)}, not a regular file", file=shown,
+                             found=_kind(info.st_mode))
+        if info.st_size > limit:
+            raise UnsafeFile(f"{what}: {shown} is {info.st_size} bytes, over the {limit}-byte limit",
+                             file=shown, expected=limit, found=info.st_size)
+        # Ask for one byte more than announced: a file that grew meanwhile shows it and is refused. A regular
+        # file answers in one read; the loop covers short reads.
+        wanted = info.st_size + 1
+        data = os.read(fd, wanted)
+        while 0 < len(data) < wanted:
+            more = os.read(fd, wanted - len(data))
+            if not more:
+                break
+            data += more
+        if len(data) > info.st_size:
+            raise UnsafeFile(f"{what}: {shown} grew while read", file=shown, expected=info.st_size)
+        return data
+    except OSError as exc:
+        raise UnsafeFile(f"{what}: {shown} cannot be read ({exc.strerror})", file=shown) from None
+    finally:
+        os.close(fd)
+
+
+def read_in(root: Path, relative: str | Sequence[str], *, limit: int, what: str) -> bytes | None:
+    """The bytes of the regular file ``relative`` inside ``root``, or ``None`` when it does not exist.
+    Refuses (:class:`UnsafeFile`) links anywhere on the path, non-regular files and files over ``limit``."""
+    parts = split_relative(relative, what=what)
+    fd = _open_in(Path(root), parts, what)
+    if fd is None:
+        return None
+    return read_fd(fd, limit=limit, what=what, shown="/".join(parts))
+
+
+def require_in(root: Path, relative: str | Sequence[str], *, limit: int, what: str) -> bytes:
+    """:func:`read_in`, refusing an absent file too."""
+    data = read_in(root, relative, limit=limit, what=what)
+    if data is None:
+        shown = relative if isinstance(relative, str) else "/".join(relative)
+        raise UnsafeFile(f"{what}: {shown} is missing", file=shown, found="missing")
+    return data
+
+
+def file_in(root: Path, relative: str | Sequence[str], *, what: str) -> bool:
+    """Whether ``relative`` inside ``root`` is a regular file; ``False`` when absent; refuses (raises) a link
+    or a non-regular file in its place, so that "absent" is never what a tampered path reads as."""
+    parts = split_relative(relative, what=what)
+    parent = _walk(Path(root), parts, what)
+    if parent is None:
+        return False
+    try:
+        mode = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise _refused(what, "/".join(parts), exc, parent, parts[-1]) from None
+    finally:
+        os.close(parent)
+    if not stat.S_ISREG(mode):
+        raise UnsafeFile(f"{what}: {'/'.join(parts)} is {_kind(mode)}, not a regular file",
+                         file="/".join(parts), found=_kind(mode))
+    return True
+
+
+def list_in(root: Path, relative: str | Sequence[str], *, what: str) -> list[str] | None:
+    """Names in the folder ``relative`` inside ``root`` (sorted), ``None`` when it does not exist; the folder and
+    every folder above it inside ``root`` must be real folders, not links."""
+    parts = split_relative(relative, what=what)
+    parent = _walk(Path(root), [*parts, "."], what) if parts else None
+    if parent is None:
+        return None
+    try:
+        return sorted(os.listdir(parent))
+    finally:
+        os.close(parent)
+
+
+def read_named(path: Path, *, limit: int, what: str) -> bytes:
+    """A file the user named on the command line: it may be reached through links the user chose, but it must
+    be a regular file within ``limit`` (a FIFO or a device is refused, never read, never waited on)."""
+    return read_fd(_open_named(path, what), limit=limit, what=what, shown=str(path))
+
+
+def _open_named(path: Path, what: str) -> int:
+    # O_NONBLOCK: opening a FIFO returns at once (then fstat refuses it) instead of waiting for a writer
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise UnsafeFile(f"{what}: no file at {path}", file=str(path), found="missing") from None
+    except OSError as exc:
+        raise UnsafeFile(f"{what}: {path} cannot be opened ({exc.strerror})", file=str(path)) from None
+
+
+def open_named(path: Path, *, limit: int, what: str) -> IO[bytes]:
+    """A binary handle on a regular file the user named (see :func:`read_named`), for readers that seek (zip)."""
+    fd = _open_named(path, what)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+        os.close(fd)
+        problem = (f"is {_kind(info.st_mode)}, not a regular file" if not stat.S_ISREG(info.st_mode)
+                   else f"is {info.st_size} bytes, over the {limit}-byte limit")
+        raise UnsafeFile(f"{what}: {path} {problem}", file=str(path))
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+# JSON depth ------------------------------------------------------------------------------------------------
+
+_STRING_B = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_STRING_S = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET_B = re.compile(rb"[^\[\]{}]+")
+_NOT_BRACKET_S = re.compile(r"[^\[\]{}]+")
+_PAIR_B = re.compile(rb"\[\]|\{\}")
+_PAIR_S = re.compile(r"\[\]|\{\}")
+
+
+def check_json_depth(data: bytes | str, *, what: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """Refuse JSON text nested deeper than ``limit`` without recursing: strings are removed, then everything but
+    brackets, then innermost ``[]``/``{}`` pairs once per level. Each pass is linear and runs in C; after
+    ``limit`` passes a well-formed text within the limit is empty. Unbalanced text is left to the parser,
+    which names the position."""
+    opening = (data.count(b"[") + data.count(b"{")) if isinstance(data, bytes) else (data.count("[") + data.count("{"))
+    if opening <= limit:
+        return  # fewer openings than the limit cannot nest deeper (the common case: a ledger entry)
+    if isinstance(data, bytes):
+        brackets = _NOT_BRACKET_B.sub(b"", _STRING_B.sub(b"", data))
+        for _ in range(limit):
+            if not brackets:
+                return
+            brackets, replaced = _PAIR_B.subn(b"", brackets)
+            if not replaced:
+                return  # unbalanced: the parser reports it
+        deeper = bool(_PAIR_B.search(brackets))
+    else:
+        text = _NOT_BRACKET_S.sub("", _STRING_S.sub("", data))
+        for _ in range(limit):
+            if not text:
+                return
+            text, replaced = _PAIR_S.subn("", text)
+            if not replaced:
+                return
+        deeper = bool(_PAIR_S.search(text))
+    if deeper:
+        raise UnsafeFile(f"{what} is nested more than {limit} levels deep", expected=limit)
+
+
+# npy / npz -------------------------------------------------------------------------------------------------
+
+#: dtypes a stored array may have: booleans, integers, floats, fixed-width unicode (the format marker).
+_DESCR = re.compile(r"[<>|=]?(b1|[iu][1248]|f[248]|U[0-9]{1,6})")
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _itemsize(code: str) -> int:
+    if code.startswith("U"):
+        return 4 * int(code[1:])
+    return int(code[1:])
+
+
+def npy_header(head: bytes, *, what: str) -> tuple[str, tuple[int, ...], int]:
+    """Parse the start of an ``.npy`` file: ``(descr, shape, header length)``; refuses unknown versions,
+    object or structured dtypes, negative or non-integer dimensions, and oversize headers."""
+    if len(head) < 10 or not head.startswith(_NPY_MAGIC):
+        raise UnsafeFile(f"{what} is not an .npy array (bad magic)")
+    major = head[6]
+    if major == 1:
+        length, start = int.from_bytes(head[8:10], "little"), 10
+    elif major in (2, 3):
+        length, start = int.from_bytes(head[8:12], "little"), 12
+    else:
+        raise UnsafeFile(f"{what} has an unknown .npy version {major}", found=major)
+    if length > NPY_MAX_HEADER or len(head) < start + length:
+        raise UnsafeFile(f"{what} has an oversize or truncated .npy header", found=length)
+    try:
+        text = head[start:start + length].decode("latin1")
+        check_json_depth(text, what=what, limit=4)
+        header = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, UnsafeFile):
+        raise UnsafeFile(f"{what} has an unreadable .npy header") from None
+    if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
+        raise UnsafeFile(f"{what} has an unexpected .npy header")
+    descr, shape = header["descr"], header["shape"]
+    match = _DESCR.fullmatch(descr) if isinstance(descr, str) else None
+    if match is None:
+        raise UnsafeFile(f"{what} is not a plain .npy array: dtype {str(descr)[:40]!r} is refused "
+                         "(numbers and text only)",
+                         found=str(descr)[:40])
+    if not isinstance(shape, tuple) or len(shape) > 8 or not all(
+            type(d) is int and 0 <= d < 2**40 for d in shape):
+        raise UnsafeFile(f"{what} has an invalid shape {str(shape)[:60]}", found=str(shape)[:60])
+    if not isinstance(header["fortran_order"], bool):
+        raise UnsafeFile(f"{what} has an invalid .npy header")
+    return descr, shape, start + length
+
+
+def npy_expected_size(descr: str, shape: tuple[int, ...], header_length: int) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return header_length + count * _itemsize(descr.lstrip("<>|="))
+
+
+def check_npz(archive: zipfile.ZipFile, *, archive_size: int, limit: int, what: str,
+              max_members: int = NPZ_MAX_MEMBERS, stored_only: bool = False) -> list[zipfile.ZipInfo]:
+    """Check an npz archive before any member is loaded: at most ``max_members`` distinct ``name.npy`` members
+    (plain names), stored or deflated, declared sizes within ``limit`` in total and within
+    :data:`NPZ_MAX_RATIO` of their compressed size, compressed sizes within the archive, and each member's
+    ``.npy`` header describing exactly its declared size; ``stored_only`` refuses compressed members. Returns
+    the members."""
+    members = archive.infolist()
+    if len(members) > max_members:
+        raise UnsafeFile(f"{what} has {len(members)} members (at most {max_members})", found=len(members))
+    names = [m.filename for m in members]
+    if len(set(names)) != len(names):
+        raise UnsafeFile(f"{what} has duplicate members")
+    total = 0
+    for info in members:
+        name = info.filename
+        if not name.endswith(".npy") or "/" in name or "\\" in name or name.startswith("."):
+            raise UnsafeFile(f"{what} has an unexpected member {name[:60]!r}", found=name[:60])
+        if stored_only and info.compress_type != zipfile.ZIP_STORED:
+            raise UnsafeFile(f"{what}: member {name} is compressed (stored members only)", field=name)
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise UnsafeFile(f"{what}: member {name} uses an unsupported compression", field=name)
+        if info.compress_size > archive_size:
+            raise UnsafeFile(f"{what}: member {name} claims more bytes than the archive holds", field=name)
+        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+            raise UnsafeFile(f"{what}: member {name} declares two sizes", field=name)
+        if info.file_size > NPZ_MAX_RATIO * max(info.compress_size, 1) + 4096:
+            raise UnsafeFile(f"{what}: member {name} expands {info.file_size} bytes from {info.compress_size} "
+                             "(a zip bomb?)", field=name, found=info.file_size)
+        total += info.file_size
+        if total > limit:
+            raise UnsafeFile(f"{what} expands to more than {limit} bytes", expected=limit)
+        try:
+            with archive.open(info) as handle:
+                head = handle.read(min(info.file_size, NPY_MAX_HEADER + 12))
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
+            raise UnsafeFile(f"{what}: member {name} is unreadable ({type(exc).__name__})", field=name) from None
+        descr, shape, header_length = npy_header(head, what=f"{what}: member {name}")
+        if npy_expected_size(descr, shape, header_length) != info.file_size:
+            raise UnsafeFile(f"{what}: member {name} claims shape {shape} of {descr}, which does not fit its "
+                             f"{info.file_size} bytes", field=name, found=list(shape))
+    return members

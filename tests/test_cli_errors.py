@@ -1,0 +1,378 @@
+"""Clean errors everywhere (issue 9, section 6): file-system and database failures end as one line and exit 2
+(exit 1 stays "verification failed"), usage errors are one line, temporary files never outlive a failure, and a
+read-only copy of a store can be verified, audited and exported from. Every case runs a command as a user does."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from heldout.cli import app
+from tests.audit_support import AuditFixture, build_store, command_clock
+from tests.cli_support import all_commands
+from tests.conftest import REPO_ROOT
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> AuditFixture:
+    return build_store(tmp_path_factory.mktemp("errors"), bundles_per_generation=1)
+
+
+def invoke(*args: str) -> Result:
+    with command_clock("2026-09-02T00:00:00Z"):
+        return runner.invoke(app, list(args))
+
+
+def assert_one_line_error(result: Result, code: int = 2) -> str:
+    """The command failed with ``code``, without an exception escaping, saying so in one line on stderr."""
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("heldout") and "error: " in lines[0], lines[0]
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def tree_state(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with its SHA-256, SQLite's transient -wal/-shm files aside."""
+    state = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.name.endswith(("-wal", "-shm")):
+            state[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+# --- paths of the wrong kind, missing folders, numbers out of range ------------------------------------------
+
+def test_a_file_given_as_the_store_is_refused_by_every_kind_of_command(tmp_path: Path) -> None:
+    a_file = tmp_path / "not-a-store"
+    a_file.write_text("x")
+    for args in (["init"], ["keys", "init"], ["keys", "list"], ["status"], ["ledger", "head"], ["audit"],
+                 ["pool", "list"]):
+        line = assert_one_line_error(invoke(*args, "--store", str(a_file)))
+        assert str(a_file) in line and "not a store folder" in line, (args, line)
+    assert a_file.read_text() == "x"
+
+
+def test_a_store_below_a_file_is_an_environment_error(tmp_path: Path) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    line = assert_one_line_error(invoke("init", "--store", str(a_file / "store")))
+    assert "is a file, not a folder" in line
+    line = assert_one_line_error(invoke("demo", "--store", str(a_file / "demo")))
+    assert "is a file, not a folder" in line
+
+
+def test_out_below_a_file_is_refused_before_any_work_and_writes_nothing(built: AuditFixture, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    for out in (tmp_path / "file" / "deeper" / "report.json", Path("/etc/passwd/report.json")):
+        line = assert_one_line_error(invoke("audit", "--store", str(built.store), "--out", str(out)))
+        assert "is a file, not a folder" in line
+        line = assert_one_line_error(invoke("prove-member", "gen1", "bloodmnist-0000000000000000", "--out",
+                                            str(out), "--store", str(built.store)))
+        assert "is a file, not a folder" in line
+    line = assert_one_line_error(invoke("ledger", "export", str(tmp_path / "file" / "x"), "--store",
+                                        str(built.store)))
+    assert "file" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_audit_out_a_folder_puts_the_report_inside_and_leaves_no_temporary_file(built: AuditFixture,
+                                                                               tmp_path: Path) -> None:
+    result = invoke("audit", "--store", str(built.store), "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit_report.json"]
+    assert f"report written to {tmp_path / 'audit_report.json'}" in result.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["ledger", "show", "--start", "99999999999999999999"],
+    ["ledger", "show", "--limit", "99999999999999999999"],
+    ["ledger", "leaf", "--index", "-1"],
+    ["ledger", "prove", "--index", "0", "--size", "99999999999999999999"],
+    ["ledger", "consistency", "--old", "-5"],
+    ["data", "synth", "bloodmnist", "--out", "unused", "--seed", "-1"],
+    ["evaluate", "majority", "--generation", "gen1", "--tasks", "bloodmnist", "--seed", "-1"],
+], ids=lambda a: " ".join(a[:3]))
+def test_numbers_out_of_range_are_usage_errors(built: AuditFixture, args: list[str]) -> None:
+    line = assert_one_line_error(invoke(*args, "--store", str(built.store)) if args[0] != "data"
+                                 else invoke(*args))
+    assert "Invalid value" in line
+
+
+@pytest.mark.parametrize("args", [
+    ["seal"],
+    ["seal", "gen9"],
+    ["ledger", "show", "--bogus"],
+    ["passport", "verify"],
+    ["ledger", "leaf", "--index", "x"],
+], ids=" ".join)
+def test_usage_errors_are_one_line(args: list[str]) -> None:
+    line = assert_one_line_error(invoke(*args))
+    assert "--help" in line
+
+
+def test_python_audit_py_usage_error_is_one_line() -> None:
+    result = subprocess.run([sys.executable, "audit.py", "--no-such-option"], capture_output=True, text=True,
+                            cwd=REPO_ROOT, timeout=120, check=False)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "error: " in lines[0] and "Traceback" not in result.stderr, result.stderr
+
+
+# --- full disk, I/O errors and broken databases ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("code", "words"), [
+    (errno.ENOSPC, "no space left"), (errno.EDQUOT, "quota"), (errno.EIO, "input/output error"),
+    (errno.EROFS, "read-only"), (errno.EACCES, "permission denied"),
+], ids=lambda v: errno.errorcode[v] if isinstance(v, int) else "")
+def test_a_failing_disk_while_writing_is_exit_2_and_leaves_no_temporary_file(
+        built: AuditFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, words: str) -> None:
+    def failing(fd: int) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "fsync", failing)
+    line = assert_one_line_error(invoke("audit", "--store", str(built.store), "--out", str(tmp_path / "r.json")))
+    assert words in line
+    assert list(tmp_path.iterdir()) == []
+    line = assert_one_line_error(invoke("init", "--store", str(tmp_path / "store")))
+    assert words in line
+    assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
+
+
+def test_a_failed_audit_keeps_exit_1_when_its_report_cannot_be_written(
+        built: AuditFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "store"
+    shutil.copytree(built.store, copy)
+    blob = next(p for p in (copy / "blobs").rglob("*") if p.is_file())
+    blob.write_bytes(blob.read_bytes() + b"tampered")
+
+    def no_space(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    result = invoke("audit", "--store", str(copy), "--out", str(tmp_path / "out" / "r.json"))
+    assert result.exit_code == 1, result.output  # the verdict, not the disk
+    assert "failed" in result.stdout and "no space left" in result.stderr
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_database_full_or_failing_is_exit_2_but_a_corrupt_database_is_exit_1(
+        built: AuditFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger import Ledger
+
+    for words in ("database or disk is full", "disk I/O error", "attempt to write a readonly database"):
+        def failing(self: Ledger, *args: object, _words: str = words, **kwargs: object) -> int:
+            raise sqlite3.OperationalError(_words)
+
+        monkeypatch.setattr(Ledger, "checkpoint", failing)
+        line = assert_one_line_error(invoke("ledger", "checkpoint", "--sign", "--store", str(built.store)))
+        assert words in line
+    monkeypatch.undo()
+    copy = tmp_path / "corrupt"
+    shutil.copytree(built.store, copy)
+    database = next((copy / "ledgers").glob("*.sqlite"))
+    database.write_bytes(b"this is not a database" * 100)
+    line = assert_one_line_error(invoke("ledger", "verify", "--store", str(copy)), code=1)
+    assert "not a readable ledger database" in line
+
+
+def _can_mount_tmpfs(where: Path) -> bool:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    where.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(where)], capture_output=True,
+                          check=False)
+    return done.returncode == 0
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 2 MiB file system (tmpfs; root only) that the test fills up."""
+    where = tmp_path / "disk"
+    if not _can_mount_tmpfs(where):
+        pytest.skip("mounting a tmpfs needs root and mount rights; the fault-injection tests cover the mapping")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=False)
+
+
+def test_a_really_full_disk_is_exit_2_never_tampered(built: AuditFixture, small_disk: Path) -> None:
+    store = small_disk / "store"
+    shutil.copytree(built.store, store)
+    filler = small_disk / "filler"
+    with open(filler, "wb") as handle:  # fill the file system to the last block
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    before = tree_state(store)
+    line = assert_one_line_error(invoke("audit", "--store", str(store), "--out", str(small_disk / "r.json")))
+    print(line)
+    assert "no space left" in line or "disk" in line  # SQLite may be first to notice, creating its WAL index
+    line = assert_one_line_error(invoke("ledger", "checkpoint", "--sign", "--store", str(store),
+                                        "--at", "2026-09-03T00:00:00Z"))
+    assert "disk" in line or "space" in line
+    assert tree_state(store) == before
+    line = assert_one_line_error(invoke("init", "--store", str(small_disk / "new-store")))
+    assert "space" in line or "disk" in line
+    assert not [p for p in small_disk.rglob("*.tmp*")]  # no temporary file outlives its failure
+    filler.unlink()
+    assert invoke("ledger", "verify", "--store", str(store)).exit_code == 0
+
+
+# --- read-only stores ----------------------------------------------------------------------------------------
+
+def test_reading_commands_never_change_the_store(built: AuditFixture, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(built.store, store)
+    before = tree_state(store)
+    for args in (["ledger", "verify"], ["ledger", "head"], ["ledger", "show"], ["status"], ["pool", "list"],
+                 ["ledger", "prove", "--index", "1"], ["spec", "list"],
+                 ["audit", "--out", str(tmp_path / "report.json")],
+                 ["ledger", "export", str(tmp_path / "export")]):
+        result = invoke(*args, "--store", str(store))
+        assert result.exit_code == 0, (args, result.output)
+    assert tree_state(store) == before
+
+
+@pytest.fixture
+def read_only_copy(built: AuditFixture) -> Iterator[tuple[Path, Path]]:
+    """A copy of the store that the user running the commands cannot write: ``chmod -R a-w``; when the tests
+    run as root (who writes anything), the commands run without the capabilities that override file modes
+    (see :func:`run_as_reader`). Returns (store, a writable work folder)."""
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: cannot drop the capability to write read-only files")
+    top = Path(tempfile.mkdtemp(prefix="heldout-ro-"))
+    try:
+        store = top / "store"
+        shutil.copytree(built.store, store)
+        work = top / "work"
+        work.mkdir()
+        for path in [*store.rglob("*"), store]:
+            path.chmod(path.stat().st_mode & ~0o222)
+        yield store, work
+    finally:
+        for path in [top, *top.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode | 0o700)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def run_as_reader(args: list[str], work: Path) -> subprocess.CompletedProcess[str]:
+    """``heldout ARGS`` as a user who cannot write read-only files (root: without CAP_DAC_OVERRIDE and
+    CAP_FOWNER, so file modes bind it as they bind anyone)."""
+    env = {**os.environ, "HOME": str(work), "TMPDIR": str(work), "PYTHONPATH": str(REPO_ROOT),
+           "HELDOUT_NOW": "2026-09-02T00:00:00Z", "XDG_DATA_HOME": str(work / "xdg")}
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"] if os.geteuid() == 0 else []
+    return subprocess.run([*prefix, sys.executable, "-m", "heldout", *args], capture_output=True, text=True,
+                          env=env, cwd=work, timeout=300, check=False)
+
+
+def test_a_read_only_store_can_be_verified_audited_and_exported(read_only_copy: tuple[Path, Path],
+                                                                built: AuditFixture) -> None:
+    store, work = read_only_copy
+    before = tree_state(store)
+    probe = run_as_reader(["ledger", "checkpoint", "--sign", "--store", str(store)], work)
+    assert probe.returncode == 2 and "readonly" in probe.stderr, "the copy must be read-only: " + probe.stderr
+    verified = run_as_reader(["ledger", "verify", "--store", str(store)], work)
+    assert verified.returncode == 0, verified.stderr
+    status = run_as_reader(["status", "--store", str(store)], work)
+    assert status.returncode == 0, status.stderr
+    audited = run_as_reader(["audit", "--store", str(store)], work)
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+    assert "cannot be written" in audited.stderr and "clean" in audited.stdout
+    spare = work / "heldout-audit" / built.ledger_id / "audit_report.json"
+    assert spare.is_file()
+    exported = run_as_reader(["ledger", "export", str(work / "export"), "--store", str(store)], work)
+    assert exported.returncode == 0, exported.stderr
+    replay = run_as_reader(["ledger", "verify", built.ledger_id, "--from", str(work / "export")], work)
+    assert replay.returncode == 0, replay.stderr
+    assert tree_state(store) == before
+    # Writing into it is an environment error (exit 2, one line), never "tampered" (the probe above).
+    lines = [line for line in probe.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "error: " in lines[0] and "Traceback" not in probe.stderr, probe.stderr
+
+
+# --- the mapping holds for every command, not only the ones listed above ------------------------------------------
+
+def _commands_with_a_store(entry_file: Path) -> list[list[str]]:
+    """Every command that takes --store, with its required arguments filled so that it reaches the store."""
+    from tests.conftest import REFERENCE_PASSPORT
+
+    real = {("passport", "verify"): [str(REFERENCE_PASSPORT)],
+            ("ledger", "append"): ["--type", "note", "--json-file", str(entry_file)],
+            ("seal",): ["gen9", "--tasks", "bloodmnist", "--per-task", "1", "--expires", "2027-06-01"],
+            ("spec", "supersede"): ["old", "--by", "new", "--effective", "2027-06-01"]}
+    found = []
+    for path, command in all_commands():
+        if path == ["demo"] or not any("--store" in getattr(p, "opts", []) for p in command.params):
+            continue  # the demo builds its own store elsewhere (covered above)
+        args = [*path, *real.get(tuple(path), [])]
+        if tuple(path) not in real:
+            for param in command.params:
+                if param.required:
+                    args += ([param.opts[0]] if param.opts[0].startswith("--") else []) + ["1"]
+        found.append(args)
+    return found
+
+
+ENTRY_FILE = Path(tempfile.gettempdir()) / "heldout-test-entry.json"
+COMMANDS_WITH_A_STORE = _commands_with_a_store(ENTRY_FILE)
+
+
+@pytest.fixture
+def entry_file() -> Iterator[Path]:
+    ENTRY_FILE.write_text('{"text": "hello"}')
+    try:
+        yield ENTRY_FILE
+    finally:
+        ENTRY_FILE.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("args", COMMANDS_WITH_A_STORE, ids=lambda a: " ".join(a[:2]))
+def test_every_command_reports_a_failing_disk_in_one_line_with_exit_2(
+        args: list[str], tmp_path: Path, entry_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from heldout.store import Store
+
+    def failing(cls: type, root: Path | None = None) -> Store:
+        raise OSError(errno.EIO, os.strerror(errno.EIO), str(tmp_path / "store"))
+
+    monkeypatch.setattr(Store, "open", classmethod(failing))
+    line = assert_one_line_error(invoke(*args, "--store", str(tmp_path / "store")))
+    assert "input/output error" in line, line
+
+
+@pytest.mark.parametrize("args", [a for a in COMMANDS_WITH_A_STORE if a[0] in ("ledger", "status", "audit", "spec",
+                                                                                "pool", "retire", "seal")
+                                  and a[:2] not in (["ledger", "init"], ["pool", "add"])],
+                         ids=lambda a: " ".join(a[:2]))
+def test_every_ledger_user_reports_a_failing_database_in_one_line_with_exit_2(
+        built: AuditFixture, args: list[str], entry_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ledger.db
+    import ledger.ledger
+
+    def failing(path: Path, **kwargs: object) -> object:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(ledger.ledger, "connect", failing)
+    argv = [a if a != "1" else ("0" if i and args[i - 1] == "--index" else "1") for i, a in enumerate(args)]
+    line = assert_one_line_error(invoke(*argv, "--store", str(built.store)))
+    assert "disk I/O error" in line, line

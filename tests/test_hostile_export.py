@@ -1,0 +1,311 @@
+"""Hostile-export campaign: a stranger hands our auditor a crafted export.
+
+A real export (public, gen1 retired and revealed with images, gen2 sealed, bundles, a passport) is built once;
+then every kind of file in it (manifest, entries, a checkpoint, a predictions blob, a reveal blob, an image
+blob, a public key, a seal manifest, a published reveal, the passport) is replaced in turn by each hostile
+shape: a FIFO, a symlink out of the export, a symlinked parent folder, a directory, a 2 GB sparse file, deeply
+nested JSON, an .npy header claiming 116 TiB, a zip bomb, the file cut in half. Every command that reads that
+file (``python audit.py ID --from``, ``heldout ledger verify --from``, ``heldout passport verify --from``,
+``heldout verify-reveal --from``) runs as a subprocess, under a memory limit (RLIMIT_AS) and a timeout, and
+must end with exit 1 or 2, a one-line message (the audit: its findings report), no traceback, no hang.
+
+A symlink out of the export points at an identical copy of the file, so following it would succeed: the
+command must refuse the link itself. Size knob: ``HELDOUT_HOSTILE_CASES`` (default 36, ``all`` for every one)
+caps the number of (file, shape) cases, spread evenly.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.audit_support import build_store, command_clock
+from tests.generations_support import cli
+
+REPO = Path(__file__).resolve().parent.parent
+MEMORY_LIMIT = 768 * 1024 * 1024  # address space per command: far below the 4 GiB measured before the fix
+TIMEOUT_S = 60
+SPARSE_SIZE = 2 * 1024**3
+
+
+@dataclass(frozen=True)
+class Fixture:
+    export: Path
+    passport: Path
+    ledger_id: str
+    key_b64: str
+    outside: Path  # a folder beside the export, for link targets
+
+
+@pytest.fixture(scope="module")
+def fixture(tmp_path_factory: pytest.TempPathFactory) -> Fixture:
+    root = tmp_path_factory.mktemp("hostile")
+    fx = build_store(root, bundles_per_generation=1, n_public=30, per_task=20)
+    with command_clock("2026-09-02T00:00:00Z"):
+        assert cli("audit", fx.ledger_id, store=fx.store).exit_code == 0
+        assert cli("passport", "issue", "model_0", "--generation", "gen2", store=fx.store).exit_code == 0
+        assert cli("retire", "gen1", "--reason", "expired", "--reveal", "--with-images",
+                   store=fx.store).exit_code == 0
+        assert cli("ledger", "export", fx.ledger_id, str(root / "export"), store=fx.store).exit_code == 0
+    passport = next((fx.store / "passports").glob("*.passport.json"))
+    outside = root / "outside"
+    outside.mkdir()
+    return Fixture(export=root / "export", passport=passport, ledger_id=fx.ledger_id, key_b64=fx.key_b64,
+                   outside=outside)
+
+
+# --- the files of an export, by kind ------------------------------------------------------------------------
+
+def _entries(export: Path) -> list[dict]:
+    return [json.loads(line) for line in (export / "entries.jsonl").read_text().splitlines()]
+
+
+def _blob(digest: str) -> str:
+    return f"blobs/sha256/{digest[:2]}/{digest}"
+
+
+def target_files(fx: Fixture) -> dict[str, str]:
+    """kind -> path relative to the export ('<passport>' for the passport file)."""
+    entries = _entries(fx.export)
+    public_bundle = next(e for e in entries if e["type"] == "bundle" and e["generation"] == "public")
+    reveal = next(e for e in entries if e["type"] == "reveal" and e["generation"] == "gen1")
+    reveal_doc = json.loads((fx.export / _blob(reveal["reveal_sha256"])).read_bytes())
+    images = next(iter(reveal_doc["images"].values()))
+    checkpoint = max(int(p.stem) for p in (fx.export / "checkpoints").glob("*.note"))
+    return {
+        "manifest": "export.json",
+        "entries": "entries.jsonl",
+        "checkpoint": f"checkpoints/{checkpoint}.note",
+        "predictions blob": _blob(public_bundle["predictions_sha256"]),
+        "evaluation blob": _blob(public_bundle["evaluation_sha256"]),
+        "reveal blob": _blob(reveal["reveal_sha256"]),
+        "image blob": _blob(images),
+        "public key": next(f"keys/{p.name}" for p in (fx.export / "keys").glob("*.pub.json")),
+        "seal manifest": "seals/gen1.seal.json",
+        "published reveal": "seals/gen1.reveal.json",
+        "passport": "<passport>",
+    }
+
+
+COMMANDS = ("audit", "ledger verify", "passport verify", "verify-reveal")
+
+#: Which commands read each kind of file, so must refuse it when hostile (exit 1 or 2). The others must only
+#: never crash or hang (their own exit code may be 0, or 5 for the audit's still-sealed gen2).
+READERS: dict[str, tuple[str, ...]] = {
+    "manifest": COMMANDS,
+    "entries": COMMANDS,
+    "checkpoint": ("audit", "ledger verify", "passport verify"),
+    "predictions blob": ("audit", "ledger verify"),
+    "evaluation blob": ("audit", "ledger verify"),
+    "reveal blob": ("audit", "ledger verify"),
+    "image blob": ("audit", "ledger verify", "verify-reveal"),
+    "public key": (),
+    "seal manifest": ("audit", "verify-reveal"),
+    "published reveal": ("verify-reveal",),
+    "passport": ("passport verify",),
+}
+
+
+# --- hostile shapes -------------------------------------------------------------------------------------------
+
+def _npz(members: dict[str, bytes], *, compress: bool = False) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def huge_npy_claim() -> bytes:
+    """An npz whose member header claims (2**21, 2**21, 8) float32 = 116 TiB, with 16 bytes of data."""
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2097152, 2097152, 8), }"
+    header = header + b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    npy = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\x00" * 16
+    return _npz({"clean_probs.npy": npy, "format.npy": npy})
+
+
+def zip_bomb() -> bytes:
+    """A valid npz whose one member (a 256 MiB float32 array of zeros) deflates to about 250 KiB."""
+    buffer = io.BytesIO()
+    array = np.lib.format
+    header = io.BytesIO()
+    array.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (64 * 1024**2,)})
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf, \
+            zf.open("clean_probs.npy", "w", force_zip64=True) as member:
+        member.write(header.getvalue())
+        zeros = bytes(1024**2)
+        for _ in range(256):
+            member.write(zeros)
+    return buffer.getvalue()
+
+
+DEEP_JSON = b"[" * 30000 + b"]" * 30000 + b"\n"  # 60 KB: inside the 64 KiB entry limit
+
+
+def _replace(path: Path, data: bytes) -> None:
+    _remove(path)
+    path.write_bytes(data)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def fifo(path: Path, outside: Path) -> None:
+    _remove(path)
+    os.mkfifo(path)
+
+
+def symlink_out(path: Path, outside: Path) -> None:
+    copy = outside / f"copy-{path.name}"
+    shutil.copyfile(path, copy)
+    _remove(path)
+    path.symlink_to(copy)
+
+
+def symlinked_parent(path: Path, outside: Path) -> None:
+    folder = path.parent
+    copy = outside / f"dir-{folder.name}-{len(list(outside.iterdir()))}"
+    shutil.copytree(folder, copy)
+    shutil.rmtree(folder)
+    folder.symlink_to(copy, target_is_directory=True)
+
+
+def directory(path: Path, outside: Path) -> None:
+    _remove(path)
+    path.mkdir()
+    (path / "x").write_bytes(b"{}")
+
+
+def sparse(path: Path, outside: Path) -> None:
+    with open(path, "r+b") as handle:
+        handle.truncate(SPARSE_SIZE)  # the original bytes, then 2 GB of holes
+
+
+def deep_json(path: Path, outside: Path) -> None:
+    _replace(path, DEEP_JSON)
+
+
+def npy_claim(path: Path, outside: Path) -> None:
+    _replace(path, huge_npy_claim())
+
+
+_BOMB: list[bytes] = []
+
+
+def bomb(path: Path, outside: Path) -> None:
+    if not _BOMB:
+        _BOMB.append(zip_bomb())
+    _replace(path, _BOMB[0])
+
+
+def truncated(path: Path, outside: Path) -> None:
+    data = path.read_bytes()
+    _replace(path, data[: len(data) // 2])
+
+
+SHAPES: dict[str, Callable[[Path, Path], None]] = {
+    "fifo": fifo, "symlink out of the export": symlink_out, "symlinked parent folder": symlinked_parent,
+    "directory": directory, "2 GB sparse file": sparse, "deeply nested JSON": deep_json,
+    "npy header claiming 116 TiB": npy_claim, "zip bomb": bomb, "truncated": truncated,
+}
+
+# A symlinked parent of the passport (which the user names) or of a top-level file (the export folder itself,
+# which the user names with --from) is the user's own choice of path, not something inside the export; so is a
+# passport that is itself a link.
+_TOP_LEVEL = ("passport", "manifest", "entries")
+CASES = [(kind, shape) for kind in READERS for shape in SHAPES
+         if not (kind in _TOP_LEVEL and shape == "symlinked parent folder")
+         and not (kind == "passport" and shape == "symlink out of the export")]
+#: Cases run (spread evenly over kinds and shapes); "all" runs every one (about 90, a few minutes on 2 cores).
+_knob = os.environ.get("HELDOUT_HOSTILE_CASES", "36")
+_limit = len(CASES) if _knob == "all" else int(_knob)
+if 0 < _limit < len(CASES):
+    CASES = [CASES[round(i * (len(CASES) - 1) / max(_limit - 1, 1))] for i in range(_limit)]
+
+
+# --- running the auditor's commands -----------------------------------------------------------------------------
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def run(command: str, fx: Fixture, export: Path, passport: Path, work: Path) -> subprocess.CompletedProcess[str]:
+    heldout = [sys.executable, "-m", "heldout"]
+    argv = {
+        "audit": [sys.executable, str(REPO / "audit.py"), fx.ledger_id, "--from", str(export),
+                  "--out", str(work / "audit_report.json"), "--at", "2026-09-03T00:00:00Z"],
+        "ledger verify": [*heldout, "ledger", "verify", fx.ledger_id, "--from", str(export)],
+        "passport verify": [*heldout, "passport", "verify", str(passport), "--from", str(export),
+                            "--key", fx.key_b64, "--at", "2026-09-03T00:00:00Z"],
+        "verify-reveal": [*heldout, "verify-reveal", "gen1", "--from", str(export), "--key", fx.key_b64,
+                          "--store", str(work / "store")],
+    }[command]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OPENBLAS_NUM_THREADS": "1",
+           "HOME": str(work), "COLUMNS": "200", "HELDOUT_STORE": str(work / "store")}
+    try:
+        return subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+                              preexec_fn=_limit_memory, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{command} hung (over {TIMEOUT_S} s)")
+
+
+def check_clean_failure(command: str, result: subprocess.CompletedProcess[str], *, must_fail: bool) -> None:
+    where = f"{command}: exit {result.returncode}\nstdout: {result.stdout[-600:]}\nstderr: {result.stderr[-1500:]}"
+    assert "Traceback" not in result.stderr + result.stdout, where
+    if must_fail:
+        assert result.returncode in (1, 2), where
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        # The audit's verdict is its findings report (stdout, exit 1); every other refusal is one line.
+        assert len(lines) == 1 or (command == "audit" and "failed" in result.stdout.splitlines()[0]), where
+    else:
+        assert result.returncode in (0, 1, 2, 4, 5), where
+
+
+def test_the_pristine_export_passes_every_command(fixture: Fixture, tmp_path: Path) -> None:
+    expected = {"audit": 5, "ledger verify": 0, "passport verify": 0, "verify-reveal": 0}  # 5: gen2 sealed
+    for command in COMMANDS:
+        result = run(command, fixture, fixture.export, fixture.passport, tmp_path)
+        assert result.returncode == expected[command], (command, result.stdout[-500:], result.stderr[-800:])
+
+
+@pytest.mark.parametrize(("kind", "shape"), CASES, ids=[f"{k}-{s}".replace(" ", "_") for k, s in CASES])
+def test_hostile_file_is_refused_cleanly(fixture: Fixture, tmp_path: Path, kind: str, shape: str) -> None:
+    export = tmp_path / "export"
+    shutil.copytree(fixture.export, export, symlinks=True)
+    passport = tmp_path / "passport.json"
+    shutil.copyfile(fixture.passport, passport)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    relative = target_files(fixture)[kind]
+    target = passport if relative == "<passport>" else export / relative
+    SHAPES[shape](target, outside)
+    work = tmp_path / "work"
+    work.mkdir()
+    # The commands that read the file must refuse it; a file nobody reads (the public keys, kept for
+    # reference) must at least not disturb any command.
+    for command in READERS[kind] or COMMANDS:
+        result = run(command, fixture, export, passport, work)
+        check_clean_failure(command, result, must_fail=command in READERS[kind])
+
+
+def test_every_kind_of_export_file_is_covered(fixture: Fixture) -> None:
+    """The campaign's file kinds cover every folder of the export, so a new kind of file is noticed here."""
+    covered = {Path(p).parts[0] for p in target_files(fixture).values() if p != "<passport>"}
+    present = {p.name for p in fixture.export.iterdir()}
+    assert present <= covered, present - covered
