@@ -429,7 +429,7 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
                                                                       strict=True)):
         if not isinstance(ref, dict) or ref.get("index") != index or bundle.get("type") != "bundle" or \
                 bundle.get("model_id") != passport.model_id or bundle.get("generation") != heldout.get("generation") \
-                or bundle.get("evaluation_sha256") != sha256_hex(canonical_bytes(evaluation)):
+                or not cited_evaluation_matches(evaluation, bundle, lambda e: sha256_hex(canonical_bytes(e))):
             raise VerificationError(f"bundle proof {position} does not prove the passport's evaluation {position}",
                                     index=index, field=f"computed.heldout.proofs.bundles[{position}]")
     return parse_checkpoint(next(iter(checkpoints)))

@@ -33,10 +33,12 @@ def check_key_id(key_id: str) -> str:
 
 
 def check_key_name(name: str) -> str:
-    problem = plain_name_problem(name, refuse="+")
+    """A C2SP signed-note key name: printable NFC, no whitespace, no '+'. A '/' is allowed (the spec
+    recommends schemaless URLs such as ``witness.example/w1``): a name is never a file name (the key id is)."""
+    problem = plain_name_problem(name.replace("/", "_") if isinstance(name, str) else name, refuse="+")
     if problem is not None or not NAME_PATTERN.fullmatch(name):
         raise KeyFileError(f"a key name is 1-128 printable NFC characters without spaces, '+' or separators "
-                           f"({problem or 'refused'})", found=repr(name)[:80])
+                           f"other than '/' ({problem or 'refused'})", found=repr(name)[:80])
     return name
 
 

@@ -71,7 +71,7 @@ NEW_TYPES = {"seal": ["seal"], "retire": ["retire", "reveal"], "evaluate": ["bun
 def operation_args(op: str, fixture: AuditFixture) -> list[str]:
     return {
         "seal": ["seal", "gen3", "--tasks", TASK, "--per-task", "20", "--expires", "2027-05-01",
-                 "--budget-bits", "1e9", "--seed", "3"],
+                 "--budget-bits", "1e9"],
         "retire": ["retire", "gen1", "--reason", "expired", "--reveal", "--with-images"],
         "evaluate": ["evaluate", "majority", "--generation", "gen2", "--tasks", TASK, "--data-root",
                      str(fixture.data_root)],
@@ -566,7 +566,7 @@ def test_evaluate_logs_all_tasks_or_none(tmp_path: Path) -> None:
         assert cli("pool", "add", task, str(pool), store=store).exit_code == 0
     with command_clock(NOW):
         sealed = cli("seal", "gen1", "--tasks", ",".join(shapes), "--per-task", "20", "--expires", "2027-03-01",
-                     "--budget-bits", "3500", "--seed", "1", store=store)
+                     "--budget-bits", "3500", store=store)
     assert sealed.exit_code == 0, sealed.output
     before = picture(store, ledger_id)
     with command_clock(NOW):

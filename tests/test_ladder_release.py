@@ -61,7 +61,7 @@ def ladder(tmp_path: Path) -> dict[str, Any]:
         for args in (("pool", "add", TASK, str(pool)),
                      ("seal", "public", "--tasks", TASK, "--data-root", str(data), "--expires", "2027-06-01"),
                      ("seal", "gen1", "--tasks", TASK, "--per-task", "80", "--expires", "2027-03-01",
-                      "--budget-bits", "400", "--ladder-step", str(STEP), "--seed", "1")):
+                      "--budget-bits", "400", "--ladder-step", str(STEP))):
             result = cli(*args, store=store)
             assert result.exit_code == 0, result.output
     indices = [add_bundle(store, "gen1", model, seed=10 + i, skill=skill) for i, (model, skill) in enumerate(MODELS)]

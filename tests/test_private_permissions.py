@@ -25,7 +25,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setenv("HELDOUT_NOW", NOW)
     store, ledger_id, data = pooled_store(tmp_path, BLOODMNIST)
     assert cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--expires", EXPIRES,
-               "--budget-bits", "50", store=store).exit_code == 0
+               "--budget-bits", "5000", store=store).exit_code == 0
     note = tmp_path / "note.json"
     note.write_text(json.dumps({"text": "hello"}))
     return SimpleNamespace(store=store, ledger_id=ledger_id, data=data, note=note, tmp=tmp_path)
@@ -40,7 +40,7 @@ def commands(env: SimpleNamespace) -> dict[str, list[str]]:
     return {
         "ledger append": ["ledger", "append", env.ledger_id, "--type", "note", "--json-file", str(env.note)],
         "seal": ["seal", "gen2", "--tasks", "bloodmnist", "--per-task", "10", "--expires", EXPIRES,
-                 "--budget-bits", "50"],
+                 "--budget-bits", "5000"],
         "retire": ["retire", "gen1", "--reason", "leaked", "--reveal"],
         "prove-member": ["prove-member", "gen1", a_case_id(env.store)],
         "pool add": ["pool", "add", "bloodmnist", str(write_npz(env.data / "more.npz", shape=(28, 28, 3),

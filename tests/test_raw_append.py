@@ -149,7 +149,7 @@ def test_forged_contradictions_are_reported_and_commands_keep_working(tmp_path: 
         assert table.exit_code == 0
         assert "contradicts itself" in table.output or case.startswith("second supersession")
         sealed = cli("seal", "gen5", "--tasks", "bloodmnist", "--per-task", "5", "--expires", "2027-02-01",
-                     "--budget-bits", "100", "--seed", "5", store=fx.store)
+                     "--budget-bits", "5000", store=fx.store)
         assert sealed.exit_code == 0, sealed.output
         audit = cli("audit", fx.ledger_id, "--json", "--out", str(tmp_path / "report.json"), store=fx.store)
     assert audit.exit_code == 1, audit.output

@@ -176,7 +176,7 @@ def thresholdout_store(tmp_path: Path) -> tuple[Path, str, Path]:
         for args in (("pool", "add", TASK, str(pool)),
                      ("seal", "public", "--tasks", TASK, "--data-root", str(data), "--expires", "2027-06-01"),
                      ("seal", "gen1", "--tasks", TASK, "--per-task", "80", "--expires", "2027-03-01",
-                      "--budget-bits", "400", "--thresholdout", "--threshold", "4", "--sigma", "1", "--seed", "1")):
+                      "--budget-bits", "400", "--thresholdout", "--threshold", "4", "--sigma", "1")):
             result = cli(*args, store=store)
             assert result.exit_code == 0, result.output
     return store, ledger_id, data

@@ -47,7 +47,7 @@ def log_an_intent(env: SimpleNamespace, name: str) -> int:
 
 
 def seal(env: SimpleNamespace, name: str, per_task: int = 20) -> dict[str, Any]:
-    result = cli("seal", name, "--tasks", "bloodmnist", "--per-task", str(per_task), "--budget-bits", "10",
+    result = cli("seal", name, "--tasks", "bloodmnist", "--per-task", str(per_task), "--budget-bits", "5000",
                  "--expires", EXPIRES, "--json", store=env.store)
     assert result.exit_code == 0, result.output
     return dict(json.loads(result.output))

@@ -62,7 +62,7 @@ def test_a_witnessed_seal_draws_from_the_witnesses_cosignatures(tmp_path: Path,
     monkeypatch.setenv("HELDOUT_NOW", NOW)
     store, ledger_id, _ = store_with_pools(tmp_path, ("bloodmnist",))
     with witnesses(tmp_path, store, ledger_id):
-        result = gen_cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--budget-bits", "10",
+        result = gen_cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--budget-bits", "5000",
                          "--expires", EXPIRES, store=store)
         assert result.exit_code == 0, result.output
         manifest = json.loads((store / "seals" / "gen1.seal.json").read_text())
