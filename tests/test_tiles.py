@@ -38,6 +38,7 @@ from ledger.tiles import (
     index_path,
     write_tiles,
 )
+from seals import canonical_bytes
 from tests.audit_support import AuditFixture, build_store, command_clock
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
 
@@ -487,3 +488,17 @@ def test_follow_a_growing_tiles_directory_locally_and_over_http(tmp_path: Path) 
     assert refused.exit_code == 1 and "not proven to extend" in refused.output
     ledger.close()
     forked.close()
+
+
+def test_an_entry_too_long_for_a_bundle_is_refused_and_nothing_is_published(tmp_path: Path) -> None:
+    """The ledger takes entries of up to 65536 bytes; a bundle's uint16 length holds 65535: refused, in one
+    line (exit 2), before any checkpoint is written."""
+    ledger = new_ledger(tmp_path / "ledger")
+    base = len(canonical_bytes(bundle_entry(1, pad=1)))
+    entry = bundle_entry(1, pad=1 + 65536 - base)
+    assert len(canonical_bytes(entry)) == 65536
+    ledger.append(entry, signer=ledger_signer(), now=T0)
+    with pytest.raises(LedgerUsageError, match="at most 65535 bytes"):
+        write_tiles(ledger, tmp_path / "tiles")
+    assert not (tmp_path / "tiles" / CHECKPOINT).exists()
+    ledger.close()
