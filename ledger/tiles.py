@@ -44,10 +44,11 @@ import stat
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from keys import MalformedInput, TrustedKey, b64encode, verifier_key_string
 from keys.safeio import (
@@ -87,7 +88,9 @@ TILE_LIMIT = TILE_WIDTH * HASH_SIZE
 BUNDLE_LIMIT = TILE_WIDTH * (2 + MAX_BUNDLE_ENTRY)
 MANIFEST_LIMIT = ENTRIES_FILE_LIMIT  # it lists every checkpoint size and blob: it grows with the log
 FETCH_TIMEOUT_S = 30.0
+FETCH_THREADS = 8  # concurrent requests to a tiles server
 
+_T = TypeVar("_T")
 _TOP_LEVEL = {CHECKPOINT, "tile", MANIFEST, CHECKPOINTS, "blobs", KEYS, SEALS}
 
 
@@ -685,48 +688,66 @@ class TilesLog(EntryList):
                                        expected=expected, found=len(data))
         return _split(data)[:width]
 
+    def _level0(self, number: int) -> tuple[list[bytes], list[bytes]]:
+        """Entry bundle ``number`` and its leaf-hash tile, for the checkpoint's size: (entries, leaves)."""
+        width = min(TILE_WIDTH, self._checkpoint.size - (number << TILE_HEIGHT))
+        rel, data, full = self._tile(partial(bundle_path, number), width, BUNDLE_LIMIT)
+        bundle = decode_bundle(data, where=rel)
+        if len(bundle) != (TILE_WIDTH if full else width):
+            raise LedgerIntegrityError("an entry bundle holds another number of entries than its name says",
+                                       file=rel, expected=TILE_WIDTH if full else width, found=len(bundle))
+        return bundle[:width], self._hash_tile(0, number, width)
+
+    def _upper_tile(self, level: int, count: int, number: int) -> list[bytes]:
+        """Hash tile ``number`` of ``level`` (which holds ``count`` hashes at the checkpoint's size)."""
+        return self._hash_tile(level, number, min(TILE_WIDTH, count - (number << TILE_HEIGHT)))
+
+    def _fetched(self, fetch: Callable[[int], _T], numbers: range) -> Iterator[_T]:
+        """``fetch`` over ``numbers`` in order; over HTTP several at a time (the round trips overlap)."""
+        if isinstance(self.files, LocalFiles) or len(numbers) < 2:
+            yield from map(fetch, numbers)
+            return
+        with ThreadPoolExecutor(max_workers=FETCH_THREADS) as pool:
+            yield from pool.map(fetch, numbers)
+
     def _load(self) -> list[bytes]:
         if self._entries is not None:
             return self._entries
         size = self._checkpoint.size
         entries: list[bytes] = []
         nodes = MemoryNodes()
-        signed = False
-        for number in range((size + TILE_WIDTH - 1) >> TILE_HEIGHT):
-            width = min(TILE_WIDTH, size - (number << TILE_HEIGHT))
-            rel, data, full = self._tile(partial(bundle_path, number), width, BUNDLE_LIMIT)
-            bundle = decode_bundle(data, where=rel)
-            if len(bundle) != (TILE_WIDTH if full else width):
-                raise LedgerIntegrityError("an entry bundle holds another number of entries than its name says",
-                                           file=rel, expected=TILE_WIDTH if full else width, found=len(bundle))
-            leaves = self._hash_tile(0, number, width)
-            for offset, (data_i, stored) in enumerate(zip(bundle[:width], leaves, strict=True)):
-                index = (number << TILE_HEIGHT) + offset
-                if leaf_hash(data_i) != stored:
+        bundles = (size + TILE_WIDTH - 1) >> TILE_HEIGHT
+
+        def add(number: int, bundle: list[bytes], leaves: list[bytes]) -> None:
+            for offset, (data, stored) in enumerate(zip(bundle, leaves, strict=True)):
+                if leaf_hash(data) != stored:
+                    index = (number << TILE_HEIGHT) + offset
                     raise LedgerIntegrityError(f"entry {index}: its bytes do not hash to the leaf in its tile",
-                                               index=index, file=hash_tile_path(0, number, width),
-                                               expected=b64encode(stored), found=b64encode(leaf_hash(data_i)))
+                                               index=index, file=hash_tile_path(0, number, len(leaves)),
+                                               expected=b64encode(stored), found=b64encode(leaf_hash(data)))
                 nodes.append(stored)
-                entries.append(data_i)
-            if not signed:
-                # the checkpoint must be signed by the key entry 0 declares before anything more is fetched: a
-                # stranger's unsigned size cannot make the reader fetch a log that is not there
-                genesis = entries[0]
-                key = genesis_key(decode_entry(genesis, index=0))
-                verify_checkpoint(self._checkpoint.note, name=key.name, key=key.public_key,
-                                  origin=origin_of(ledger_id_of(genesis)))
-                signed = True
+                entries.append(data)
+
+        if bundles:
+            # the checkpoint must be signed by the key entry 0 declares before more than the first bundle is
+            # fetched: a stranger's unsigned size cannot make the reader fetch a log that is not there
+            add(0, *self._level0(0))
+            key = genesis_key(decode_entry(entries[0], index=0))
+            verify_checkpoint(self._checkpoint.note, name=key.name, key=key.public_key,
+                              origin=origin_of(ledger_id_of(entries[0])))
+        for number, (bundle, leaves) in enumerate(self._fetched(self._level0, range(1, bundles)), start=1):
+            add(number, bundle, leaves)
         for level, count in _levels(size):
             if level == 0:
                 continue
-            for number in range((count + TILE_WIDTH - 1) >> TILE_HEIGHT):
-                width = min(TILE_WIDTH, count - (number << TILE_HEIGHT))
-                for offset, stored in enumerate(self._hash_tile(level, number, width)):
+            tiles = range((count + TILE_WIDTH - 1) >> TILE_HEIGHT)
+            for number, hashes in enumerate(self._fetched(partial(self._upper_tile, level, count), tiles)):
+                for offset, stored in enumerate(hashes):
                     index = (number << TILE_HEIGHT) + offset
                     if nodes.node(TILE_HEIGHT * level, index) != stored:
                         raise LedgerIntegrityError("a hash tile does not match the entries",
-                                                   file=hash_tile_path(level, number, width), level=level,
-                                                   index=index)
+                                                   file=hash_tile_path(level, number, len(hashes)),
+                                                   level=level, index=index)
         tree = HashTree(nodes)
         if size and tree.root_at(size) != self._checkpoint.root:
             raise LedgerIntegrityError("the tiles do not give the checkpoint's root", file=CHECKPOINT,
