@@ -24,6 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
+import ledger.tiles as tiles_module
 from heldout.cli import app
 from ledger import LedgerIntegrityError, LedgerUsageError
 from ledger.tiles import (
@@ -501,4 +502,31 @@ def test_an_entry_too_long_for_a_bundle_is_refused_and_nothing_is_published(tmp_
     with pytest.raises(LedgerUsageError, match="at most 65535 bytes"):
         write_tiles(ledger, tmp_path / "tiles")
     assert not (tmp_path / "tiles" / CHECKPOINT).exists()
+    ledger.close()
+
+
+def test_a_run_that_dies_before_its_checkpoint_leaves_the_old_state_and_the_next_run_completes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger = new_ledger(tmp_path / "ledger", entries=300, batch=30)
+    out = tmp_path / "tiles"
+    write_tiles(ledger, out)
+    published = (out / CHECKPOINT).read_bytes()
+    grow(ledger, 500, day=1)
+    original = tiles_module._Writer.replaceable
+
+    def dies_at_the_checkpoint(self: Any, rel: str, data: bytes) -> None:
+        if rel == CHECKPOINT:
+            raise OSError("power cut")
+        original(self, rel, data)
+
+    monkeypatch.setattr(tiles_module._Writer, "replaceable", dies_at_the_checkpoint)
+    with pytest.raises(OSError, match="power cut"):
+        write_tiles(ledger, out)
+    monkeypatch.undo()
+    assert (out / CHECKPOINT).read_bytes() == published  # readers still see the old state...
+    with pytest.raises(LedgerIntegrityError, match="being updated"):
+        TilesLog(out)  # ...and a reader of the new manifest is told to read again
+    done = write_tiles(ledger, out)
+    assert done.previous_size == 301 and done.size == ledger.size and done.written[-1] == CHECKPOINT
+    assert TilesLog(out).verify(expected_id=ledger.ledger_id).size == ledger.size
     ledger.close()
