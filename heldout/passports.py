@@ -467,8 +467,19 @@ def _check_cited_bundles(passport: Passport, heldout: Mapping[str, Any], facts: 
                 bundle.get("generation") != heldout.get("generation"):
             raise VerificationError(f"the passport cites entry {bundle_index}, not a bundle of {passport.model_id} on "
                                     f"{heldout.get('generation')}", index=index, field=where)
+        # The citation must name this very bundle (task, blobs, leaf hash): otherwise a passport could carry
+        # another bundle's numbers under this citation (FORMATS.md rule 11).
+        for member in ("task", "evaluation_sha256", "predictions_sha256"):
+            if member in ref and ref[member] != bundle.get(member):
+                raise VerificationError(f"the passport's citation of bundle {bundle_index} disagrees with it on "
+                                        f"{member}", index=index, field=f"{where}.{member}",
+                                        expected=bundle.get(member), found=ref[member])
+        data = facts.entry_bytes(bundle_index)
+        if "leaf_hash_b64" in ref and ref["leaf_hash_b64"] != b64encode(leaf_hash(data)):
+            raise VerificationError(f"the passport's citation of bundle {bundle_index}: leaf_hash_b64 is not the "
+                                    "entry's leaf hash", index=index, field=f"{where}.leaf_hash_b64")
         proof = [b64decode_strict(h, what="inclusion proof") for h in ref.get("inclusion_proof") or []]
-        verify_inclusion(bundle_index, size, leaf_hash(facts.entry_bytes(bundle_index)), proof, root)
+        verify_inclusion(bundle_index, size, leaf_hash(data), proof, root)
         if not cited_evaluation_matches(evaluation, bundle, lambda e: sha256_hex(canonical_bytes(e))):
             raise VerificationError(f"evaluation {position} of the passport is not the one bundle {bundle_index} "
                                     "logged", index=index, field=f"computed.evaluations[{position}]")

@@ -9,11 +9,12 @@ from seals.canonical import (
     prepare,
     sha256_hex,
 )
-from seals.passport import Passport, PassportState, PassportVerdict, verify_passport
+from seals.passport import EXIT_CODE_FOR_STATE, Passport, PassportState, PassportVerdict, verify_passport
 from seals.signing import Issuer, VerifiedDocument, sign_document, signing_payload, verify_document
 from seals.timeutil import Clock, format_utc, parse_utc, system_clock
 
 __all__ = [
+    "EXIT_CODE_FOR_STATE",
     "CanonicalError",
     "Clock",
     "Issuer",

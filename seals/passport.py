@@ -88,6 +88,10 @@ class PassportState(enum.Enum):
     LAPSED = "lapsed"  # decided against a ledger: its generation was retired or its spec superseded
 
 
+#: The exit code of each state (DESIGN.md's table): the CLI and the public site's verdicts use this one mapping.
+EXIT_CODE_FOR_STATE = {PassportState.VALID: 0, PassportState.EXPIRED: 3, PassportState.LAPSED: 4}
+
+
 @dataclass(frozen=True)
 class PassportVerdict:
     """The outcome of a passport whose signature verified: its state at the reference time."""
@@ -97,6 +101,10 @@ class PassportVerdict:
     at: datetime
     state: PassportState
     reason: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODE_FOR_STATE[self.state]
 
     @property
     def line(self) -> str:

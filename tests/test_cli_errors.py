@@ -216,7 +216,8 @@ def test_a_really_full_disk_is_exit_2_never_tampered(built: AuditFixture, small_
     store = small_disk / "store"
     shutil.copytree(built.store, store)
     filler = small_disk / "filler"
-    with open(filler, "wb") as handle:  # fill the file system to the last block
+    with open(filler, "wb", buffering=0) as handle:  # fill the file system to the last block (unbuffered:
+        # a buffered writer keeps the bytes of a short write and fails again when closed)
         try:
             while True:
                 handle.write(b"\0" * 65536)

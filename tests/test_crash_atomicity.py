@@ -65,7 +65,12 @@ RANDOM_KILLS = int(os.environ.get("HELDOUT_CRASH_KILLS", "150"))
 WORKERS = max(1, int(os.environ.get("HELDOUT_CRASH_WORKERS", str(min(4, os.cpu_count() or 1)))))
 SEED = int(os.environ.get("HELDOUT_CRASH_SEED", "20261201"))
 PUBLIC = ("seals", "passports", "blobs")
-NEW_TYPES = {"seal": ["seal"], "retire": ["retire", "reveal"], "evaluate": ["bundle"], "passport": ["passport"]}
+NEW_TYPES = {"seal": ["pool", "intent", "seal"], "retire": ["retire", "reveal"], "evaluate": ["bundle"],
+             "passport": ["passport"]}
+#: Commit-then-draw logs the pool and the intent (one batch) before the draw, and the seal after it: a kill in
+#: between leaves a logged draw that was never sealed. To the log that is a draw thrown away, and it must stay
+#: visible (the audit reports it); nothing else may have been written.
+ABANDONED = {"seal": ["pool", "intent"]}
 
 
 def operation_args(op: str, fixture: AuditFixture) -> list[str]:
@@ -156,6 +161,10 @@ def classify(store: Path, ledger_id: str, before: Picture, op: str) -> str:
             f"{sorted(set(now.public.items()) ^ set(before.public.items()))}"
         assert now.private == before.private, f"{op}: private files outside staging changed"
         return "never-started"
+    if [e["type"] for e in new] == ABANDONED.get(op):
+        assert now.public == before.public, f"{op}: files were published for a draw that was never sealed"
+        assert now.private == before.private, f"{op}: private files outside staging changed"
+        return "draw-abandoned"
     assert [e["type"] for e in new] == NEW_TYPES[op], f"{op}: unexpected new entries {[e['type'] for e in new]}"
     public, private = expected_files(store, ledger_id, new)
     for rel, digest in now.public.items():
@@ -187,12 +196,22 @@ def check_settled(store: Path, ledger_id: str, before: Picture, before_export: d
                   raw_state: str, work: Path) -> str:
     """After the next command: exactly never-started or completed, export and audit agreeing."""
     state = classify(store, ledger_id, before, op)
-    assert state in ("never-started", "completed"), f"{op}: still {state} after the next command"
-    if raw_state != "never-started":
+    assert state in ("never-started", "completed", "draw-abandoned"), f"{op}: still {state} after the next command"
+    if raw_state == "draw-abandoned":
+        assert state == "draw-abandoned", f"{op}: an abandoned draw became {state}"
+    elif raw_state != "never-started":
         assert state == "completed", f"{op}: a logged operation was not completed"
     now = picture(store, ledger_id)
     assert not now.staging and not now.hidden, (now.staging, now.hidden)
     exported = export_files(store, ledger_id, work / f"export-{len(list(work.iterdir()))}")
+    if state == "draw-abandoned":
+        assert {n: d for n, d in exported.items() if n.startswith(("seals/", "blobs/"))} == \
+            {n: d for n, d in before_export.items() if n.startswith(("seals/", "blobs/"))}, \
+            f"{op}: an abandoned draw published files"
+        with command_clock(NOW):
+            audited = cli("audit", ledger_id, "--out", str(work / "audit_report.json"), store=store)
+        assert audited.exit_code == 1 and "never sealed" in audited.output, audited.output
+        return state
     if state == "never-started":
         assert exported == before_export, f"{op}: the export of a never-started operation differs"
     else:
@@ -314,7 +333,8 @@ def check_case(prepared: Prepared, case: Kill, returncode: int, stderr: str) -> 
     if killed and crash_at is not None and not timed:
         steps = prepared.steps[op]
         if steps.index(crash_at) <= steps.index(f"{op}.intent"):
-            assert raw == "never-started", f"{op} at {crash_at}: {raw}"
+            assert raw in ("never-started", "draw-abandoned" if op in ABANDONED else "never-started"), \
+                f"{op} at {crash_at}: {raw}"
         elif crash_at == f"{op}.done":
             assert raw == "completed", f"{op} at {crash_at}: {raw}"
         else:
@@ -335,11 +355,12 @@ def check_case(prepared: Prepared, case: Kill, returncode: int, stderr: str) -> 
         assert ("gen3" in generations) == (settled == "completed")
     if op == "retire":
         assert (generations["gen1"]["state"] == "retired") == (settled == "completed")
-    if settled == "never-started":  # the operation can simply be run again
+    if settled in ("never-started", "draw-abandoned"):  # the operation can simply be run again
         with command_clock(NOW):
             again = cli(*operation_args(op, prepared.fixture), store=store)
         assert again.exit_code == 0, (op, again.output)
-        assert classify(store, ledger_id, prepared.before, op) == "completed"
+        if settled == "never-started":
+            assert classify(store, ledger_id, prepared.before, op) == "completed"
     shutil.rmtree(work)
     return (raw if killed else "not-killed"), settled
 
@@ -493,7 +514,8 @@ def test_refused_commit_publishes_nothing(prepared: Prepared, tmp_path: Path, mo
     real = Ledger.append_batch
 
     def raced(self: Ledger, entries: Any, **kwargs: Any) -> list[int]:
-        kwargs["expected_size"] = self.size - 1  # as if someone appended after the manifest was signed
+        if any(dict(e).get("type") == "seal" for e in entries):  # the pools and intent are logged as usual
+            kwargs["expected_size"] = self.size - 1  # as if someone appended after the manifest was signed
         return real(self, entries, **kwargs)
 
     monkeypatch.setattr(Ledger, "append_batch", raced)
@@ -501,7 +523,7 @@ def test_refused_commit_publishes_nothing(prepared: Prepared, tmp_path: Path, mo
         result = cli(*operation_args("seal", prepared.fixture), store=store)
     monkeypatch.undo()
     assert result.exit_code == 2, result.output
-    assert classify(store, prepared.fixture.ledger_id, prepared.before, "seal") == "never-started"
+    assert classify(store, prepared.fixture.ledger_id, prepared.before, "seal") == "draw-abandoned"
     assert picture(store, prepared.fixture.ledger_id).staging == []
 
 

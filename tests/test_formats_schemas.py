@@ -103,6 +103,12 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[
                                                              "--json", "--store", str(store)))
     for name, evaluation in v02_corpus_evaluations():
         add("evaluation", f"MedEval-1 v0.2 corpus evaluation {name}", evaluation)
+    site = root / "site"
+    with command_clock(ISSUE_AT):
+        result = CliRunner().invoke(app, ["site", "build", str(site), "--from", str(export), "--release-tag", "t"])
+    assert result.exit_code == 0, result.output
+    add("site-manifest", "site manifest.json", load(site / "manifest.json"))
+    add("site-leaderboard", "site leaderboard.json", load(site / "leaderboard.json"))
     examples = document_examples((REPO_ROOT / "docs" / "FORMATS.md").read_text(encoding="utf-8"))
     assert examples == build_examples()
     for name in ("member-proof", "reveal", "seal-manifest", "audit-report"):

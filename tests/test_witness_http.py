@@ -268,3 +268,47 @@ def test_verify_reveal_with_a_policy_needs_a_witnessed_export(tmp_path: Path) ->
         refused = cli("verify-reveal", "public", "--from", str(export), *key, "--policy", str(two))
         assert refused.exit_code == 1 and "quorum 'both'" in refused.output
         assert cli("verify-reveal", "public", "--policy", str(one), store=fixture.store).exit_code == 2
+
+
+def test_witness_commands_print_their_data_as_json(tmp_path: Path) -> None:
+    """trust-log, add, policy (both ways) and serve (one line, the server keeps running) each print a JSON
+    document with --json that names what was done, and the served URL answers with the announced key."""
+    folder = tmp_path / "wdir"
+    made = cli("witness", "init", "--store", str(folder), "--name", "w-json", "--json")
+    assert made.exit_code == 0, made.output
+    vkey = json.loads(made.stdout)["vkey"]
+    store, ledger_id, ledger = operator_store(tmp_path)
+    with ledger:
+        trusted = cli("witness", "trust-log", ledger.origin, ledger.verifier_key, "--store", str(folder), "--json")
+        assert trusted.exit_code == 0, trusted.output
+        assert json.loads(trusted.stdout) == {"origin": ledger.origin, "vkey": ledger.verifier_key,
+                                              "store": str(folder.resolve())}
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HELDOUT_NOW": "2026-03-01T13:00:00Z"}
+        process = subprocess.Popen([sys.executable, "-m", "heldout", "witness", "serve", "--store", str(folder),
+                                    "--listen", "127.0.0.1:0", "--max-seconds", "60", "--json"],
+                                   stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            assert process.stdout is not None
+            announced = json.loads(process.stdout.readline())
+            assert announced["name"] == "w-json" and announced["vkey"] == vkey
+            assert announced["url"].startswith("http://127.0.0.1:")
+            added = cli("witness", "add", announced["url"], "--key", vkey, "--json", store=store)
+            assert added.exit_code == 0, added.output
+            assert json.loads(added.stdout) == {"name": "w-json", "url": announced["url"], "vkey": vkey,
+                                                "configured": 1}
+            default = json.loads(cli("witness", "policy", "--json", store=store).stdout)
+            assert default["path"] is None and default["quorum"] == "configured"
+            assert default["witnesses"] == [{"name": "w-json", "url": announced["url"], "vkey": vkey}]
+            policy = tmp_path / "policy.txt"
+            policy.write_text(f"witness W {vkey}\nquorum W\n")
+            set_now = cli("witness", "policy", str(policy), "--json", store=store)
+            assert set_now.exit_code == 0, set_now.output
+            assert json.loads(set_now.stdout)["quorum"] == "W"
+            in_force = json.loads(cli("witness", "policy", "--json", store=store).stdout)
+            assert in_force["text"] == policy.read_text() and in_force["path"] == json.loads(set_now.stdout)["path"]
+            synced = cli("witness", "sync", ledger_id, "--json", store=store)
+            assert synced.exit_code == 0, synced.output
+            assert json.loads(synced.stdout)["witnessed"]["cosigned_by"] == ["W"]
+        finally:
+            process.terminate()
+            assert process.wait(timeout=20) == 0

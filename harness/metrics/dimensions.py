@@ -97,15 +97,23 @@ def accuracy(probs: ArrayLike, labels: ArrayLike, *, seed: int) -> Dimension:
 
 # --- calibration ------------------------------------------------------------------------------------------
 
-def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray) -> float:
-    """ECE with 15 equal-width bins over (0, 1]: bin b holds ``edges[b] < conf <= edges[b+1]`` with
-    ``edges = numpy.linspace(0, 1, 16)`` (a confidence of exactly 0 falls in the first bin), weighted by
-    bin count: ``Σ_b (n_b / n) · |acc_b - conf_b|``."""
+def _calibration_bin_sums(confidence: np.ndarray, correct: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The ECE binning: 15 equal-width bins over (0, 1]; bin b holds ``edges[b] < conf <= edges[b+1]`` with
+    ``edges = numpy.linspace(0, 1, 16)`` (a confidence of exactly 0 falls in the first bin). Returns the edges
+    and, per bin, the count, the sum of confidences and the number correct."""
     edges = np.linspace(0.0, 1.0, spec.ECE_BINS + 1)
     bins = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, spec.ECE_BINS - 1)
     counts = np.bincount(bins, minlength=spec.ECE_BINS)
     confidence_sums = np.bincount(bins, weights=confidence, minlength=spec.ECE_BINS)
     correct_sums = np.bincount(bins, weights=correct.astype(np.float64), minlength=spec.ECE_BINS)
+    return edges, counts, confidence_sums, correct_sums
+
+
+def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray) -> float:
+    """ECE over the bins of :func:`_calibration_bin_sums`, weighted by bin count:
+    ``Σ_b (n_b / n) · |acc_b - conf_b|``."""
+    _, counts, confidence_sums, correct_sums = _calibration_bin_sums(confidence, correct)
     filled = counts > 0
     gaps = np.abs(correct_sums[filled] / counts[filled] - confidence_sums[filled] / counts[filled])
     return float(np.sum(counts[filled] / confidence.shape[0] * gaps))
@@ -133,6 +141,20 @@ def calibration(probs: ArrayLike, labels: ArrayLike) -> Dimension:
         "overconfidence": max(0.0, mean_confidence - top1),
         "score": 100.0 * max(0.0, 1.0 - ece / spec.ECE_ZERO_SCORE),
     }
+
+
+def calibration_bins(probs: ArrayLike, labels: ArrayLike) -> list[dict[str, Any]]:
+    """The reliability diagram behind the ECE: per bin ``lo``, ``hi``, ``count``, mean ``confidence`` and
+    ``accuracy`` (null for an empty bin). Not part of the evaluation object (per-bin accuracies are
+    label-dependent releases); drawn where the labels are public (a revealed generation)."""
+    p = as_probs(probs)
+    n, n_classes = p.shape
+    y = as_labels(labels, n_classes=n_classes, n=n)
+    confidence = p.max(axis=1)
+    edges, counts, confidence_sums, correct_sums = _calibration_bin_sums(confidence, predictions_from_probs(p) == y)
+    return [{"lo": float(edges[b]), "hi": float(edges[b + 1]), "count": int(counts[b]),
+             "confidence": float(confidence_sums[b] / counts[b]) if counts[b] else None,
+             "accuracy": float(correct_sums[b] / counts[b]) if counts[b] else None} for b in range(len(counts))]
 
 
 # --- uncertainty ------------------------------------------------------------------------------------------

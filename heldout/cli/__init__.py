@@ -17,6 +17,7 @@ from heldout.cli import (
     keys_cmd,
     ledger_cmd,
     passport_cmd,
+    site_cmd,
     spec_cmd,
     witness_cmd,
 )
@@ -61,6 +62,7 @@ app.add_typer(ledger_cmd.app, name="ledger")
 app.add_typer(data_cmd.app, name="data")
 app.add_typer(spec_cmd.app, name="spec")
 app.add_typer(witness_cmd.app, name="witness")
+app.add_typer(site_cmd.app, name="site")
 gen_cmd.register(app)
 eval_cmd.register(app)
 audit_cmd.register(app)

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from heldout.audit import AuditReport, AuditSource, ExportSource, operator_source, run_audit
 from heldout.cli.common import (
@@ -23,6 +22,7 @@ from heldout.cli.common import (
     handle_errors,
     open_store,
     output_file,
+    phase_progress,
     print_json,
     reference_time,
     table,
@@ -120,15 +120,7 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool) -> Path:
 
 
 def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool, policy: Policy | None) -> AuditReport:
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True, disable=quiet or not err_console.is_terminal) as bar:
-        tasks: dict[str, TaskID] = {}
-
-        def tick(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(tasks[phase], completed=done, total=total)
-
+    with phase_progress(disable=quiet) as tick:
         return run_audit(source, now=now, audit_command=command, progress=tick, policy=policy)
 
 

@@ -13,7 +13,8 @@ import json
 import os
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -21,6 +22,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 import typer
 import typer.core
 from rich.console import Console, ConsoleDimensions
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -124,6 +126,21 @@ def reference_time(at: str | None = None) -> datetime:
     if env:
         return parse_utc(env, what=f"${NOW_ENV}", usage=True)
     return system_clock()
+
+
+@contextmanager
+def phase_progress(*, disable: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """Rich progress bars on stderr, one per phase: yields ``tick(phase, done, total)``."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True, disable=disable) as bar:
+        phases: dict[str, TaskID] = {}
+
+        def tick(phase: str, done: int, total: int) -> None:
+            if phase not in phases:
+                phases[phase] = bar.add_task(phase, total=total)
+            bar.update(phases[phase], completed=done, total=total)
+
+        yield tick
 
 
 def print_json(value: Any) -> None:

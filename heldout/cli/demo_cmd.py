@@ -226,7 +226,14 @@ def run_demo(store: Path, *, fast: bool) -> None:
           at=later)
     d.run(["passport", "verify", str(gen2_passport)], at=later, expect=4)
     d.run([ledger_id], script=True, at=later)
+    site = store / "site"
+    d.say("build the public site",
+          "Static pages from the public data alone (the store read through its export view): every passport is\n"
+          "verified first, the build is byte-reproducible, and each passport page re-checks itself in a browser.")
+    d.run(["site", "build", str(site)], at=later)  # as of the ledger's last entry (or $HELDOUT_NOW): reproducible
+    _site_screenshots(site, store / "site-screenshots")
     console.print(Rule())
+    console.print(str(site / "index.html"))
     console.print(f"[bold green]demo complete[/] in {d.elapsed():.0f} s. Store: {store}")
     for line in try_lines(store, ledger_id):
         console.print(f"Try: {line}", markup=False, soft_wrap=True)
@@ -239,6 +246,18 @@ def try_lines(store: Path, ledger_id: str) -> list[str]:
     return [f"{heldout} status --store {where}",
             f"{heldout} audit {ledger_id} --store {where}",
             f"{heldout} ledger show --store {where}"]
+
+
+def _site_screenshots(site: Path, out: Path) -> None:
+    """Pictures of the leaderboard and a passport page when the system's chromium and playwright are there."""
+    from heldout.site.screenshot import screenshots_available, take_screenshots
+
+    missing = screenshots_available()
+    if missing:
+        console.print(f"[dim]no screenshots: {missing}[/]")
+        return
+    for path in take_screenshots(site, out):
+        console.print(f"screenshot: {path}")
 
 
 def demo_command(

@@ -435,7 +435,7 @@ def follow(
     same size or an unproven larger one exits 1 and keeps both signed checkpoints as fork evidence. The source
     may be an export or a tiles directory (ledger tiles), local or served over http(s).
 
-    Example: heldout ledger follow LEDGER_ID --from https://logs.example/heldout-tiles"""
+    Example: heldout ledger follow LEDGER_ID --from https://lab.example/export --policy ./policy.txt"""
     if not is_ledger_id(ledger.strip()):
         raise LedgerUsageError("follow pins the full ledger id (20 lowercase hex characters)", found=ledger[:80])
     policy = load_policy(policy_file) if policy_file is not None else None

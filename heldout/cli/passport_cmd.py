@@ -33,11 +33,11 @@ from ledger import Checkpoint, Ledger
 from ledger.entries import origin_of
 from ledger.policy import Policy, Witnessed, load_policy
 from ledger.public import open_public_log
-from seals import Passport, PassportState, parse_json_object, verify_passport
+from seals import EXIT_CODE_FOR_STATE, Passport, parse_json_object, verify_passport
 
 app = typer.Typer(help="Signed evidence records for one model.", no_args_is_help=True)
 
-EXIT_FOR_STATE = {PassportState.VALID: 0, PassportState.EXPIRED: 3, PassportState.LAPSED: 4}
+EXIT_FOR_STATE = EXIT_CODE_FOR_STATE
 
 
 def read_document_file(path: Path, *, what: str) -> dict:

@@ -6,7 +6,9 @@ Operator side (``--store`` is the heldout store): ``add``, ``list``, ``policy``,
 
 from __future__ import annotations
 
+import json
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Annotated
@@ -27,6 +29,7 @@ from heldout.cli.common import (
 from heldout.generations.ledgers import open_ledger
 from heldout.store import Store
 from heldout.witness.operator import (
+    POLICY_FILE,
     Witnessing,
     add_endpoint,
     default_policy_text,
@@ -39,7 +42,8 @@ from heldout.witness.operator import (
 from heldout.witness.server import WitnessServer, folder_lock, init_witness, load_witness, parse_listen
 from keys import MalformedInput, UsageError
 from ledger import Ledger
-from ledger.policy import QuorumError
+from ledger.cosignature import Cosigner
+from ledger.policy import Policy, QuorumError, parse_policy
 from ledger.witness import WitnessedLog, trust_log
 
 app = typer.Typer(help="Witnesses (C2SP tlog-witness): run one, or have the ledger's checkpoints cosigned.",
@@ -49,15 +53,24 @@ WitnessStore = Annotated[Path, typer.Option("--store", help="The witness's own f
 LedgerOpt = Annotated[str | None, typer.Argument(help="Ledger id or prefix (default: the store's default).")]
 
 
+def _witness_folder(store: Path) -> Path:
+    """The witness's folder, opened the way every ``--store`` is (a file there is refused, ``~`` expanded), so
+    that its file-system errors take the same one road out as the store's."""
+    return open_store(store).root
+
+
 @app.command("init")
 @handle_errors
 def init(store: WitnessStore,
          name: Annotated[str, typer.Option("--name", help="The witness's key name (e.g. witness.example/w1).")],
          as_json: JsonFlag = False) -> None:
-    """Create a witness folder with a new Ed25519 key; prints its cosignature verifier key (vkey, type 0x04)."""
-    cosigner = init_witness(store, name=name)
+    """Create a witness folder with a new Ed25519 key; prints its cosignature verifier key (vkey, type 0x04).
+
+    Example: heldout witness init --store ./witness --name witness.example/w1"""
+    folder = _witness_folder(store)
+    cosigner = init_witness(folder, name=name)
     if as_json:
-        print_json({"name": cosigner.name, "vkey": cosigner.vkey, "store": str(store)})
+        print_json({"name": cosigner.name, "vkey": cosigner.vkey, "store": str(folder)})
     else:
         console.print(cosigner.vkey)
 
@@ -66,14 +79,20 @@ def init(store: WitnessStore,
 @handle_errors
 def trust(origin: Annotated[str, typer.Argument(help="The log's origin line (heldout/ledger/<id>).")],
           vkey: Annotated[str, typer.Argument(help="The log's checkpoint verifier key (heldout ledger pubkey).")],
-          store: WitnessStore) -> None:
-    """Follow a log: cosign its checkpoints signed by VKEY."""
+          store: WitnessStore, as_json: JsonFlag = False) -> None:
+    """Follow a log: cosign its checkpoints signed by VKEY.
+
+    Example: heldout witness trust-log heldout/ledger/LEDGER_ID "$(heldout ledger pubkey)" --store ./witness"""
+    folder = _witness_folder(store)
     try:
         log = WitnessedLog.from_vkey(origin, vkey)
     except MalformedInput as exc:
         raise UsageError(exc.message, **exc.evidence) from None
-    trust_log(store, log)
-    console.print(f"witnessing {log.origin} ({log.vkey})")
+    trust_log(folder, log)
+    if as_json:
+        print_json({"origin": log.origin, "vkey": log.vkey, "store": str(folder)})
+    else:
+        console.print(f"witnessing {log.origin} ({log.vkey})")
 
 
 @app.command("serve")
@@ -83,11 +102,16 @@ def serve(store: WitnessStore,
           "127.0.0.1:8700",
           max_seconds: Annotated[float | None, typer.Option("--max-seconds",
                                                             help="Stop after this long (tests).")] = None,
-          verbose: Annotated[bool, typer.Option("--verbose", help="Log every request to stderr.")] = False) -> None:
-    """Serve POST /add-checkpoint until interrupted. Prints 'listening on URL' once ready."""
+          verbose: Annotated[bool, typer.Option("--verbose", help="Log every request to stderr.")] = False,
+          as_json: Annotated[bool, typer.Option(
+              "--json", help="Announce the server as one line of JSON (url, name, vkey) instead.")] = False) -> None:
+    """Serve POST /add-checkpoint until interrupted. Prints 'listening on URL' once ready.
+
+    Example: heldout witness serve --store ./witness --listen 127.0.0.1:8700"""
     address = parse_listen(listen)
-    with folder_lock(store):
-        witness = load_witness(store, clock=reference_time)
+    folder = _witness_folder(store)
+    with folder_lock(folder):
+        witness = load_witness(folder, clock=reference_time)
         server = WitnessServer(address, witness, verbose=verbose)
         stop = threading.Event()
 
@@ -98,8 +122,13 @@ def serve(store: WitnessStore,
         signal.signal(signal.SIGINT, finish)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         thread.start()
-        console.print(f"listening on {server.url} as {witness.signer.name}", highlight=False)
-        console.file.flush()
+        if as_json:  # one line: the server keeps running, so a reader takes the announcement line by line
+            sys.stdout.write(json.dumps({"url": server.url, "name": witness.signer.name,
+                                         "vkey": Cosigner.of(witness.signer).vkey}, sort_keys=True) + "\n")
+            sys.stdout.flush()
+        else:
+            console.print(f"listening on {server.url} as {witness.signer.name}", highlight=False)
+            console.file.flush()
         stop.wait(timeout=max_seconds)
         server.shutdown()
         server.server_close()
@@ -110,19 +139,26 @@ def serve(store: WitnessStore,
 @handle_errors
 def add(url: Annotated[str, typer.Argument(help="The witness's submission prefix (http://HOST:PORT).")],
         key: Annotated[str, typer.Option("--key", help="The witness's verifier key (vkey, type 0x04).")],
-        store: StoreOption = None) -> None:
-    """Have every checkpoint of this store's ledgers cosigned by the witness at URL."""
+        store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """Have every checkpoint of this store's ledgers cosigned by the witness at URL.
+
+    Example: heldout witness add http://127.0.0.1:8700 --key "$VKEY"   (the vkey heldout witness init printed)"""
     st = open_store(store)
     st.create()
     endpoint = add_endpoint(st, url, key)
-    console.print(f"witness {endpoint.cosigner.name} at {endpoint.url} added "
-                  f"({len(load_endpoints(st))} configured)")
+    configured = len(load_endpoints(st))
+    if as_json:
+        print_json({"name": endpoint.cosigner.name, **endpoint.to_json(), "configured": configured})
+    else:
+        console.print(f"witness {endpoint.cosigner.name} at {endpoint.url} added ({configured} configured)")
 
 
 @app.command("list")
 @handle_errors
 def list_witnesses(store: StoreOption = None, as_json: JsonFlag = False) -> None:
-    """The configured witnesses."""
+    """The configured witnesses.
+
+    Example: heldout witness list --json"""
     endpoints = load_endpoints(open_store(store))
     if as_json:
         print_json({"witnesses": [e.to_json() for e in endpoints]})
@@ -139,18 +175,35 @@ def list_witnesses(store: StoreOption = None, as_json: JsonFlag = False) -> None
 @app.command("policy")
 @handle_errors
 def policy(file: Annotated[Path | None, typer.Argument(help="A C2SP tlog-policy file.", show_default=False)] = None,
-           store: StoreOption = None) -> None:
-    """Set the store's witness policy from FILE (C2SP tlog-policy), or print the one in force."""
+           store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """Set the store's witness policy from FILE (C2SP tlog-policy), or print the one in force (without a policy
+    file: a majority of the configured witnesses).
+
+    Example: heldout witness policy ./policy.txt"""
     st = open_store(store)
+    path = witness_folder(st) / POLICY_FILE
     if file is None:
-        path = witness_folder(st) / "policy"
-        text = path.read_text() if path.is_file() else default_policy_text(load_endpoints(st))
-        console.print(text, end="", highlight=False)
+        configured = path.is_file()
+        text = path.read_text() if configured else default_policy_text(load_endpoints(st))
+        if as_json:
+            print_json({**_policy_json(parse_policy(text), text), "path": str(path) if configured else None})
+        else:
+            console.print(text, end="", highlight=False)
         return
     if not file.is_file():
         raise UsageError(f"no policy file at {file}", path=str(file))
-    parsed = set_policy(st, file.read_bytes())
-    console.print(f"policy set: quorum {parsed.quorum or 'none'} over {len(parsed.witnesses)} witnesses")
+    data = file.read_bytes()
+    parsed = set_policy(st, data)
+    if as_json:
+        print_json({**_policy_json(parsed, data.decode()), "path": str(path)})
+    else:
+        console.print(f"policy set: quorum {parsed.quorum or 'none'} over {len(parsed.witnesses)} witnesses")
+
+
+def _policy_json(parsed: Policy, text: str) -> dict[str, object]:
+    return {"quorum": parsed.quorum, "text": text,
+            "witnesses": [{"name": name, "vkey": w.cosigner.vkey, "url": w.url}
+                          for name, w in sorted(parsed.witnesses.items())]}
 
 
 def _outcome_table(rows: list[dict[str, object]]) -> Table:
@@ -166,7 +219,9 @@ def _outcome_table(rows: list[dict[str, object]]) -> Table:
 @handle_errors
 def sync(ledger: LedgerOpt = None, store: StoreOption = None, as_json: JsonFlag = False) -> None:
     """Send the ledger's latest checkpoint to every witness again; exit 1 when the policy's quorum is still
-    not met (naming it)."""
+    not met (naming it).
+
+    Example: heldout witness sync --json"""
     st = open_store(store)
     with open_ledger(st, ledger) as opened:
         witnessing = opened.after_checkpoint
@@ -204,7 +259,9 @@ def _report_quorum(st: Store, opened: Ledger, outcomes: list[dict[str, object]],
 @handle_errors
 def status(ledger: LedgerOpt = None, store: StoreOption = None, as_json: JsonFlag = False) -> None:
     """Whether the ledger's latest checkpoint satisfies the store's witness policy (exit 1 naming the missing
-    quorum when it does not), and who cosigned it."""
+    quorum when it does not), and who cosigned it.
+
+    Example: heldout witness status"""
     st = open_store(store)
     with open_ledger(st, ledger) as opened:
         if isinstance(opened.after_checkpoint, Witnessing):

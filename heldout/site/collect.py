@@ -1,0 +1,211 @@
+"""What the public site shows, read from a public export and verified before anything is rendered.
+
+The build fails closed: the export is replayed (``LedgerExport.verify``, every blob re-hashed), and every
+passport the ledger logged is verified against it with the same code as ``heldout passport verify --from``
+(``heldout.passports.check_passport_on_ledger``). Anything that does not verify raises, naming the file, and
+nothing is written. The operator store is read through the same export view (an export made into a temporary
+folder), so a store build and an export build see the same bytes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from heldout.generations import GenerationState, load_generations
+from heldout.passports import LedgerFacts, check_passport_on_ledger
+from heldout.specs import Supersession, load_supersessions
+from heldout.store import Store
+from keys import HeldoutError, TrustedKey, UsageError, VerificationError, b64encode
+from ledger import BlobStore, Ledger, LedgerExport, export_ledger, open_export
+from ledger.checkpoint import Checkpoint
+from ledger.entries import genesis_key
+from seals import PassportVerdict, parse_json_object, parse_utc, sha256_hex
+
+
+class SiteBuildRefused(VerificationError):
+    """Something the site would publish does not verify (exit 1): the build stops and names the file."""
+
+
+@dataclass(frozen=True)
+class PassportRecord:
+    """One logged passport, verified at the reference time."""
+
+    entry_index: int
+    sha256: str
+    data: bytes  # the blob, byte for byte (what was signed and logged)
+    doc: dict[str, Any]
+    verdict: PassportVerdict
+    exit_code: int
+    superseded_by: int | None = None  # a later passport entry for the same model and generation
+
+    @property
+    def model_id(self) -> str:
+        return self.verdict.passport.model_id
+
+    @property
+    def generation(self) -> str:
+        return str((self.verdict.passport.heldout or {}).get("generation"))
+
+    @property
+    def page(self) -> str:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{self.model_id}__{self.generation}")
+        return f"passports/{self.entry_index}-{safe}.html"
+
+
+@dataclass
+class SiteData:
+    export: LedgerExport
+    at: datetime
+    at_basis: str
+    release_tag: str | None
+    ledger_id: str
+    origin: str
+    size: int
+    keys: list[tuple[int, TrustedKey]]  # (declaring entry, key): the keys the site's Verify buttons trust
+    checkpoints: list[Checkpoint]
+    generations: dict[str, GenerationState]
+    supersessions: dict[str, Supersession]
+    passports: list[PassportRecord]
+    entry_types: dict[int, str] = field(default_factory=dict)
+    _head_proofs: dict[int, list[str]] = field(default_factory=dict)
+
+    @property
+    def head(self) -> Checkpoint:
+        return self.checkpoints[-1]
+
+    def head_proof(self, index: int) -> list[str]:
+        """The inclusion proof of entry ``index`` in the head checkpoint (base64 hashes), computed once."""
+        if index not in self._head_proofs:
+            path = self.export.inclusion_proof(index, self.head.size).path
+            self._head_proofs[index] = [b64encode(h) for h in path]
+        return self._head_proofs[index]
+
+
+@contextmanager
+def export_view(*, store: Path | None, from_dir: Path | None) -> Iterator[LedgerExport]:
+    """The public export to build from: ``from_dir`` as given, or the store's default ledger exported into a
+    temporary folder exactly as ``heldout ledger export`` would (nothing under ``private/`` is read)."""
+    if (store is None) == (from_dir is None):
+        raise UsageError("give exactly one of --store DIR or --from EXPORT", field="source")
+    if from_dir is not None:
+        if not Path(from_dir).is_dir():
+            raise UsageError(f"no export directory at {from_dir}", path=str(from_dir))
+        yield open_export(Path(from_dir))
+        return
+    assert store is not None
+    st = Store.open(store)
+    if not st.root.is_dir():
+        raise UsageError(f"no store at {st.root}", path=str(st.root))
+    ledger = Ledger.open(Ledger.locate(st.ledgers, st.default_ledger_id()))
+    with tempfile.TemporaryDirectory(prefix="heldout-site-") as tmp:
+        try:
+            export_ledger(ledger, Path(tmp) / "export", blobs=BlobStore(st.blobs), seals=st.seals)
+        finally:
+            ledger.close()
+        yield open_export(Path(tmp) / "export")
+
+
+def default_reference_time(export: LedgerExport) -> datetime:
+    """Without --at or $HELDOUT_NOW the site is built as of its ledger's last entry: a time taken from the
+    data, so that rebuilding the same export gives the same bytes."""
+    last = export.entry(export.size - 1)
+    return parse_utc(str(last.get("created_utc")), what=f"entry {export.size - 1} created_utc")
+
+
+def _ledger_keys(export: LedgerExport) -> list[tuple[int, TrustedKey]]:
+    keys: list[tuple[int, TrustedKey]] = []
+    for index, entry in export.entries():
+        if entry.get("type") in ("genesis", "key"):
+            keys.append((index, genesis_key(entry)))
+    return keys
+
+
+def _refuse(what: str, path: Path, exc: HeldoutError) -> SiteBuildRefused:
+    return SiteBuildRefused(f"{what} does not verify, nothing was published: {exc.message}", file=str(path),
+                            **{k: v for k, v in exc.evidence.items() if k not in ("file", "path")})
+
+
+SiteProgress = Callable[[str, int, int], None]
+
+
+def _quiet(phase: str, done: int, total: int) -> None:
+    return None
+
+
+def collect(export: LedgerExport, *, at: datetime | None, release_tag: str | None,
+            progress: SiteProgress = _quiet) -> SiteData:
+    """Replay and verify ``export``, then verify every logged passport at the reference time."""
+    try:
+        report = export.verify(check_blobs=True, progress=lambda done, total: progress("replaying the export",
+                                                                                     done, total))
+    except HeldoutError as exc:
+        raise SiteBuildRefused(f"the export does not verify, nothing was published: {exc.message}",
+                               **exc.evidence) from None
+    at_basis = "given with --at or $HELDOUT_NOW"
+    if at is None:
+        at = default_reference_time(export)
+        at_basis = f"the time of the ledger's last entry ({export.size - 1}); give --at to build as of another time"
+    keys = _ledger_keys(export)
+    entries = list(export.entries())
+    facts = LedgerFacts.of(export)  # read once: the export does not change during a build
+    generations = load_generations(entries, at)
+    supersessions = load_supersessions(entries)
+    entry_types = {index: str(entry.get("type")) for index, entry in entries}
+    _check_seal_files(export, entries)
+    passports: list[PassportRecord] = []
+    latest: dict[tuple[str, str], int] = {}
+    passport_entries = [(i, e) for i, e in entries if e.get("type") == "passport"]
+    for done, (index, entry) in enumerate(passport_entries, start=1):
+        progress("verifying passports", done, len(passport_entries))
+        digest = str(entry.get("passport_sha256"))
+        path = export.folder / "blobs" / "sha256" / digest[:2] / digest
+        if not export.has_blob(digest):
+            raise SiteBuildRefused(f"passport entry {index} names a blob the export does not hold", index=index,
+                                   file=str(path))
+        try:
+            data = export.blob(digest)
+            doc = parse_json_object(data, what=f"passport {digest}")
+            verdict = check_passport_on_ledger(doc, facts, at=at)  # the issuer key must be one the ledger declares
+        except HeldoutError as exc:
+            raise _refuse(f"passport of entry {index}", path, exc) from None
+        heldout = verdict.passport.heldout or {}
+        if verdict.passport.model_id != entry.get("model_id") or heldout.get("generation") != entry.get("generation"):
+            raise SiteBuildRefused(f"passport of entry {index} is not for the model and generation the entry names",
+                                   index=index, file=str(path))
+        if not int((heldout.get("checkpoint") or {}).get("size") or 0) <= index:
+            raise SiteBuildRefused(f"passport of entry {index} cites a checkpoint that is not before it",
+                                   index=index, file=str(path))
+        record = PassportRecord(entry_index=index, sha256=digest, data=data, doc=doc, verdict=verdict,
+                                exit_code=verdict.exit_code)
+        key = (record.model_id, record.generation)
+        if key in latest:
+            earlier = latest[key]
+            passports[earlier] = _superseded(passports[earlier], index)
+        latest[key] = len(passports)
+        passports.append(record)
+    return SiteData(export=export, at=at, at_basis=at_basis, release_tag=release_tag, ledger_id=report.ledger_id,
+                    origin=report.origin, size=report.size, keys=keys, checkpoints=export.checkpoints(),
+                    generations=generations, supersessions=supersessions, passports=passports,
+                    entry_types=entry_types)
+
+
+def _check_seal_files(export: LedgerExport, entries: list[tuple[int, dict[str, Any]]]) -> None:
+    """The export's ``seals/`` folder is published as is, so each file must be one the ledger names: a seal
+    manifest (``manifest_sha256`` of a seal entry) or a reveal (``reveal_sha256`` of a reveal entry)."""
+    named = {str(e.get(m)) for _, e in entries for m in ("manifest_sha256", "reveal_sha256") if e.get(m)}
+    for path in export.seal_paths():
+        found = sha256_hex(path.read_bytes())
+        if found not in named:
+            raise SiteBuildRefused(f"{path.name} in the export is not a seal manifest or reveal the ledger names "
+                                   "(altered?), nothing was published", file=str(path), found=found)
+
+
+def _superseded(record: PassportRecord, by: int) -> PassportRecord:
+    return replace(record, superseded_by=by)
+
