@@ -291,6 +291,13 @@ class LedgerExport(EntryList):
     def seal_paths(self) -> list[Path]:
         return [self.folder / SEALS / name for name in self._list(SEALS) if self.has_seal(name)]
 
+    def location(self, relative: str) -> str:
+        """Where a file of the export is, for messages."""
+        return str(self.folder / relative)
+
+    def seal_names(self) -> list[str]:
+        return [path.name for path in self.seal_paths()]
+
     def has_seal(self, name: str) -> bool:
         """Whether ``seals/<name>`` is in the export (a link or a non-regular file there is refused)."""
         if "/" in name or name.startswith("."):

@@ -514,7 +514,7 @@ class LocalFiles:
             raise LedgerUsageError(f"no tiles directory at {self.root}", path=str(self.root))
 
     def where(self, rel: str) -> str:
-        return rel
+        return str(self.root / rel)
 
     def read(self, rel: str, limit: int) -> bytes | None:
         try:
@@ -806,6 +806,19 @@ class TilesLog(EntryList):
 
     def has_seal(self, name: str) -> bool:
         return _PART.match(name) is not None and self.files.exists(f"{SEALS}/{name}")
+
+    def location(self, relative: str) -> str:
+        """Where a file of the tiles is (its path, or its URL), for messages."""
+        return self.files.where(relative)
+
+    def seal_names(self) -> list[str]:
+        """The files of ``seals/`` as the manifest lists them (a local folder's listing is checked against the
+        list by :meth:`manifest_problems`; over HTTP there is no listing)."""
+        names = self.manifest.get("seals")
+        if not isinstance(names, list) or not all(isinstance(n, str) and _PART.match(n) for n in names):
+            raise LedgerIntegrityError("the tiles manifest's seals are not a list of file names", file=MANIFEST,
+                                       field="seals")
+        return sorted(names)
 
     # tree and proofs ---------------------------------------------------------------------------------------
     def _hash_tree(self) -> HashTree:

@@ -537,3 +537,20 @@ def test_a_run_that_dies_before_its_checkpoint_leaves_the_old_state_and_the_next
     assert done.previous_size == 301 and done.size == ledger.size and done.written[-1] == CHECKPOINT
     assert TilesLog(out).verify(expected_id=ledger.ledger_id).size == ledger.size
     ledger.close()
+
+
+def site_tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_site_build_from_tiles_and_url_is_the_exports_site_byte_for_byte(published: Published,
+                                                                          tmp_path: Path) -> None:
+    trees = {}
+    for name, source in sources(published).items():
+        out = tmp_path / name
+        result = cli("site", "build", str(out), "--from", source, "--at", AT, "--json")
+        assert result.exit_code == 0, (name, result.output)
+        trees[name] = site_tree(out)
+    assert "index.html" in trees["export"] and any(rel.startswith("seals/") for rel in trees["export"])
+    assert trees["tiles"] == trees["export"]
+    assert trees["http"] == trees["export"]
