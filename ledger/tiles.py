@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from keys import MalformedInput, TrustedKey, b64encode, verifier_key_string
+from keys.files import write_synced
 from keys.safeio import (
     BLOB_LIMIT,
     DOCUMENT_LIMIT,
@@ -231,10 +232,7 @@ class _Writer:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
         try:
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
+            write_synced(tmp, data, 0o644, exclusive=False)
             if replace:
                 os.replace(tmp, path)
             else:
