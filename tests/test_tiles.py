@@ -90,12 +90,12 @@ def full_files(folder: Path) -> dict[str, tuple[int, int, bytes]]:
     return out
 
 
-def grow(ledger: Any, count: int, day: int) -> None:
+def grow(ledger: Any, count: int, day: int, batch: int = 37) -> None:
     signer = ledger_signer()
     start = ledger.size
-    for first in range(start, start + count, 37):
-        ledger.append_batch([bundle_entry(i) for i in range(first, min(first + 37, start + count))], signer=signer,
-                            now=T0 + timedelta(days=day, minutes=first))
+    for first in range(start, start + count, batch):
+        ledger.append_batch([bundle_entry(i) for i in range(first, min(first + batch, start + count))],
+                            signer=signer, now=T0 + timedelta(days=day, minutes=first))
 
 
 def test_rerun_after_appends_rewrites_no_full_tile(tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_rerun_after_appends_rewrites_no_full_tile(tmp_path: Path) -> None:
     assert {hash_tile_path(0, 0), hash_tile_path(0, 1), bundle_path(0), bundle_path(1)} <= set(before)
     assert (out / hash_tile_path(0, 2, 89)).is_file() and (out / bundle_path(2, 89)).is_file()
 
-    grow(ledger, 66_000, day=1)  # completes tile 2, the first level-1 tile, and starts level 2
+    grow(ledger, 66_000, day=1, batch=997)  # completes tile 2, the first level-1 tile, and starts level 2
     second = write_tiles(ledger, out)
     after = full_files(out)
     for rel, (inode, mtime, data) in before.items():
