@@ -27,7 +27,8 @@ app = typer.Typer(help="The public transparency site, rendered from public data.
 def build(
     out: Annotated[Path, typer.Argument(help="Folder to write the site to (new, empty, or an earlier site).")],
     store: StoreOption = None,
-    from_dir: Annotated[Path | None, typer.Option("--from", help="Build from a public ledger export.")] = None,
+    from_dir: Annotated[str | None, typer.Option(
+        "--from", help="Build from a public ledger export, or a tiles directory or its http(s) URL.")] = None,
     release_tag: Annotated[str | None, typer.Option("--release-tag", help="A label printed on every page.")] = None,
     at: Annotated[str | None, typer.Option(help="Reference time (ISO 8601); default $HELDOUT_NOW, else the "
                                            "time of the ledger's last entry.")] = None,
@@ -35,7 +36,9 @@ def build(
 ) -> None:
     """Replay the export (or the store's ledger through the same export view), verify every passport, and
     render the site. Anything that does not verify stops the build (exit 1, naming the file); nothing is written.
-    The same inputs and reference time give a byte-identical tree; manifest.json lists every file's SHA-256."""
+    The same inputs and reference time give a byte-identical tree; manifest.json lists every file's SHA-256.
+
+    Example: heldout site build ./site --from ./public-export --release-tag v1"""
     from heldout.site import build_site
 
     moment = reference_time(at) if at or os.environ.get(NOW_ENV) else None
