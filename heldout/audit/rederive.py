@@ -53,8 +53,9 @@ class RederiveOutcome:
     message: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
 
-    def raise_problem(self, evaluation_file: str) -> None:
-        """Raise the error this outcome records (nothing when the bundle re-derived)."""
+    def raise_problem(self, evaluation_file: Callable[[], str]) -> None:
+        """Raise the error this outcome records (nothing when the bundle re-derived); ``evaluation_file`` names
+        the evaluation blob's file, asked only when it is at fault."""
         if self.problem == "incomplete":
             raise IncompleteError(self.message, **self.evidence)
         if self.problem == "failed":
@@ -62,7 +63,7 @@ class RederiveOutcome:
                                     index=self.index, **self.evidence)
         if self.problem == "not-canonical":
             raise VerificationError(f"the evaluation blob of entry {self.index} is not canonical JSON",
-                                    index=self.index, file=evaluation_file)
+                                    index=self.index, file=evaluation_file())
 
 
 def rederive_bundle(job: RederiveJob) -> RederiveOutcome:

@@ -666,7 +666,7 @@ def _start_bundle(ctx: _Context, index: int, entry: Mapping[str, Any], submit: S
 
 
 def _finish_bundle(ctx: _Context, index: int, begun: _Started) -> None:
-    begun.pending.result().raise_problem(ctx.source.blob_file(str(begun.entry["evaluation_sha256"])))
+    begun.pending.result().raise_problem(lambda: ctx.source.blob_file(str(begun.entry["evaluation_sha256"])))
     if begun.state.release_mode in WITHHOLDING_MODES:
         _check_release_value(ctx, index, begun.entry, begun.state, begun.evaluation)
     ctx.report.rederived += 1
