@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
 import typer
@@ -179,6 +178,8 @@ app = typer.Typer(
 
 
 def installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # ~40 ms: only --version needs it
+
     try:
         return version("heldout")
     except PackageNotFoundError:  # run from a checkout that was never installed
