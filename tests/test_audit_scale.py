@@ -328,3 +328,26 @@ def test_a_resigned_fork_of_the_trusted_history_fails_the_consistency_proof(tmp_
     since = [f for f in report["findings"] if f["check"] == "since"]
     assert len(since) == 1 and "consistency" in since[0]["message"]
     assert since[0]["evidence"]["old_size"] == trusted_size
+
+
+def test_python_audit_py_with_two_jobs_writes_the_same_report(mixed: dict[str, Any]) -> None:
+    """The entry point a stranger runs: worker processes started from ``python audit.py`` (whose main module
+    the workers import) give the report the in-process run gives."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    fixture: AuditFixture = mixed["fixture"]
+    outs = []
+    for jobs in ("1", "2"):
+        out = mixed["root"] / f"audit-py-{jobs}.json"
+        done = subprocess.run([sys.executable, "audit.py", fixture.ledger_id, "--store", str(fixture.store),
+                               "--jobs", jobs, "--out", str(out)], cwd=REPO_ROOT, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HELDOUT_NOW": AUDIT_AT},
+                              timeout=300)
+        assert done.returncode == 1, done.stderr  # the mixed store has findings
+        assert "Traceback" not in done.stderr
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]

@@ -155,7 +155,9 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
               since: bytes | None = None) -> AuditReport:
     """Audit ``source`` at the reference time ``now``; never raises for what it finds (it reports it).
     ``policy``: the witness policy the checkpoints must satisfy (default: the source's own, if any).
-    ``jobs``: processes that re-derive bundles (the report is the same whatever it is).
+    ``jobs``: processes that re-derive bundles (the report is the same whatever it is). Above 1, workers start
+    from a forkserver and import the caller's main module, as multiprocessing's do: a script that calls this
+    must guard its entry (``if __name__ == "__main__":``), as ``audit.py`` and the ``heldout`` command do.
     ``since``: the bytes of an earlier report to carry forward (:func:`_trust_since`): when it holds, only the
     bundles appended after it are re-derived; when it does not, the audit is a full one with a finding."""
     report = AuditReport(ledger_id=source.ledger_id, mode=source.mode, audit_command=audit_command,
