@@ -7,7 +7,7 @@ for 50 and 500), ``--json-out FILE`` also writes the figures as JSON.
 What is measured, in one run:
 
 * the build from the public export (``build_site(--from)``): the export's replay with every blob re-hashed, every
-  passport verified against the export (``verify_passport_on_ledger``), every page rendered and written, the
+  passport verified against the export (``check_passport_on_ledger``), every page rendered and written, the
   manifest. Target: < 60 s on this machine. Also the build from the store (export view + the same build).
 * baseline, same run: ``LedgerExport.verify(check_blobs=True)`` alone (the replay any build must do); the table
   gives the build's time as a multiple of it.

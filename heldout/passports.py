@@ -9,7 +9,7 @@ RFC 9162 inclusion proof, so anyone holding the ledger (or an export) can check 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 from heldout.generations import GenerationState, load_generations, manifest_path
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.release import cited_evaluation_matches, withheld_view
+from heldout.generations.state import Generations
 from heldout.specs import load_supersessions, require_not_superseded
 from heldout.staging import staged_operation
 from heldout.store import Store
@@ -283,10 +284,39 @@ class LedgerFacts:
                    entries={i: decode_entry(raw, index=i) for i, raw in enumerate(data)},
                    entry_bytes=data.__getitem__, root=tree.root_at)
 
+    _derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def _once(self, key: Any, compute: Callable[[], Any]) -> Any:
+        # The facts never change once built: what each passport check derives from them is derived once (a site
+        # build checks every passport of a ledger against the same facts).
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
+
+    def ordered(self) -> list[tuple[int, Mapping[str, Any]]]:
+        """The entries in index order."""
+        return self._once("ordered", lambda: sorted(self.entries.items()))
+
     def declared_keys(self) -> list[TrustedKey]:
         """The keys the ledger declares: its genesis key (the checkpoint key) first, then each ``key`` entry's."""
-        return [genesis_key(entry) for _, entry in sorted(self.entries.items())
-                if entry.get("type") in ("genesis", "key")]
+        return self._once("keys", lambda: [genesis_key(entry) for _, entry in self.ordered()
+                                           if entry.get("type") in ("genesis", "key")])
+
+    def passport_entries(self) -> dict[str, int]:
+        """Each logged passport's SHA-256 and the index of the first entry that logs it."""
+        def index() -> dict[str, int]:
+            found: dict[str, int] = {}
+            for i, e in self.ordered():
+                if e.get("type") == "passport":
+                    found.setdefault(str(e.get("passport_sha256")), i)
+            return found
+        return self._once("passports", index)
+
+    def generations(self, at: datetime) -> Generations:
+        return self._once(("generations", at), lambda: load_generations(self.ordered(), at))
+
+    def supersessions(self) -> Any:
+        return self._once("supersessions", lambda: load_supersessions(self.ordered()))
 
 
 def _declared_issuer(doc: Mapping[str, Any], facts: LedgerFacts, pinned: PublicKey | TrustedKey | None) -> TrustedKey:
@@ -330,12 +360,11 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
     verdict = verify_passport(doc, trusted, at=at)
     passport = verdict.passport
     digest = sha256_hex(canonical_bytes(doc))
-    logged = [i for i, e in sorted(facts.entries.items())
-              if e.get("type") == "passport" and e.get("passport_sha256") == digest]
-    if not logged:
+    first = facts.passport_entries().get(digest)
+    if first is None:
         raise VerificationError(f"the passport was never logged: no passport entry of ledger {facts.ledger_id} "
                                 "carries its SHA-256", field="passport_sha256", found=digest)
-    index = logged[0]
+    index = first
     entry = facts.entries[index]
     heldout = passport.heldout
     if not isinstance(heldout, dict):
@@ -356,7 +385,7 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
                                 f"before entry {index} (another history?)", index=index,
                                 field="computed.heldout.proofs", found=proven.size)
     _check_audit_claim(doc, facts, index)
-    generations = load_generations(sorted(facts.entries.items()), at)
+    generations = facts.generations(at)
     state = generations.get(str(heldout.get("generation")))
     if state is None or state.seal_index > index:
         raise VerificationError(f"the ledger has no generation {heldout.get('generation')!r} sealed before the "
@@ -369,7 +398,7 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
         raise VerificationError(f"the passport's expiry {format_utc(passport.expiry)} is after its generation's "
                                 f"({state.name}, {format_utc(state.expiry)})", index=index, field="expiry_utc",
                                 expected=f"<= {format_utc(state.expiry)}", found=format_utc(passport.expiry))
-    supersessions = load_supersessions(sorted(facts.entries.items()))
+    supersessions = facts.supersessions()
     superseded = supersessions.get(passport.spec_version)
     if superseded is not None and superseded.index < index and superseded.in_force(passport.issued):
         raise VerificationError(f"the passport of entry {index} was issued under {superseded.words} (entry "

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from heldout.annotations import append_generic, check_generic_type, parse_jsonl
 from heldout.cli.common import (
     INDEX_MAX,
     JsonFlag,
@@ -32,7 +33,7 @@ from heldout.cli.common import (
 from heldout.generations.ledgers import open_ledger
 from heldout.store import Store
 from keys import MalformedInput, verifier_key_string
-from keys.safeio import read_named
+from keys.safeio import ENTRIES_FILE_LIMIT, read_named
 from ledger import (
     BlobStore,
     EntryRejected,
@@ -44,15 +45,12 @@ from ledger import (
 )
 from ledger.entries import (
     MAX_ENTRY_BYTES,
-    RAW_APPEND_TYPES,
-    check_key_declaration,
     is_ledger_id,
     is_ledger_prefix,
-    validate_entry,
 )
 from ledger.follow import follow as follow_export
 from ledger.policy import load_policy
-from seals import canonical_bytes, format_utc, parse_json_object
+from seals import canonical_bytes, parse_json_object
 
 app = typer.Typer(help="The append-only ledger: entries, signed checkpoints, proofs, export and replay. "
                        "LEDGER defaults to the store's ledger. Example: heldout ledger verify",
@@ -121,19 +119,24 @@ def init(
         console.print(f"checkpoint key {info['note_verifier_key']}")
 
 
-def _read_entry_file(path: Path) -> dict[str, Any]:
+def _read_input(path: Path, *, limit: int, what: str) -> bytes:
+    """An input file's bytes ('-': stdin), bounded; a FIFO or a device is refused, never waited on."""
     if str(path) == "-":
-        data = sys.stdin.buffer.read(4 * MAX_ENTRY_BYTES + 1)
+        data = sys.stdin.buffer.read(limit + 1)
     elif not path.exists():
-        raise LedgerUsageError(f"no entry file at {path}", path=str(path))
+        raise LedgerUsageError(f"no {what} at {path}", path=str(path))
     else:
-        try:  # a regular file within the bound (a FIFO or a device is refused, never waited on)
-            data = read_named(path, limit=4 * MAX_ENTRY_BYTES, what="entry file")
+        try:
+            data = read_named(path, limit=limit, what=what)
         except MalformedInput as exc:
             raise EntryRejected(exc.message, **exc.evidence) from None
-    if len(data) > 4 * MAX_ENTRY_BYTES:
-        raise EntryRejected(f"entry file is {len(data)} bytes; an entry is at most {MAX_ENTRY_BYTES}",
-                            expected=MAX_ENTRY_BYTES, found=len(data))
+    if len(data) > limit:
+        raise EntryRejected(f"{what} is over {limit} bytes", expected=limit, found=len(data))
+    return data
+
+
+def _read_entry_file(path: Path) -> dict[str, Any]:
+    data = _read_input(path, limit=4 * MAX_ENTRY_BYTES, what="entry file")
     try:
         return parse_json_object(data, what=f"entry file {path}")
     except MalformedInput as exc:  # the operator's input is unusable: a usage error, nothing is written
@@ -145,42 +148,40 @@ def _read_entry_file(path: Path) -> dict[str, Any]:
 def append(
     entry_type: Annotated[str, typer.Option(
         "--type", help="Entry type: note or key (domain entries are written by their own commands).")],
-    json_file: Annotated[Path, typer.Option("--json-file", help="JSON object of the entry ('-' for stdin).")],
+    json_file: Annotated[Path | None, typer.Option(
+        "--json-file", help="JSON object of one entry ('-' for stdin).", show_default=False)] = None,
+    jsonl_file: Annotated[Path | None, typer.Option(
+        "--jsonl-file", help="JSON Lines, one entry per line ('-' for stdin): appended as one batch under one "
+        "checkpoint, all or none.", show_default=False)] = None,
     ledger: LedgerArg = None,
     store: StoreOption = None,
     key_id: KeyIdOption = None,
     at: AtOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Append one entry and sign a checkpoint for it. ``type`` is set from --type (a different ``type`` in the
-    file is refused); ``v`` defaults to 1 and ``created_utc`` to the reference time when absent.
+    """Append generic entries (note, key) and sign one checkpoint for them. ``type`` is set from --type (a
+    different ``type`` in the input is refused); ``v`` defaults to 1 and ``created_utc`` to the reference time.
 
     Example: echo '{"text": "hello"}' | heldout ledger append --type note --json-file -"""
-    if entry_type not in RAW_APPEND_TYPES:
-        raise EntryRejected(
-            f"ledger append writes only generic entries ({', '.join(sorted(RAW_APPEND_TYPES))}); a {entry_type!r} "
-            "entry is appended by its own command (init, seal, evaluate, retire, passport issue, spec "
-            "supersede), which checks it against the ledger", field="type", expected=sorted(RAW_APPEND_TYPES),
-            found=entry_type[:60])
+    if (json_file is None) == (jsonl_file is None):
+        raise LedgerUsageError("give exactly one of --json-file or --jsonl-file", field="json_file")
+    check_generic_type(entry_type)
     moment = reference_time(at)
-    entry = _read_entry_file(json_file)
-    if "type" in entry and entry["type"] != entry_type:
-        raise EntryRejected("the entry file's type differs from --type", field="type", expected=entry_type,
-                            found=str(entry["type"])[:60])
-    entry = {"type": entry_type, "v": 1, "created_utc": format_utc(moment), **entry}
-    st = open_store(store)
-    signer = st.load_signer(key_id)
-    with _open(store, ledger, read_only=False) as opened:
-        if entry_type == "key":
-            validate_entry(entry)
-            check_key_declaration(entry, opened.entries())
-        index = opened.append(entry, signer=signer, now=moment)
-        checkpoint = opened.latest_checkpoint()
-    if as_json:
-        print_json({"index": index, "size": checkpoint.size, "root": checkpoint.root.hex(), "type": entry_type})
+    if json_file is not None:
+        objects = [_read_entry_file(json_file)]
     else:
-        console.print(f"appended {entry_type} entry {index}; checkpoint size {checkpoint.size} root "
-                      f"{checkpoint.root.hex()}")
+        assert jsonl_file is not None
+        objects = parse_jsonl(_read_input(jsonl_file, limit=ENTRIES_FILE_LIMIT, what="entries file"),
+                              what=f"entries file {jsonl_file}")
+    done = append_generic(open_store(store), ledger, entry_type, objects, now=moment, key_id=key_id)
+    if as_json:
+        print_json(done.to_json())
+    elif len(done.indices) == 1:
+        console.print(f"appended {entry_type} entry {done.indices[0]}; checkpoint size {done.size} root "
+                      f"{done.root_hex}")
+    else:
+        console.print(f"appended {len(done.indices)} {entry_type} entries {done.indices[0]}..{done.indices[-1]} "
+                      f"in one batch; checkpoint size {done.size} root {done.root_hex}")
 
 
 def _summary(entry: dict[str, Any]) -> str:

@@ -35,7 +35,9 @@ def build(
 ) -> None:
     """Replay the export (or the store's ledger through the same export view), verify every passport, and
     render the site. Anything that does not verify stops the build (exit 1, naming the file); nothing is written.
-    The same inputs and reference time give a byte-identical tree; manifest.json lists every file's SHA-256."""
+    The same inputs and reference time give a byte-identical tree; manifest.json lists every file's SHA-256.
+
+    Example: heldout site build ./site --from ./public-export --release-tag v1"""
     from heldout.site import build_site
 
     moment = reference_time(at) if at or os.environ.get(NOW_ENV) else None

@@ -195,7 +195,8 @@ def _pictures(evaluations: tuple[dict[str, Any], ...], bins: Mapping[str, list[d
 def passport_context(site: SiteData, record: PassportRecord) -> dict[str, Any]:
     """The public data the page's Verify button needs to reach the CLI's verdict without a server: the ledger's
     entry 0 and keys, the head checkpoint, a consistency proof from the passport's checkpoint to it, the cited
-    bundle entries, and every seal, retire and spec entry with an inclusion proof against the head."""
+    bundle entries, and the passport's own entry and every seal, retire and spec entry with an inclusion proof
+    against the head."""
     export = site.export
     head = site.head
     heldout = record.verdict.passport.heldout or {}
@@ -206,8 +207,9 @@ def passport_context(site: SiteData, record: PassportRecord) -> dict[str, Any]:
         index = ref.get("index")
         if isinstance(index, int) and 0 <= index < site.size:
             entries[str(index)] = export.entry_bytes(index).decode("utf-8")
+    own = {record.entry_index}  # the passport's own entry: the page proves the passport was logged
     for index, kind in site.entry_types.items():
-        if kind in ("seal", "retire", "spec", "key") and index < head.size:
+        if (kind in ("seal", "retire", "spec", "key") or index in own) and index < head.size:
             entries[str(index)] = export.entry_bytes(index).decode("utf-8")
             inclusion[str(index)] = site.head_proof(index)
     consistency = [b64encode(h) for h in export.consistency_proof(size, head.size).path] if 0 < size <= head.size \

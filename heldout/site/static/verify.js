@@ -640,6 +640,14 @@
   const EXIT = { valid: 0, expired: 3, lapsed: 4 };
 
   async function onLedger(passport, ledger, context, at) {
+    // The passport counts only if the log carries it: a passport entry, proven included in the head, whose
+    // passport_sha256 is this document's (heldout.passports.check_passport_on_ledger, step 2).
+    const digest = hex(await sha256(canonicalBytes(passport.doc)));
+    const proven = await provenEntries(ledger, context);
+    const logged = proven.find(([, e]) => get(e, "type") === "passport" && get(e, "passport_sha256") === digest);
+    if (!logged) {
+      fail(`the passport was never logged: no passport entry of ledger ${ledger.id} carries its SHA-256`);
+    }
     const heldout = passport.heldout;
     if (!isObject(heldout)) fail("the passport has no computed.heldout to check against a ledger");
     if (heldout.ledger_id !== ledger.id) fail("the passport is anchored to another ledger");
@@ -703,9 +711,12 @@
     // Generations and supersessions from the entries the page proves included in the head.
     const generations = new Map();
     const supersessions = new Map();
-    for (const [index, entry] of await provenEntries(ledger, context)) {
+    for (const [index, entry] of proven) {
       const kind = get(entry, "type");
-      if (kind === "seal") generations.set(String(entry.generation), { set_hash: String(entry.set_hash), retire: null });
+      if (kind === "seal") {
+        generations.set(String(entry.generation), { set_hash: String(entry.set_hash), retire: null,
+          expiry: parseUtc(String(entry.expiry_utc), `entry ${index} expiry_utc`) });
+      }
       else if (kind === "retire" && generations.has(String(entry.generation))) {
         generations.get(String(entry.generation)).retire = { index, reason: String(get(entry, "reason") ?? "None"),
           at: parseUtc(entry.created_utc, `entry ${index} created_utc`) };
@@ -718,6 +729,9 @@
     const state = generations.get(name === null || name === undefined ? "None" : String(name));
     if (!state) fail(`the ledger has no generation ${JSON.stringify(name)}`);
     if (state.set_hash !== get(heldout, "set_hash")) fail("the passport's set hash is not its generation's");
+    if (passport.expiry > state.expiry) {
+      fail(`the passport's expiry ${formatUtc(passport.expiry)} is after its generation's (${String(name)}, ${formatUtc(state.expiry)})`);
+    }
     if (state.retire) {
       return { state: "lapsed", reason: `generation ${String(name)} retired (${state.retire.reason}) ${formatUtc(state.retire.at)}` };
     }
@@ -772,7 +786,7 @@
         if (lapse) { state = lapse.state; reason = lapse.reason; }
       }
       let line = verdictLine(passport, state, reason);
-      if (!ledger && isObject(passport.heldout)) line += "; not checked against its ledger (give --store or --from)";
+      if (!ledger) line += "; not checked against its ledger (give --store or --from)";
       return { exit: EXIT[state], text: line, state };
     } catch (e) {
       if (e instanceof Failure) return { exit: e.exit, text: `error: ${e.message}`, state: "failed" };
