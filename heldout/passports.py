@@ -33,9 +33,10 @@ from keys import (
     verifier_key_string,
 )
 from keys.safeio import DOCUMENT_LIMIT, read_in, require_in
-from ledger import BlobStore, Ledger, LedgerExport, verify_checkpoint, verify_inclusion
+from ledger import BlobStore, Ledger, verify_checkpoint, verify_inclusion
 from ledger.checkpoint import Checkpoint, parse_checkpoint
 from ledger.entries import decode_entry, genesis_key, origin_of
+from ledger.public import PublicLog
 from ledger.rfc6962 import leaf_hash
 from ledger.tlogproof import TlogProof, parse_tlog_proof, verify_tlog_proof
 from ledger.tree import HashTree, MemoryNodes
@@ -273,7 +274,7 @@ class LedgerFacts:
     root: Callable[[int], bytes]
 
     @classmethod
-    def of(cls, ledger: Ledger | LedgerExport) -> LedgerFacts:
+    def of(cls, ledger: Ledger | PublicLog) -> LedgerFacts:
         """A copy held in memory (entries and their tree), so it outlives the ledger's database handle."""
         data = [raw for _, raw in ledger.entries_bytes()]
         nodes = MemoryNodes()

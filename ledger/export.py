@@ -52,7 +52,7 @@ from ledger.checkpoint import Checkpoint, parse_checkpoint
 from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger_id
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
 from ledger.ledger import Ledger
-from ledger.proofs import ConsistencyProof, InclusionProof
+from ledger.published import EntryList, check_replayed_claims
 from ledger.replay import CheckpointClaim, ProgressFn, ReplayReport, replay
 from ledger.rfc6962 import leaf_hash
 from ledger.tree import HashTree, MemoryNodes
@@ -193,9 +193,11 @@ def _declared(keys: list[TrustedKey]) -> dict[str, TrustedKey]:
     return by_id
 
 
-class LedgerExport:
+class LedgerExport(EntryList):
     """Read access to an export directory. Nothing read here is trusted until :meth:`verify` has run:
     entries and checkpoints are as found; blobs are hash-checked on every read."""
+
+    what = "the export"
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
@@ -235,26 +237,6 @@ class LedgerExport:
             self._entries = raw.split(b"\n")[:-1] if raw else []
         return self._entries
 
-    @property
-    def size(self) -> int:
-        return len(self._load())
-
-    def entry_bytes(self, index: int) -> bytes:
-        entries = self._load()
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(entries):
-            raise LedgerUsageError(f"index {index} is outside the export (size {len(entries)})", index=index)
-        return entries[index]
-
-    def entry(self, index: int) -> dict[str, Any]:
-        return parse_json_object(self.entry_bytes(index), what=f"entry {index}")
-
-    def entries(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-        for index, data in enumerate(self._load()[start:end], start=start):
-            yield index, parse_json_object(data, what=f"entry {index}")
-
-    def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
-        yield from enumerate(self._load())
-
     # checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint_files(self) -> list[tuple[int, Path]]:
         folder = self.folder / CHECKPOINTS
@@ -288,6 +270,9 @@ class LedgerExport:
     def has_blob(self, sha256_hex: str) -> bool:
         return self.blobs.has(sha256_hex)
 
+    def blob_file(self, sha256_hex: str) -> str:
+        return str(self.blobs.path(sha256_hex).relative_to(self.folder))
+
     @property
     def ledger_key(self) -> TrustedKey:
         """The checkpoint key that entry 0 declares."""
@@ -305,6 +290,13 @@ class LedgerExport:
 
     def seal_paths(self) -> list[Path]:
         return [self.folder / SEALS / name for name in self._list(SEALS) if self.has_seal(name)]
+
+    def location(self, relative: str) -> str:
+        """Where a file of the export is, for messages."""
+        return str(self.folder / relative)
+
+    def seal_names(self) -> list[str]:
+        return [path.name for path in self.seal_paths()]
 
     def has_seal(self, name: str) -> bool:
         """Whether ``seals/<name>`` is in the export (a link or a non-regular file there is refused)."""
@@ -353,29 +345,6 @@ class LedgerExport:
                 nodes.append(leaf_hash(data))
             self._tree = HashTree(nodes)
         return self._tree
-
-    def root(self, size: int | None = None) -> bytes:
-        size = self.size if size is None else size
-        if not 0 <= size <= self.size:
-            raise LedgerUsageError(f"size {size} is outside 0..{self.size}", size=size)
-        return self._hash_tree().root_at(size)
-
-    def inclusion_proof(self, index: int, size: int | None = None) -> InclusionProof:
-        size = self.size if size is None else size
-        entry = self.entry_bytes(index)
-        if not index < size <= self.size:
-            raise LedgerUsageError(f"index {index} is not inside size {size}", index=index, size=size)
-        tree = self._hash_tree()
-        return InclusionProof(index, size, leaf_hash(entry), tree.root_at(size),
-                              tuple(tree.inclusion_path(index, size)), entry)
-
-    def consistency_proof(self, old_size: int, new_size: int | None = None) -> ConsistencyProof:
-        new = self.size if new_size is None else new_size
-        if not 1 <= old_size <= new <= self.size:
-            raise LedgerUsageError(f"sizes {old_size}..{new} are outside 1..{self.size}", old=old_size, new=new)
-        tree = self._hash_tree()
-        return ConsistencyProof(old_size, new, tree.root_at(old_size), tree.root_at(new),
-                                tuple(tree.consistency_path(old_size, new)))
 
     # verification -----------------------------------------------------------------------------------------
     def manifest_problems(self) -> Iterator[LedgerIntegrityError]:
@@ -444,19 +413,8 @@ class LedgerExport:
                                expected_id=expected_id, progress=progress)
         self._tree = HashTree(nodes)
         m = self.manifest
-        mismatches = {
-            "ledger_id": (m.get("ledger_id"), report.ledger_id),
-            "origin": (m.get("origin"), report.origin),
-            "size": (m.get("size"), report.size),
-            "root": (m.get("root"), b64encode(report.root)),
-            "checkpoints": (m.get("checkpoints"), [c for c, _ in self._checkpoint_files()]),
-            "note_verifier_key": (m.get("note_verifier_key"),
-                                  verifier_key_string(report.key.name, report.key.public_key)),
-        }
-        for member, (claimed, actual) in mismatches.items():
-            if claimed != actual:
-                raise LedgerIntegrityError(f"the export manifest's {member} does not match the replayed ledger",
-                                           file=MANIFEST, field=member, expected=actual, found=claimed)
+        check_replayed_claims(m, report, what="the export manifest", file=MANIFEST,
+                              checkpoints=[c for c, _ in self._checkpoint_files()])
         if check_manifest:
             for problem in self.manifest_problems():
                 raise problem

@@ -12,7 +12,8 @@ One step of :func:`follow`:
    both signed notes as fork/rollback evidence and raises.
 
 Over HTTP the export's ``export.json``, ``entries.jsonl`` and the one checkpoint note are fetched into a
-temporary folder (timeouts and size caps), then read exactly like a local export.
+temporary folder (timeouts and size caps), then read exactly like a local export. A tiles directory
+(``ledger tiles``), local or served (a URL whose ``checkpoint`` exists), is read through ``ledger.tiles``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from ledger.entries import ledger_id_of, origin_of
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
 from ledger.export import CHECKPOINTS, ENTRIES, MANIFEST, LedgerExport, open_export
 from ledger.policy import Policy, Witnessed
+from ledger.public import PublicLog
+from ledger.tiles import CHECKPOINT, HttpFiles, is_tiles_dir, open_tiles
 from seals import parse_json_object
 
 FETCH_TIMEOUT_S = 30.0
@@ -80,6 +83,10 @@ def follow(source: str, *, ledger_id: str, state: Path, key: str | None = None, 
     """One follow step (see the module docstring). ``key``: the ledger's checkpoint verifier key; default: the
     one pinned in the state, or on first use the one entry 0 of the export declares (whose hash must be
     ``ledger_id``)."""
+    if is_tiles_dir(Path(source)) or (source.startswith(("http://", "https://"))
+                                      and HttpFiles(source).exists(CHECKPOINT)):
+        return _follow(open_tiles(source), ledger_id=ledger_id, state=state, key=key, policy=policy,
+                       evidence_dir=evidence_dir)
     if source.startswith(("http://", "https://")):
         with tempfile.TemporaryDirectory(prefix="heldout-follow-") as tmp:
             return _follow(mirror_export(source, Path(tmp)), ledger_id=ledger_id, state=state, key=key,
@@ -91,7 +98,7 @@ def follow(source: str, *, ledger_id: str, state: Path, key: str | None = None, 
                    evidence_dir=evidence_dir)
 
 
-def _pinned_key(state: Path, key: str | None, export: LedgerExport, ledger_id: str) -> tuple[str, PublicKey]:
+def _pinned_key(state: Path, key: str | None, export: PublicLog, ledger_id: str) -> tuple[str, PublicKey]:
     if key is not None:
         try:
             name, _, public = parse_verifier_key(key)
@@ -112,7 +119,7 @@ def _pinned_key(state: Path, key: str | None, export: LedgerExport, ledger_id: s
     return trusted.name, trusted.public_key
 
 
-def _follow(export: LedgerExport, *, ledger_id: str, state: Path, key: str | None, policy: Policy | None,
+def _follow(export: PublicLog, *, ledger_id: str, state: Path, key: str | None, policy: Policy | None,
             evidence_dir: Path | None) -> FollowResult:
     origin = origin_of(ledger_id)
     name, public = _pinned_key(state, key, export, ledger_id)

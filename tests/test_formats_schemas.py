@@ -69,6 +69,11 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[
         elif entry["type"] == "reveal":
             add("reveal", f"reveal blob of entry {index}", blob(entry["reveal_sha256"]))
     add("export-manifest", "export.json", load(export / "export.json"))
+    with command_clock(ISSUE_AT):
+        tiled = CliRunner().invoke(app, ["ledger", "tiles", built.ledger_id, str(root / "tiles"), "--store",
+                                         str(store)])
+    assert tiled.exit_code == 0, tiled.output
+    add("tiles-manifest", "heldout-tiles.json", load(root / "tiles" / "heldout-tiles.json"))
     for folder in (export / "keys", store / "keys"):
         for path in sorted(folder.glob("*.pub.json")):
             add("public-key", str(path), load(path))

@@ -22,12 +22,11 @@ import pytest
 
 from keys import note_key_hash
 from ledger import Ledger
-from tests.conftest import REPO_ROOT
+from tests.go_support import build_go
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
 
 pytestmark = [pytest.mark.go, pytest.mark.skipif(shutil.which("go") is None, reason="Go toolchain not installed")]
 
-GOPATH = "/usr/share/gocode"
 MAX_SIZE = int(os.environ.get("HELDOUT_LEDGER_GO_SIZE", "300"))
 SEED_BYTE = 1  # ledger_signer() is seeded_signer(1): 32 bytes of 0x01
 
@@ -38,14 +37,7 @@ def b64(raw: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def go_verifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("go") / "verifier"
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": GOPATH, "CGO_ENABLED": "0"}
-    if not env.get("GOCACHE") and not env.get("XDG_CACHE_HOME") and not env.get("HOME"):
-        env["GOCACHE"] = str(tmp_path_factory.mktemp("gocache"))
-    build = subprocess.run(["go", "build", "-o", str(out), "."], cwd=REPO_ROOT / "tests" / "go" / "verifier",
-                           env=env, capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, f"go build failed (is golang-golang-x-mod-dev installed?):\n{build.stderr}"
-    return out
+    return build_go("verifier", tmp_path_factory)
 
 
 def run_go(verifier: Path, request: dict[str, Any]) -> dict[str, Any]:

@@ -15,9 +15,10 @@ from heldout.store import Store
 from keys import HeldoutError, IncompleteError, TrustedKey, UsageError, VerificationError
 from keys.files import read_private_file
 from keys.safeio import DOCUMENT_LIMIT, read_in
-from ledger import BlobStore, Checkpoint, ConsistencyProof, Ledger, LedgerExport, ReplayReport, open_export
+from ledger import BlobStore, Checkpoint, ConsistencyProof, Ledger, ReplayReport
 from ledger.export import CHECKPOINTS, ENTRIES, SEALS
 from ledger.policy import Policy
+from ledger.public import PublicLog, open_public_log
 from ledger.replay import ProgressFn
 from seals import sha256_hex
 
@@ -173,19 +174,20 @@ class OperatorSource:
 
 
 class ExportSource:
-    """A third party's copy: the public export alone. Labels exist only for revealed (and public) sets."""
+    """A third party's copy: the public export (or tiles directory or URL) alone. Labels exist only for revealed
+    (and public) sets."""
 
     mode = "third-party"
 
-    def __init__(self, export: LedgerExport, expected_id: str) -> None:
+    def __init__(self, export: PublicLog, expected_id: str) -> None:
         self.export = export
         self.expected_id = expected_id  # the id the auditor pinned: the replay checks entry 0 hashes to it
         self.ledger_id = expected_id
         self.origin = export.origin
 
     @classmethod
-    def open(cls, folder: Path, expected_id: str) -> ExportSource:
-        return cls(open_export(folder), expected_id)
+    def open(cls, source: str | Path, expected_id: str) -> ExportSource:
+        return cls(open_public_log(source), expected_id)
 
     def replay(self, progress: ProgressFn | None) -> ReplayReport:
         # the manifest's other members are reported one by one (export_problems), not as the replay's failure
@@ -219,7 +221,7 @@ class ExportSource:
         return self.export.blob(digest)
 
     def blob_file(self, digest: str) -> str:
-        return str(self.export.blobs.path(digest).relative_to(self.export.folder))
+        return self.export.blob_file(digest)
 
     def has_blob(self, digest: str) -> bool:
         return self.export.has_blob(digest)

@@ -41,7 +41,8 @@ def audit_command(
         help="The ledger id (default: the store's; a unique prefix in operator mode; the full 20 hex with --from).",
         show_default=False)] = None,
     store: StoreOption = None,
-    from_dir: Annotated[Path | None, typer.Option("--from", help="Audit a public export as a third party.")] = None,
+    from_dir: Annotated[str | None, typer.Option(
+        "--from", help="Audit a public export, or a tiles directory or its http(s) URL, as a third party.")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="Report file (missing folders are made), or a folder to put audit_report.json in "
         "(default: the store's audit/<id>/audit_report.json; with --from, audit/<id>/from-export/ in the default "

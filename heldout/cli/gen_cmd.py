@@ -45,7 +45,7 @@ from heldout.generations import (
 )
 from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K
 from heldout.generations.ledgers import create_lock, ledger_signer
-from heldout.generations.verify import read_first_in
+from heldout.generations.verify import read_first_in, source_manifest_bytes
 from heldout.store import Store
 from keys import (
     MalformedInput,
@@ -59,8 +59,9 @@ from keys import (
 from keys.files import write_atomic
 from keys.safeio import DOCUMENT_LIMIT, read_named
 from keys.signer import check_key_id
-from ledger import Ledger, open_export
+from ledger import Ledger
 from ledger.policy import load_policy
+from ledger.public import is_public_log, open_public_log
 from seals import format_utc, parse_json_object, parse_utc
 
 DEFAULT_KEY_NAME = "heldout-operator"
@@ -308,8 +309,9 @@ def retire(
 @handle_errors
 def verify_reveal_cmd(
     generation: Annotated[str, typer.Argument(help="The revealed generation.")],
-    from_dir: Annotated[Path | None, typer.Option(
-        "--from", help="A folder holding <gen>.seal.json and <gen>.reveal.json (or a ledger export).")] = None,
+    from_dir: Annotated[str | None, typer.Option(
+        "--from", help="A folder holding <gen>.seal.json and <gen>.reveal.json, a ledger export, or a tiles "
+        "directory or its http(s) URL.")] = None,
     key: KeyOption = None,
     store: StoreOption = None,
     ledger: LedgerOption = None,
@@ -327,17 +329,15 @@ def verify_reveal_cmd(
     now = command_now(at)
     if policy_file is not None:
         policy = load_policy(policy_file)
-        if from_dir is None or not (from_dir / "export.json").is_file():
-            raise UsageError("--policy checks a ledger export: give --from EXPORT_DIR", field="--from")
-        exported = open_export(from_dir)
+        if from_dir is None or not is_public_log(from_dir):
+            raise UsageError("--policy checks a published ledger: give --from EXPORT_DIR or a tiles directory or "
+                             "URL", field="--from")
+        exported = open_public_log(from_dir)
         report = exported.verify(expected_id=ledger or exported.ledger_id)  # the entries the reveal is judged by
         policy.evaluate(exported.latest_checkpoint(), origin=report.origin)
     if from_dir is not None:
-        found = read_first_in(from_dir, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
-                              what="seal manifest")
-        if found is None:
-            raise UsageError(f"no {generation}.seal.json in {from_dir} or {from_dir}/seals", path=str(from_dir))
-        trusted = _trusted_key(parse_json_object(found[0], what="seal manifest"), key, st)
+        manifest_data = source_manifest_bytes(from_dir, generation)
+        trusted = _trusted_key(parse_json_object(manifest_data, what="seal manifest"), key, st)
         verdict = verify_folder_reveal(from_dir, generation, trusted, now)
     else:
         published = read_first_in(st.seals, [f"{generation}.seal.json"], what="seal manifest")

@@ -41,7 +41,6 @@ from ledger import (
     LedgerUsageError,
     ReplayReport,
     export_ledger,
-    open_export,
 )
 from ledger.entries import (
     MAX_ENTRY_BYTES,
@@ -50,6 +49,8 @@ from ledger.entries import (
 )
 from ledger.follow import follow as follow_export
 from ledger.policy import load_policy
+from ledger.public import open_public_log
+from ledger.tiles import write_tiles
 from seals import canonical_bytes, parse_json_object
 
 app = typer.Typer(help="The append-only ledger: entries, signed checkpoints, proofs, export and replay. "
@@ -374,9 +375,9 @@ PolicyOption = Annotated[Path | None, typer.Option(
 @handle_errors
 def verify(
     ledger: LedgerArg = None,
-    source: Annotated[Path | None, typer.Option(
-        "--from", help="Verify this export directory instead (LEDGER is then required: the id it must be).")]
-        = None,
+    source: Annotated[str | None, typer.Option(
+        "--from", help="Verify this export directory, or tiles directory or http(s) URL, instead (LEDGER is then "
+        "required: the id it must be).")] = None,
     store: StoreOption = None,
     policy_file: PolicyOption = None,
     as_json: JsonFlag = False,
@@ -393,7 +394,7 @@ def verify(
                                    "LEDGER_ID --from DIR")
         if not is_ledger_prefix(ledger.strip()):
             raise LedgerUsageError("LEDGER is a ledger id or a prefix of one (lowercase hex)", found=ledger[:80])
-        exported = open_export(source)
+        exported = open_public_log(source)
         with _progress("replaying export", show_progress) as progress:
             report = exported.verify(expected_id=ledger.strip(), progress=progress)
         latest = exported.latest_checkpoint()
@@ -419,7 +420,8 @@ def verify(
 @handle_errors
 def follow(
     ledger: Annotated[str, typer.Argument(help="The ledger id (all 20 hex characters).", show_default=False)],
-    source: Annotated[str, typer.Option("--from", help="An export directory, or the http(s) URL of one.")],
+    source: Annotated[str, typer.Option(
+        "--from", help="An export or tiles directory, or the http(s) URL of one.")],
     state: Annotated[Path | None, typer.Option(
         "--state", help="Where the last accepted checkpoint is kept (default: ./<ledger id>.follow.json).")] = None,
     key: Annotated[str | None, typer.Option(
@@ -431,7 +433,8 @@ def follow(
 ) -> None:
     """Accept the export's latest checkpoint only if it extends the last one accepted (consistency proof from
     the export's entries) and, with --policy, is cosigned by the quorum. A smaller size, another root at the
-    same size or an unproven larger one exits 1 and keeps both signed checkpoints as fork evidence.
+    same size or an unproven larger one exits 1 and keeps both signed checkpoints as fork evidence. The source
+    may be an export or a tiles directory (ledger tiles), local or served over http(s).
 
     Example: heldout ledger follow LEDGER_ID --from https://lab.example/export --policy ./policy.txt"""
     if not is_ledger_id(ledger.strip()):
@@ -476,3 +479,36 @@ def export(
     if manifest["missing_blobs"]:
         err_console.print(f"note: {len(manifest['missing_blobs'])} referenced blobs are not in the store "
                           "(listed in export.json as missing_blobs)")
+
+
+@app.command("tiles")
+@handle_errors
+def tiles(
+    first: Annotated[str, typer.Argument(
+        metavar="LEDGER_OR_OUT", help="OUT alone (the store's ledger), or LEDGER (id or prefix) then OUT.",
+        show_default=False)],
+    second: Annotated[str | None, typer.Argument(
+        metavar="OUT", help="OUT when LEDGER is given: the tiles directory to create, or an earlier run's to "
+        "extend.", show_default=False)] = None,
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write or extend the C2SP tlog-tiles layout (checkpoint, tile/<L>/<N>, tile/entries/<N>) with the public
+    blobs, keys, seals and checkpoints beside it, for static hosting. Full tiles are never rewritten; the
+    checkpoint is written last. Nothing from the store's private/ folder.
+
+    Example: heldout ledger tiles ./public-tiles   (again after appends: only what is new is written)"""
+    ledger, dest = (None, Path(first)) if second is None else (first, Path(second))
+    st: Store = open_store(store)
+    with _open(store, ledger) as opened:
+        result = write_tiles(opened, dest, blobs=BlobStore(st.blobs), seals=st.seals)
+    if as_json:
+        print_json({"path": str(dest), **result.to_json()})
+        return
+    body = result.to_json()
+    console.print(f"tiles of ledger {result.ledger_id} at size {result.size} (was {result.previous_size}) in {dest}: "
+                  f"{body['written']} files written ({body['full_tiles_written']} full tiles), "
+                  f"{body['unchanged']} unchanged, {body['removed_partials']} superseded partial tiles removed")
+    if result.missing_blobs:
+        err_console.print(f"note: {result.missing_blobs} referenced blobs are not in the store (listed in "
+                          "heldout-tiles.json as missing_blobs)")

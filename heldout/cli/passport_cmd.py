@@ -29,9 +29,10 @@ from keys import (
     parse_key_argument,
 )
 from keys.safeio import DOCUMENT_LIMIT, read_named
-from ledger import Checkpoint, Ledger, open_export
+from ledger import Checkpoint, Ledger
 from ledger.entries import origin_of
 from ledger.policy import Policy, Witnessed, load_policy
+from ledger.public import open_public_log
 from seals import EXIT_CODE_FOR_STATE, Passport, parse_json_object, verify_passport
 
 app = typer.Typer(help="Signed evidence records for one model.", no_args_is_help=True)
@@ -72,7 +73,7 @@ def _anchored_ledger_id(doc: dict) -> str | None:
     return ledger_id if isinstance(ledger_id, str) else None
 
 
-def _ledger_facts(doc: dict, store: Path | None, from_dir: Path | None) -> LedgerFacts | None:
+def _ledger_facts(doc: dict, store: Path | None, from_dir: str | None) -> LedgerFacts | None:
     """The ledger the passport is anchored to: the export given with --from (replayed and its manifest checked
     first), else that ledger in the store (--store, $HELDOUT_STORE, or the default store) when the store holds
     it; None when neither applies (the passport is then checked on its own, and said to be)."""
@@ -81,7 +82,7 @@ def _ledger_facts(doc: dict, store: Path | None, from_dir: Path | None) -> Ledge
         if ledger_id is None:
             raise VerificationError("the passport is not anchored to a ledger (computed.heldout is empty)",
                                     field="computed.heldout")
-        export = open_export(from_dir)
+        export = open_public_log(from_dir)
         export.verify(expected_id=ledger_id, check_blobs=False)
         return LedgerFacts.of(export)
     if ledger_id is None:
@@ -132,7 +133,8 @@ def verify(
     key: Annotated[str | None, typer.Option(help="Trusted key: base64 raw 32-byte key, or a key file. With a "
                                             "ledger it must also be a key the ledger declares.")] = None,
     store: StoreOption = None,
-    from_dir: Annotated[Path | None, typer.Option("--from", help="Check against a public ledger export.")] = None,
+    from_dir: Annotated[str | None, typer.Option(
+        "--from", help="Check against a public ledger export, or a tiles directory or its http(s) URL.")] = None,
     at: Annotated[str | None, typer.Option(help="Reference time (ISO 8601); default: now.")] = None,
     policy_file: Annotated[Path | None, typer.Option(
         "--policy", help="Witness policy (C2SP tlog-policy): the passport's proofs must rest on a checkpoint of a "

@@ -27,7 +27,8 @@ app = typer.Typer(help="The public transparency site, rendered from public data.
 def build(
     out: Annotated[Path, typer.Argument(help="Folder to write the site to (new, empty, or an earlier site).")],
     store: StoreOption = None,
-    from_dir: Annotated[Path | None, typer.Option("--from", help="Build from a public ledger export.")] = None,
+    from_dir: Annotated[str | None, typer.Option(
+        "--from", help="Build from a public ledger export, or a tiles directory or its http(s) URL.")] = None,
     release_tag: Annotated[str | None, typer.Option("--release-tag", help="A label printed on every page.")] = None,
     at: Annotated[str | None, typer.Option(help="Reference time (ISO 8601); default $HELDOUT_NOW, else the "
                                            "time of the ledger's last entry.")] = None,

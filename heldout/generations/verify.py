@@ -26,8 +26,9 @@ from heldout.generations.seal import manifest_path
 from heldout.generations.state import BlobSource, GenerationState, load_generations
 from heldout.store import Store
 from keys import PublicKey, TrustedKey, UsageError, VerificationError
-from keys.safeio import DOCUMENT_LIMIT, file_in, read_in
-from ledger import BlobStore, Ledger, LedgerExport, open_export, verify_checkpoint
+from keys.safeio import DOCUMENT_LIMIT, read_in
+from ledger import BlobStore, Ledger, verify_checkpoint
+from ledger.public import PublicLog, is_public_log, open_public_log
 from seals import format_utc, parse_json_object, sha256_hex
 from seals.manifest import SealManifest
 
@@ -136,7 +137,7 @@ def check_draw_binding(manifest: SealManifest, state: GenerationState, entry_at:
 
 
 def _verify(manifest_data: bytes, reveal_data: bytes, trusted: PublicKey | TrustedKey, *,
-            state: GenerationState | None, ledger: Ledger | LedgerExport | None, blobs: BlobSource | None,
+            state: GenerationState | None, ledger: Ledger | PublicLog | None, blobs: BlobSource | None,
             source: str) -> RevealVerdict:
     doc = parse_json_object(manifest_data, what="seal manifest")
     manifest = SealManifest.verify(doc, trusted)
@@ -163,7 +164,7 @@ def _verify(manifest_data: bytes, reveal_data: bytes, trusted: PublicKey | Trust
         reveal_index=None if state is None else state.reveal_index, source=source)
 
 
-def _ledger_key(view: Ledger | LedgerExport) -> TrustedKey:
+def _ledger_key(view: Ledger | PublicLog) -> TrustedKey:
     return view.key if isinstance(view, Ledger) else view.ledger_key
 
 
@@ -189,32 +190,47 @@ def verify_store_reveal(store: Store, ledger: Ledger, generation: str, trusted: 
                    ledger=ledger, blobs=blobs, source=str(store.root))
 
 
-def verify_folder_reveal(folder: Path, generation: str, trusted: PublicKey | TrustedKey,
+def source_manifest_bytes(source: str | Path, generation: str) -> bytes:
+    """The signed seal manifest of ``generation`` from ``--from``: a published ledger's ``seals/`` (an export,
+    or a tiles directory or URL), else ``DIR/seals/<gen>.seal.json`` or ``DIR/<gen>.seal.json``."""
+    if is_public_log(source):
+        return open_public_log(source).seal_bytes(f"{generation}.seal.json")
+    folder = Path(source)
+    found = read_first_in(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
+                          what="seal manifest")
+    if found is None:
+        raise UsageError(f"no {generation}.seal.json in {folder} or {folder}/seals", path=str(folder))
+    return found[0]
+
+
+def verify_folder_reveal(source: str | Path, generation: str, trusted: PublicKey | TrustedKey,
                          now: datetime) -> RevealVerdict:
-    folder = Path(folder)
+    """A reveal from ``--from``: a published ledger (export, tiles directory or URL), bound to its entries; else
+    a plain folder holding the manifest and the reveal (checked against each other only)."""
+    if is_public_log(source):
+        return verify_published_reveal(open_public_log(source), generation, trusted, now, source=str(source))
+    folder = Path(source)
     if not folder.is_dir():
         raise UsageError(f"--from {folder} is not a folder", path=str(folder))
-    manifest_file = read_first_in(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
-                                  what="seal manifest")
-    if manifest_file is None:
-        raise UsageError(f"no {generation}.seal.json in {folder} or {folder}/seals", path=str(folder))
-    state = None
-    export: LedgerExport | None = None
+    manifest_data = source_manifest_bytes(folder, generation)
     blobs: BlobSource | None = BlobStore(folder / "blobs" / "sha256") if (folder / "blobs").is_dir() else None
     reveal_file = read_first_in(folder, [f"seals/{generation}.reveal.json", f"{generation}.reveal.json"],
                                 what="reveal")
-    reveal_data = reveal_file[0] if reveal_file is not None else None
-    if file_in(folder, "export.json", what="ledger export"):
-        export = open_export(folder)
-        state = _revealed_state(load_generations(export, now), generation)
-        blobs = export.blobs
-        if reveal_data is None:
-            reveal_data = export.blob(str(state.reveal_sha256))
-    if reveal_data is None:
+    if reveal_file is None:
         raise UsageError(f"no {generation}.reveal.json in {folder} or {folder}/seals", path=str(folder))
-    return _verify(manifest_file[0], reveal_data, trusted, state=state,
-                   ledger=export, blobs=blobs, source=str(folder))
+    return _verify(manifest_data, reveal_file[0], trusted, state=None, ledger=None, blobs=blobs,
+                   source=str(folder))
 
+
+def verify_published_reveal(log: PublicLog, generation: str, trusted: PublicKey | TrustedKey, now: datetime, *,
+                            source: str) -> RevealVerdict:
+    """A reveal in a published ledger (export or tiles): the manifest from its ``seals/``, the reveal from
+    ``seals/<gen>.reveal.json`` or the blob its ``reveal`` entry names, both bound to its entries."""
+    state = _revealed_state(load_generations(log, now), generation)
+    name = f"{generation}.reveal.json"
+    reveal_data = log.seal_bytes(name) if log.has_seal(name) else log.blob(str(state.reveal_sha256))
+    return _verify(log.seal_bytes(f"{generation}.seal.json"), reveal_data, trusted, state=state, ledger=log,
+                   blobs=log.blobs, source=source)
 
 def verify_member_proof(proof_doc: Any, manifest_data: bytes, trusted: PublicKey | TrustedKey) -> MemberProof:
     """Check a membership proof against the signed manifest of its generation; returns the parsed proof."""

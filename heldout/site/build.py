@@ -70,8 +70,8 @@ def render(site: SiteData, progress: ProgressFn = _quiet) -> dict[str, bytes]:
     carried = _carried_blobs(site)
     for digest in sorted(carried):
         files[f"blobs/sha256/{digest[:2]}/{digest}"] = site.export.blob(digest)
-    for path in site.export.seal_paths():
-        files[f"seals/{path.name}"] = path.read_bytes()
+    for name in site.export.seal_names():
+        files[f"seals/{name}"] = site.export.seal_bytes(name)
     for name in STATIC_FILES:
         files[f"static/{name}"] = (STATIC / name).read_bytes()
     document, index_html = leaderboard(site)
@@ -132,7 +132,7 @@ def _write_tree(out: Path, files: dict[str, bytes]) -> None:
         raise
 
 
-def build_site(out: Path, *, store: Path | None = None, from_dir: Path | None = None, at: datetime | None = None,
+def build_site(out: Path, *, store: Path | None = None, from_dir: str | Path | None = None, at: datetime | None = None,
                release_tag: str | None = None, progress: ProgressFn | None = None) -> BuiltSite:
     """Verify the public data (an export, or the store seen through an export) and write the site to ``out``.
     Raises :class:`heldout.site.collect.SiteBuildRefused` (exit 1, naming the file) for anything that does not

@@ -22,9 +22,10 @@ from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import Supersession, load_supersessions
 from heldout.store import Store
 from keys import HeldoutError, TrustedKey, UsageError, VerificationError, b64encode
-from ledger import BlobStore, Ledger, LedgerExport, export_ledger, open_export
+from ledger import BlobStore, Ledger, export_ledger, open_export
 from ledger.checkpoint import Checkpoint
 from ledger.entries import genesis_key
+from ledger.public import PublicLog, open_public_log
 from seals import PassportVerdict, parse_json_object, parse_utc, sha256_hex
 
 
@@ -60,7 +61,7 @@ class PassportRecord:
 
 @dataclass
 class SiteData:
-    export: LedgerExport
+    export: PublicLog
     at: datetime
     at_basis: str
     release_tag: str | None
@@ -88,15 +89,14 @@ class SiteData:
 
 
 @contextmanager
-def export_view(*, store: Path | None, from_dir: Path | None) -> Iterator[LedgerExport]:
-    """The public export to build from: ``from_dir`` as given, or the store's default ledger exported into a
-    temporary folder exactly as ``heldout ledger export`` would (nothing under ``private/`` is read)."""
+def export_view(*, store: Path | None, from_dir: str | Path | None) -> Iterator[PublicLog]:
+    """The public copy to build from: ``from_dir`` as given (an export, or a tiles directory or URL), or the
+    store's default ledger exported into a temporary folder exactly as ``heldout ledger export`` would
+    (nothing under ``private/`` is read)."""
     if (store is None) == (from_dir is None):
         raise UsageError("give exactly one of --store DIR or --from EXPORT", field="source")
     if from_dir is not None:
-        if not Path(from_dir).is_dir():
-            raise UsageError(f"no export directory at {from_dir}", path=str(from_dir))
-        yield open_export(Path(from_dir))
+        yield open_public_log(from_dir)
         return
     assert store is not None
     st = Store.open(store)
@@ -111,14 +111,14 @@ def export_view(*, store: Path | None, from_dir: Path | None) -> Iterator[Ledger
         yield open_export(Path(tmp) / "export")
 
 
-def default_reference_time(export: LedgerExport) -> datetime:
+def default_reference_time(export: PublicLog) -> datetime:
     """Without --at or $HELDOUT_NOW the site is built as of its ledger's last entry: a time taken from the
     data, so that rebuilding the same export gives the same bytes."""
     last = export.entry(export.size - 1)
     return parse_utc(str(last.get("created_utc")), what=f"entry {export.size - 1} created_utc")
 
 
-def _ledger_keys(export: LedgerExport) -> list[tuple[int, TrustedKey]]:
+def _ledger_keys(export: PublicLog) -> list[tuple[int, TrustedKey]]:
     keys: list[tuple[int, TrustedKey]] = []
     for index, entry in export.entries():
         if entry.get("type") in ("genesis", "key"):
@@ -126,7 +126,7 @@ def _ledger_keys(export: LedgerExport) -> list[tuple[int, TrustedKey]]:
     return keys
 
 
-def _refuse(what: str, path: Path, exc: HeldoutError) -> SiteBuildRefused:
+def _refuse(what: str, path: Path | str, exc: HeldoutError) -> SiteBuildRefused:
     return SiteBuildRefused(f"{what} does not verify, nothing was published: {exc.message}", file=str(path),
                             **{k: v for k, v in exc.evidence.items() if k not in ("file", "path")})
 
@@ -138,7 +138,7 @@ def _quiet(phase: str, done: int, total: int) -> None:
     return None
 
 
-def collect(export: LedgerExport, *, at: datetime | None, release_tag: str | None,
+def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
             progress: SiteProgress = _quiet) -> SiteData:
     """Replay and verify ``export``, then verify every logged passport at the reference time."""
     try:
@@ -164,7 +164,7 @@ def collect(export: LedgerExport, *, at: datetime | None, release_tag: str | Non
     for done, (index, entry) in enumerate(passport_entries, start=1):
         progress("verifying passports", done, len(passport_entries))
         digest = str(entry.get("passport_sha256"))
-        path = export.folder / "blobs" / "sha256" / digest[:2] / digest
+        path = export.location(export.blob_file(digest))
         if not export.has_blob(digest):
             raise SiteBuildRefused(f"passport entry {index} names a blob the export does not hold", index=index,
                                    file=str(path))
@@ -195,15 +195,16 @@ def collect(export: LedgerExport, *, at: datetime | None, release_tag: str | Non
                     entry_types=entry_types)
 
 
-def _check_seal_files(export: LedgerExport, entries: list[tuple[int, dict[str, Any]]]) -> None:
+def _check_seal_files(export: PublicLog, entries: list[tuple[int, dict[str, Any]]]) -> None:
     """The export's ``seals/`` folder is published as is, so each file must be one the ledger names: a seal
     manifest (``manifest_sha256`` of a seal entry) or a reveal (``reveal_sha256`` of a reveal entry)."""
     named = {str(e.get(m)) for _, e in entries for m in ("manifest_sha256", "reveal_sha256") if e.get(m)}
-    for path in export.seal_paths():
-        found = sha256_hex(path.read_bytes())
+    for name in export.seal_names():
+        found = sha256_hex(export.seal_bytes(name))
         if found not in named:
-            raise SiteBuildRefused(f"{path.name} in the export is not a seal manifest or reveal the ledger names "
-                                   "(altered?), nothing was published", file=str(path), found=found)
+            raise SiteBuildRefused(f"{name} in the export is not a seal manifest or reveal the ledger names "
+                                   "(altered?), nothing was published", file=export.location(f"seals/{name}"),
+                                   found=found)
 
 
 def _superseded(record: PassportRecord, by: int) -> PassportRecord:

@@ -1,0 +1,111 @@
+"""A ledger's public copy, whichever way it is published: an export directory (``ledger export``) or a
+C2SP tlog-tiles directory, local or served over HTTP(S) (``ledger tiles``). Every ``--from`` consumer
+(audit, passport verify, verify-reveal, ledger verify) opens its source here and reads it through
+:class:`PublicLog`, which both readers implement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from keys import TrustedKey
+from keys.safeio import UnsafeFile, file_in
+from ledger.checkpoint import Checkpoint
+from ledger.errors import LedgerIntegrityError, LedgerUsageError
+from ledger.export import MANIFEST as EXPORT_MANIFEST
+from ledger.export import open_export
+from ledger.proofs import ConsistencyProof, InclusionProof
+from ledger.replay import ProgressFn, ReplayReport
+from ledger.tiles import is_tiles_dir, is_url, open_tiles
+
+
+class PublicBlobs(Protocol):
+    def get(self, sha256_hex: str) -> bytes: ...
+
+    def has(self, sha256_hex: str) -> bool: ...
+
+
+class PublicLog(Protocol):
+    """What a verifier reads from a published ledger. Nothing is trusted before :meth:`verify`."""
+
+    ledger_id: str
+    origin: str
+
+    @property
+    def manifest(self) -> dict[str, Any]: ...
+
+    @property
+    def blobs(self) -> PublicBlobs: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def ledger_key(self) -> TrustedKey: ...
+
+    def entry_bytes(self, index: int) -> bytes: ...
+
+    def entry(self, index: int) -> dict[str, Any]: ...
+
+    def entries(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]: ...
+
+    def entries_bytes(self) -> Iterator[tuple[int, bytes]]: ...
+
+    def checkpoints(self) -> list[Checkpoint]: ...
+
+    def latest_checkpoint(self) -> Checkpoint: ...
+
+    def blob(self, sha256_hex: str) -> bytes: ...
+
+    def has_blob(self, sha256_hex: str) -> bool: ...
+
+    def blob_file(self, sha256_hex: str) -> str: ...
+
+    def public_keys(self) -> list[TrustedKey]: ...
+
+    def seal_bytes(self, name: str) -> bytes: ...
+
+    def has_seal(self, name: str) -> bool: ...
+
+    def seal_names(self) -> list[str]: ...
+
+    def location(self, relative: str) -> str: ...
+
+    def root(self, size: int | None = None) -> bytes: ...
+
+    def inclusion_proof(self, index: int, size: int | None = None) -> InclusionProof: ...
+
+    def consistency_proof(self, old_size: int, new_size: int | None = None) -> ConsistencyProof: ...
+
+    def manifest_problems(self) -> Iterator[LedgerIntegrityError]: ...
+
+    def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
+               check_blobs: bool = True, check_manifest: bool = True) -> ReplayReport: ...
+
+
+def is_public_log(source: str | Path) -> bool:
+    """An http(s) URL (of a tiles directory), an export directory, or a tiles directory."""
+    text = str(source)
+    if is_url(text):
+        return True
+    folder = Path(text)
+    if not folder.is_dir():
+        return False
+    try:
+        exported = file_in(folder, EXPORT_MANIFEST, what="ledger export")
+    except UnsafeFile as exc:
+        raise LedgerIntegrityError(exc.message, **exc.evidence) from None
+    return exported or is_tiles_dir(folder)
+
+
+def open_public_log(source: str | Path) -> PublicLog:
+    """Open what ``--from`` names: a tiles directory or URL, else an export directory."""
+    text = str(source)
+    if is_url(text) or is_tiles_dir(Path(text)):
+        return open_tiles(text)
+    folder = Path(text)
+    if not folder.is_dir():
+        raise LedgerUsageError(f"no export or tiles directory at {folder}", path=text)
+    return open_export(folder)
+
