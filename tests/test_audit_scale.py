@@ -300,6 +300,11 @@ def test_a_resigned_fork_of_the_trusted_history_fails_the_consistency_proof(tmp_
         assert cli("ledger", "export", built.ledger_id, str(fork), store=built.store).exit_code == 0
     code, _ = audit(built.ledger_id, "--from", str(fork), "--out", str(tmp_path / "honest.json"), "--since", str(r0))
     assert code == 0 and report_of(tmp_path / "honest.json")["since"]["rederived_now"] == 1
+    tiles = tmp_path / "tiles"  # the same log published as tlog-tiles carries the export's report forward too
+    with command_clock(AUDIT_AT):
+        assert cli("ledger", "tiles", built.ledger_id, str(tiles), store=built.store).exit_code == 0
+    code, _ = audit(built.ledger_id, "--from", str(tiles), "--out", str(tmp_path / "tiles.json"), "--since", str(r0))
+    assert code == 0 and report_of(tmp_path / "tiles.json")["since"]["rederived_now"] == 1
 
     lines = (fork / "entries.jsonl").read_bytes().splitlines()
     target = next(i for i in range(1, trusted_size) if b'"model_a"' in lines[i])
