@@ -1,6 +1,12 @@
 """The transparency log: SQLite storage, RFC 6962 tree (pymerkle for roots), RFC 9162 proofs, C2SP checkpoints,
 export and replay, and a checkpoint client that cannot be rolled back. Only this package touches the ledger
-database."""
+database.
+
+``Ledger`` and the export (``LedgerExport``, ``export_ledger``, ``open_export``) are imported on first use
+(PEP 562): they pull in sqlite-utils, which commands that only check signatures or print help never need.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from ledger.blobs import BlobStore
 from ledger.checkpoint import Checkpoint, parse_checkpoint, sign_checkpoint, verify_checkpoint
@@ -21,8 +27,6 @@ from ledger.errors import (
     ProofError,
     RollbackError,
 )
-from ledger.export import LedgerExport, export_ledger, open_export
-from ledger.ledger import Ledger
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.replay import ReplayReport
 from ledger.verify import (
@@ -31,6 +35,25 @@ from ledger.verify import (
     verify_entry_inclusion,
     verify_inclusion,
 )
+
+if TYPE_CHECKING:
+    from ledger.export import LedgerExport, export_ledger, open_export
+    from ledger.ledger import Ledger
+
+#: Names imported on first use, and the module that defines each.
+_LAZY = {"Ledger": "ledger.ledger", "LedgerExport": "ledger.export", "export_ledger": "ledger.export",
+         "open_export": "ledger.export"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ledger' has no attribute {name!r}")
+
 
 __all__ = [
     "ENTRY_TYPES",
