@@ -2,11 +2,19 @@
 predictions beside ``hashlib.sha256`` over the same bytes in the same run, and the total time.
 
 Run: ``python bench/audit_bench.py`` (10,000 bundles, a few minutes on 2 cores; ``--bundles N``; ``--quick`` for
-200), ``--cases N`` cases per generation (default 1,000), ``--json-out FILE`` also writes the figures as JSON,
+200), ``--jobs 1,2`` the worker counts the full audit is timed with (default 1 and 2), ``--new 100`` the bundles
+appended after a first clean audit that the incremental audit (``--since``) re-derives, ``--cases N`` cases per
+generation (default 1,000), ``--json-out FILE`` also writes the figures as JSON,
 ``--profile N`` then profiles a second audit (cProfile) and prints the N costliest functions and the share of
 the time each audit phase takes, ``--dir DIR`` puts the store on a chosen disk (default: a temporary folder).
 
 What is measured, in one run:
+
+* the incremental audit: the ledger is built with N - ``--new`` bundles and audited in full (the report kept),
+  then ``--new`` bundles are appended and ``run_audit(..., since=<that report>)`` re-derives only those; its time
+  is reported beside the full audits' (target: 100 new bundles of a 10,000-bundle log under 2 s);
+* the full audit of all N bundles with each ``--jobs`` value: bundles/s, and the reports must be the same bytes
+  (the ratio jobs-2 / jobs-1 is the parallel speed-up; target: 10,000 bundles under 30 s on 2 cores);
 
 * the audit: ``operator_source`` + ``run_audit`` + writing ``audit_report.json``, exactly what ``python audit.py
   <id>`` does without the terminal output: the ledger replay (every checkpoint signature, roots, consistency),
@@ -51,6 +59,7 @@ import numpy as np
 from harness.bundle import bundle_entry
 from harness.metrics import evaluation_bytes
 from heldout.audit import AuditReport, operator_source, run_audit
+from heldout.audit.rederive import default_jobs
 from heldout.generations import charge_bits, generation_cases, ledger_signer, load_generations, open_ledger
 from heldout.passports import audit_report_path
 from heldout.store import Store
@@ -62,6 +71,24 @@ GENERATIONS = ("public", "gen1", "gen2")
 AUDIT_AT = parse_utc("2026-09-02T00:00:00Z")
 BATCH = 100
 console = Console(highlight=False)
+
+
+def append_bundles(st: Store, templates: list[tuple[dict[str, Any], int]], start: int, count: int) -> list[int]:
+    """Append bundle entries ``start`` .. ``start + count - 1`` (each its own model) in signed batches; returns
+    their predictions blobs' sizes."""
+    now = parse_utc(NOW)
+    sizes: list[int] = []
+    with open_ledger(st) as ledger:
+        signer = ledger_signer(st, ledger)
+        batch: list[dict[str, Any]] = []
+        for i in range(start, start + count):
+            template, size = templates[i % len(templates)]
+            batch.append({**template, "model_id": f"bench-model-{i:06d}"})
+            sizes.append(size)
+            if len(batch) == BATCH or i == start + count - 1:
+                ledger.append_batch(batch, signer=signer, now=now)
+                batch = []
+    return sizes
 
 
 def build(root: Path, bundles: int, distinct: int, cases: int) -> dict[str, Any]:
@@ -89,25 +116,18 @@ def build(root: Path, bundles: int, distinct: int, cases: int) -> dict[str, Any]
                 blobs.put(result.predictions_npz)
                 templates.append((entry, len(result.predictions_npz)))
         made = time.perf_counter()
-        signer = ledger_signer(st, ledger)
-        predictions_sizes: list[int] = []
-        batch: list[dict[str, Any]] = []
-        for i in range(bundles):
-            template, size = templates[i % len(templates)]
-            batch.append({**template, "model_id": f"bench-model-{i:06d}"})
-            predictions_sizes.append(size)
-            if len(batch) == BATCH or i == bundles - 1:
-                ledger.append_batch(batch, signer=signer, now=now)
-                batch = []
+    predictions_sizes = append_bundles(st, templates, 0, bundles)
+    with open_ledger(st) as ledger:
         size = ledger.size
     appended = time.perf_counter()
-    return {"fixture": fixture, "store": st, "ledger_entries": size, "distinct": len(templates),
+    return {"fixture": fixture, "store": st, "ledger_entries": size, "distinct": len(templates), "templates": templates,
             "predictions_sizes": predictions_sizes, "cases_per_generation": cases,
             "seal_s": sealed - start, "evaluations_s": made - sealed, "append_s": appended - made,
             "build_s": appended - start}
 
 
-def audit_once(st: Store, ledger_id: str, *, show: bool) -> tuple[AuditReport, float]:
+def audit_once(st: Store, ledger_id: str, *, show: bool, jobs: int = 1, since: bytes | None = None,
+               out: Path | None = None) -> tuple[AuditReport, float]:
     """The operator audit as ``python audit.py`` runs it (report written), timed."""
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=not show) as bar:
@@ -121,10 +141,11 @@ def audit_once(st: Store, ledger_id: str, *, show: bool) -> tuple[AuditReport, f
         start = time.perf_counter()
         source = operator_source(st, ledger_id)
         try:
-            report = run_audit(source, now=AUDIT_AT, audit_command=f"python audit.py {ledger_id}", progress=tick)
+            report = run_audit(source, now=AUDIT_AT, audit_command=f"python audit.py {ledger_id}", progress=tick,
+                               jobs=jobs, since=since)
         finally:
             source.ledger.close()
-        report.write(audit_report_path(st, ledger_id))
+        report.write(out or audit_report_path(st, ledger_id))
         return report, time.perf_counter() - start
 
 
@@ -147,6 +168,9 @@ def sha256_baseline(st: Store, ledger_id: str, rounds: int = 3) -> tuple[int, fl
 PHASES = {"ledger replay": ("_replay",), "entries": ("_decode_entries",), "generations": ("_load_generations",),
           "seals and reveals": ("_check_seals", "_check_reveals"), "bundles": ("_check_bundles",),
           "passports": ("_check_passports",), "blob sweep": ("_check_blob_files",)}
+
+
+
 def profile(st: Store, ledger_id: str, top: int) -> dict[str, Any]:
     profiler = cProfile.Profile()
     profiler.enable()
@@ -167,14 +191,15 @@ def profile(st: Store, ledger_id: str, top: int) -> dict[str, Any]:
     phases = {label: sum(cumulative(f, "heldout/audit/run.py") for f in funcs) for label, funcs in PHASES.items()}
     inner = {
         "re-derive the metrics (harness.metrics.rederive)": cumulative("rederive", "harness/metrics"),
-        "read the npz (StoredPredictions.from_npz_bytes)": called_from("from_npz_bytes", "_check_bundle"),
-        "canonical bytes of the re-derived evaluation": called_from("evaluation_bytes", "_check_bundle"),
-        "parse the evaluation JSON": called_from("parse_json_object", "_check_bundle"),
-        "recompute the leakage charge (_check_charge)": called_from("_check_charge", "_check_bundle"),
-        "read and hash blobs (_Context.blob)": called_from("blob", "_check_bundle"),
-        "labels, once per generation (_labels_for)": called_from("_labels_for", "_check_bundle"),
+        "read the npz (StoredPredictions.from_npz_bytes)": called_from("from_npz_bytes", "rederive_bundle"),
+        "canonical bytes of the re-derived evaluation": called_from("evaluation_bytes", "rederive_bundle"),
+        "parse the evaluation JSON (twice: checks, re-derivation)": (
+            called_from("parse_json_object", "_start_bundle") + called_from("parse_json_object", "rederive_bundle")),
+        "recompute the leakage charge (_check_charge)": called_from("_check_charge", "_start_bundle"),
+        "read and hash blobs (_Context.blob)": called_from("blob", "_start_bundle"),
+        "labels, once per generation (_labels_for)": called_from("_labels_for", "_start_bundle"),
     }
-    inner["everything else in _check_bundle"] = phases["bundles"] - sum(inner.values())
+    inner["everything else in the bundle checks"] = phases["bundles"] - sum(inner.values())
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
     return {"profiled_s": elapsed, "run_audit_s": total, "phases_s": phases, "within_bundles_s": inner,
@@ -187,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke run: 200 bundles")
     parser.add_argument("--distinct", type=int, default=300, help="distinct synthetic evaluations")
     parser.add_argument("--cases", type=int, default=1_000, help="cases per generation (public, gen1, gen2)")
+    parser.add_argument("--jobs", default="1,2", help="worker counts to time the full audit with (comma list; "
+                        "empty: only the first audit and the incremental one)")
+    parser.add_argument("--new", type=int, default=100, help="bundles appended after a first clean audit, which "
+                        "the incremental audit re-derives")
     parser.add_argument("--json-out", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="profile a second audit and print its N costliest functions")
@@ -194,26 +223,59 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     bundles = 200 if args.quick else args.bundles
     distinct = min(args.distinct, bundles)
+    new = min(max(0, args.new), bundles - 1)
+    job_counts = [int(j) for j in args.jobs.split(",") if j.strip()]
+    first_jobs = max(job_counts, default=default_jobs())
 
     base = Path(tempfile.mkdtemp(prefix="audit-bench-", dir=args.dir))
     try:
-        console.print(f"building a ledger of {bundles:,} bundles in {base}: store, pool and three generations "
+        console.print(f"building a ledger of {bundles - new:,} bundles in {base}: store, pool and three generations "
                       f"({args.cases:,} cases each) through the CLI, {distinct} distinct synthetic evaluations "
                       f"(harness.metrics.build_evaluation), then the bundle entries appended directly with "
                       f"Ledger.append_batch in batches of {BATCH} (not record_bundle: its budget check re-reads "
                       "the ledger per bundle)")
-        built = build(base, bundles, distinct, args.cases)
+        built = build(base, bundles - new, distinct, args.cases)
         fixture = built["fixture"]
         st: Store = built["store"]
         console.print(f"built in {built['build_s']:.1f} s (seals {built['seal_s']:.1f} s, evaluations "
                       f"{built['evaluations_s']:.1f} s, appends {built['append_s']:.1f} s): "
                       f"{built['ledger_entries']:,} entries")
-
-        report, audit_s = audit_once(st, fixture.ledger_id, show=True)
-        if report.exit_code != 0 or report.rederived != bundles or report.bundles != bundles:
-            console.print(f"[red]the audit is not clean[/]: {report.verdict}, {report.rederived} of "
-                          f"{report.bundles} re-derived, findings {[f.message for f in report.findings[:3]]}")
+        first_path = base / "first-report.json"
+        first, first_s = audit_once(st, fixture.ledger_id, show=True, jobs=first_jobs, out=first_path)
+        if not first.clean:
+            console.print(f"[red]the first audit is not clean[/]: {first.verdict}")
             return 1
+        console.print(f"first full audit of {bundles - new:,} bundles (jobs {first_jobs}): {first_s:.1f} s; "
+                      f"appending {new} bundles")
+        built["predictions_sizes"] += append_bundles(st, built["templates"], bundles - new, new)
+
+        incremental, incremental_s = audit_once(st, fixture.ledger_id, show=True, jobs=first_jobs,
+                                                since=first_path.read_bytes(), out=base / "incremental.json")
+        if not incremental.clean or incremental.since is None or incremental.since.rederived_now != new:
+            console.print(f"[red]the incremental audit did not carry the first forward[/]: {incremental.verdict}, "
+                          f"{[f.message for f in incremental.findings[:3]]}")
+            return 1
+
+        full: dict[int, tuple[AuditReport, float, bytes]] = {}
+        for jobs in job_counts:
+            out = base / f"full-jobs{jobs}.json"
+            report, seconds = audit_once(st, fixture.ledger_id, show=True, jobs=jobs, out=out)
+            full[jobs] = (report, seconds, out.read_bytes())
+            if report.exit_code != 0 or report.rederived != bundles or report.bundles != bundles:
+                console.print(f"[red]the audit is not clean[/]: {report.verdict}, {report.rederived} of "
+                              f"{report.bundles} re-derived, findings {[f.message for f in report.findings[:3]]}")
+                return 1
+        if not full:  # only the incremental audit was asked for
+            console.print(f"incremental audit of {new} new bundles of {bundles:,} (jobs {first_jobs}): "
+                          f"{incremental_s:.2f} s (target < 2 s at 10,000); first full audit of {bundles - new:,}: "
+                          f"{first_s:.1f} s ({(bundles - new) / first_s:,.0f} bundles/s)")
+            if args.json_out:
+                args.json_out.write_text(json.dumps({"bundles": bundles, "new_bundles": new, "jobs": first_jobs,
+                                                     "incremental_s": incremental_s, "first_full_audit_s": first_s},
+                                                    indent=1, sort_keys=True) + "\n")
+            return 0
+        identical = len({data for _, _, data in full.values()}) == 1
+        report, audit_s, _ = full[job_counts[0]]
         predictions_bytes = sum(built["predictions_sizes"])
         hashed_bytes, sha_s = sha256_baseline(st, fixture.ledger_id)
         assert hashed_bytes == predictions_bytes
@@ -221,15 +283,19 @@ def main(argv: list[str] | None = None) -> int:
         sha_mb_s = predictions_bytes / sha_s / 1e6
         ratio = audit_mb_s / sha_mb_s
         results: dict[str, Any] = {
-            "bundles": bundles, "ledger_entries": built["ledger_entries"], "checkpoints": report.checkpoints,
+            "bundles": bundles, "ledger_entries": report.ledger_entries, "checkpoints": report.checkpoints,
             "distinct_evaluations": built["distinct"], "cases_per_generation": args.cases,
             "predictions_bytes": predictions_bytes,
             "predictions_bytes_per_bundle": predictions_bytes / bundles,
+            "full_audit": {str(jobs): {"seconds": seconds, "bundles_per_s": bundles / seconds}
+                           for jobs, (_, seconds, _) in full.items()},
+            "reports_identical_across_jobs": identical,
+            "incremental": {"new_bundles": new, "seconds": incremental_s, "base_bundles": bundles - new,
+                            "target_s": 2.0, "first_full_audit_s": first_s},
             "audit_s": audit_s, "audit_mb_s": audit_mb_s, "bundles_per_s": bundles / audit_s,
             "sha256_s": sha_s, "sha256_mb_s": sha_mb_s, "ratio": ratio, "target_ratio": 0.3,
-            "build_s": built["build_s"], "total_s": built["build_s"] + audit_s,
-            "verdict": report.verdict, "rederived": report.rederived, "python": sys.version.split()[0],
-            "cpus": os.cpu_count(),
+            "build_s": built["build_s"], "verdict": report.verdict, "rederived": report.rederived,
+            "python": sys.version.split()[0], "cpus": os.cpu_count(),
             "build_shortcut": "bundle entries appended with Ledger.append_batch (batches of "
                               f"{BATCH}) over {built['distinct']} distinct synthetic evaluations",
         }
@@ -237,16 +303,27 @@ def main(argv: list[str] | None = None) -> int:
         table = Table(title=f"operator audit of {bundles:,} bundles (clean: {report.rederived:,} re-derived)")
         for column in ("measure", "value"):
             table.add_column(column, justify="left" if column == "measure" else "right")
-        table.add_row("ledger entries / checkpoints", f"{built['ledger_entries']:,} / {report.checkpoints:,}")
+        table.add_row("ledger entries / checkpoints", f"{report.ledger_entries:,} / {report.checkpoints:,}")
         table.add_row("stored predictions covered", f"{predictions_bytes / 1e6:,.1f} MB "
                                                      f"({predictions_bytes / bundles / 1e3:,.1f} kB per bundle)")
-        table.add_row("audit time", f"{audit_s:,.1f} s ({bundles / audit_s:,.0f} bundles/s)")
-        table.add_row("audit throughput", f"{audit_mb_s:,.2f} MB/s")
+        base_s = full[job_counts[0]][1]
+        for jobs, (_, seconds, _) in full.items():
+            scaled = seconds * 10_000 / bundles
+            table.add_row(f"full audit, --jobs {jobs}", f"{seconds:,.1f} s ({bundles / seconds:,.0f} bundles/s; "
+                          f"x{base_s / seconds:.2f} vs --jobs {job_counts[0]}; ~{scaled:,.0f} s per 10,000)")
+        table.add_row("reports identical across --jobs", "yes" if identical else "NO")
+        table.add_row(f"incremental audit, {new} new of {bundles:,}",
+                      f"{incremental_s:,.2f} s (target < 2 s at 10,000) "
+                      f"{'ok' if incremental_s < 2.0 else 'MISSED'} at this size")
+        table.add_row(f"first full audit of {bundles - new:,} (--jobs {first_jobs})", f"{first_s:,.1f} s")
+        table.add_row("audit throughput (first --jobs)", f"{audit_mb_s:,.2f} MB/s")
         table.add_row("hashlib.sha256, same bytes", f"{sha_mb_s:,.0f} MB/s ({sha_s * 1e3:,.1f} ms)")
         table.add_row("ratio (target >= 0.30x)", f"{ratio:.4f}x " + ("ok" if ratio >= 0.3 else "MISSED"))
         table.add_row("build time (shortcut)", f"{built['build_s']:,.1f} s")
-        table.add_row("total time (build + audit)", f"{results['total_s']:,.1f} s")
         console.print(table)
+        if not identical:
+            console.print("[red]the reports differ between --jobs values[/]")
+            return 1
 
         if args.profile:
             console.print("profiling a second audit (cProfile; its times are inflated by the profiler)...")

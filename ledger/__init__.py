@@ -1,8 +1,14 @@
 """The transparency log: SQLite or PostgreSQL storage, RFC 6962 tree (pymerkle for roots), RFC 9162 proofs, C2SP
-checkpoints, export and replay, and a checkpoint client that cannot be rolled back. Only this package touches the ledger
-database."""
+checkpoints, export and replay, and a checkpoint client that cannot be rolled back. Only this package touches the
+ledger database.
 
-from ledger.backend import LedgerBackend, MigrationReport, backend_at, migrate
+``Ledger``, the backends (``LedgerBackend``, ``backend_at``, ``migrate``) and the export (``LedgerExport``,
+``export_ledger``, ``open_export``) are imported on first use (PEP 562): they pull in sqlite-utils, which commands
+that only check signatures or print help never need.
+"""
+
+from typing import TYPE_CHECKING, Any
+
 from ledger.blobs import BlobStore
 from ledger.checkpoint import Checkpoint, parse_checkpoint, sign_checkpoint, verify_checkpoint
 from ledger.client import CheckpointClient
@@ -22,8 +28,6 @@ from ledger.errors import (
     ProofError,
     RollbackError,
 )
-from ledger.export import LedgerExport, export_ledger, open_export
-from ledger.ledger import Ledger
 from ledger.log import BlobReader, LogReader, LogWriter
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.replay import ReplayReport
@@ -33,6 +37,27 @@ from ledger.verify import (
     verify_entry_inclusion,
     verify_inclusion,
 )
+
+if TYPE_CHECKING:
+    from ledger.backend import LedgerBackend, MigrationReport, backend_at, migrate
+    from ledger.export import LedgerExport, export_ledger, open_export
+    from ledger.ledger import Ledger
+
+#: Names imported on first use, and the module that defines each.
+_LAZY = {"Ledger": "ledger.ledger", "LedgerExport": "ledger.export", "export_ledger": "ledger.export",
+         "open_export": "ledger.export", "LedgerBackend": "ledger.backend", "MigrationReport": "ledger.backend",
+         "backend_at": "ledger.backend", "migrate": "ledger.backend"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ledger' has no attribute {name!r}")
+
 
 __all__ = [
     "ENTRY_TYPES",

@@ -27,15 +27,36 @@ not larger than every earlier one (so never two roots for one size, never a smal
 
 from __future__ import annotations
 
+import importlib
 import os
 import sqlite3
+import sys
 import urllib.parse
 from pathlib import Path
 
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
 
-from ledger.errors import LedgerStorageError, LedgerUsageError, database_error
+def _import_sqlite_utils_without_pandas() -> None:
+    """Import sqlite-utils without letting it import pandas. sqlite-utils imports pandas whenever it is
+    installed (about 0.2 s, more than the rest of a command's start-up) only to map ``pandas.Timestamp`` to
+    TEXT in tables it creates from Python values, which the ledger never does. A None in ``sys.modules`` makes
+    that one import fail at once (the language's documented way to block an import); it is removed again, so
+    code that wants pandas later still gets it."""
+    if "sqlite_utils.db" in sys.modules or "pandas" in sys.modules:
+        return
+    sys.modules["pandas"] = None  # type: ignore[assignment]
+    try:
+        importlib.import_module("sqlite_utils.db")
+    finally:
+        if sys.modules.get("pandas", False) is None:
+            del sys.modules["pandas"]
+
+
+_import_sqlite_utils_without_pandas()
+
+from sqlite_utils import Database  # noqa: E402  (after the import above, which decides how it loads)
+from sqlite_utils.migrations import Migrations  # noqa: E402
+
+from ledger.errors import LedgerStorageError, LedgerUsageError, database_error  # noqa: E402
 
 SCHEMA_VERSION = 2
 #: Interior tree levels below this are not stored (rehashed from at most 15 leaf hashes when needed).

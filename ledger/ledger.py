@@ -32,9 +32,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from keys import HeldoutError, Signer, TrustedKey, verifier_key_string
 from ledger import sqlite
@@ -67,6 +65,9 @@ from ledger.rfc6962 import leaf_hash
 from ledger.storage import CheckpointRow, Fill, LedgerStorage
 from ledger.tree import HashTree, frontier_push, frontier_root
 from ledger.verify import verify_consistency
+
+if TYPE_CHECKING:  # ledger.db imports sqlite-utils its own way (without pandas)
+    from sqlite_utils import Database
 from seals import format_utc, parse_json_object
 
 

@@ -16,14 +16,16 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING
 
 from keys.files import fsync_dir
 from ledger.db import MIN_NODE_LEVEL, connect
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
 from ledger.storage import CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
+
+if TYPE_CHECKING:  # ledger.db imports sqlite-utils its own way (without pandas)
+    from sqlite_utils import Database
 
 LEDGER_SUFFIX = ".sqlite"
 

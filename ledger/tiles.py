@@ -492,12 +492,12 @@ def is_tiles_dir(folder: Path) -> bool:
     return files.exists(CHECKPOINT) and files.listing("tile") is not None
 
 
-_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 
 
 def _parts(rel: str) -> list[str]:
     parts = rel.split("/")
-    if not all(_PART.match(p) for p in parts):
+    if not all(_PART.fullmatch(p) for p in parts):
         raise LedgerUsageError("not a name inside the tiles directory", found=rel[:120])
     return parts
 
@@ -795,7 +795,7 @@ class TilesLog(EntryList):
         return [genesis_key(entry) for _, entry in self.entries() if entry.get("type") in ("genesis", "key")]
 
     def seal_bytes(self, name: str) -> bytes:
-        if "/" in name or name.startswith(".") or not _PART.match(name):
+        if "/" in name or name.startswith(".") or not _PART.fullmatch(name):
             raise LedgerUsageError(f"no seal manifest {name!r} in the tiles directory", path=name)
         data = self.files.read(f"{SEALS}/{name}", DOCUMENT_LIMIT)
         if data is None:
@@ -803,7 +803,7 @@ class TilesLog(EntryList):
         return data
 
     def has_seal(self, name: str) -> bool:
-        return _PART.match(name) is not None and self.files.exists(f"{SEALS}/{name}")
+        return _PART.fullmatch(name) is not None and self.files.exists(f"{SEALS}/{name}")
 
     def location(self, relative: str) -> str:
         """Where a file of the tiles is (its path, or its URL), for messages."""
@@ -813,7 +813,7 @@ class TilesLog(EntryList):
         """The files of ``seals/`` as the manifest lists them (a local folder's listing is checked against the
         list by :meth:`manifest_problems`; over HTTP there is no listing)."""
         names = self.manifest.get("seals")
-        if not isinstance(names, list) or not all(isinstance(n, str) and _PART.match(n) for n in names):
+        if not isinstance(names, list) or not all(isinstance(n, str) and _PART.fullmatch(n) for n in names):
             raise LedgerIntegrityError("the tiles manifest's seals are not a list of file names", file=MANIFEST,
                                        field="seals")
         return sorted(names)

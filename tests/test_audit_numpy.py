@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from harness.metrics import composite
 from harness.metrics.registry import metrics_for
-from heldout.audit.run import _require_numpy_explains
+from heldout.audit.rederive import require_numpy_explains
 from heldout.cli import app
 from keys import IncompleteError, VerificationError
 from seals import parse_utc
@@ -106,12 +106,12 @@ def test_above_1200_cases_the_subset_members_are_set_aside_and_the_composite_sti
     rederived_here = {**rederived, "numpy_version": OTHER_NUMPY}
     metrics = metrics_for("MedEval-1 v0.1")
     with pytest.raises(IncompleteError, match=r"dimensions\.corruption") as caught:
-        _require_numpy_explains(metrics, 9, recorded, rederived_here)
+        require_numpy_explains(metrics, 9, recorded, rederived_here)
     assert caught.value.evidence["numpy_recorded"] == OTHER_NUMPY
     forged = {**recorded, "composite": {**recorded["composite"], "index": recorded["composite"]["index"] + 0.01}}
     with pytest.raises(VerificationError, match=r"composite\.index"):
-        _require_numpy_explains(metrics, 9, forged, rederived_here)
+        require_numpy_explains(metrics, 9, forged, rederived_here)
     forged_score = copy.deepcopy(recorded)
     forged_score["dimensions"]["calibration"]["score"] += 3.0  # not subset-dependent: tampering
     with pytest.raises(VerificationError, match=r"dimensions\.calibration\.score"):
-        _require_numpy_explains(metrics, 9, forged_score, rederived_here)
+        require_numpy_explains(metrics, 9, forged_score, rederived_here)

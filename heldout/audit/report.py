@@ -13,7 +13,8 @@ from keys.files import write_atomic
 from seals import canonical_bytes
 
 REPORT_FORMAT = "heldout-audit-report"
-REPORT_VERSION = 1
+#: 2: ``checkpoint`` (the signed note the audit ended at) and ``since`` (the earlier report it carried forward).
+REPORT_VERSION = 2
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -77,6 +78,23 @@ class Unrederived:
         return out
 
 
+@dataclass(frozen=True)
+class SinceLink:
+    """The earlier clean report an incremental audit trusted: its SHA-256 (the chain), the tree it covered
+    (size and root, from its re-verified checkpoint), the bundles it had re-derived, and how many bundles this
+    audit re-derived itself (those appended since)."""
+
+    report_sha256: str
+    ledger_entries: int
+    ledger_head: str
+    bundles: int
+    rederived_now: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"report_sha256": self.report_sha256, "ledger_entries": self.ledger_entries,
+                "ledger_head": self.ledger_head, "bundles": self.bundles, "rederived_now": self.rederived_now}
+
+
 @dataclass
 class AuditReport:
     ledger_id: str
@@ -93,6 +111,11 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     not_rederived: list[Unrederived] = field(default_factory=list)
     generations: dict[str, Any] = field(default_factory=dict)
+    #: The signed checkpoint note at ``ledger_entries`` (None when the replay failed): what a later
+    #: ``--since`` audit re-verifies before it trusts this report.
+    checkpoint: str | None = None
+    #: An incremental audit's link to the earlier report it trusted (see :class:`SinceLink`), else None.
+    since: SinceLink | None = None
 
     @property
     def exit_code(self) -> int:
@@ -136,6 +159,8 @@ class AuditReport:
             "not_rederived": [u.to_json() for u in self.not_rederived],
             "verdict": self.verdict,
             "exit_code": self.exit_code,
+            "checkpoint": self.checkpoint,
+            "since": self.since.to_json() if self.since is not None else None,
         }
 
     def write(self, path: Path) -> bytes:

@@ -39,21 +39,16 @@ one run names everything it can):
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
-from harness.metrics import (
-    StoredPredictions,
-    evaluation_bytes,
-    first_difference,
-    labels_bytes,
-)
-from harness.metrics.registry import SpecMetrics, metrics_for
-from heldout.audit.report import AuditReport, Finding, Unrederived
+from harness.metrics import labels_bytes
+from harness.metrics.registry import metrics_for
+from heldout.audit.rederive import Pending, RederiveJob, Submit, bundle_rederiver
+from heldout.audit.report import REPORT_FORMAT, REPORT_VERSION, AuditReport, Finding, SinceLink, Unrederived
 from heldout.audit.sources import AuditSource
 from heldout.generations import (
     WITHHOLDING_MODES,
@@ -83,8 +78,8 @@ from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.policy import Policy
 from ledger.rfc6962 import leaf_hash
 from ledger.tree import HashTree, MemoryNodes
+from ledger.verify import verify_consistency
 from seals import format_utc, parse_json_object, parse_utc, sha256_hex
-from seals.canonical import prepare
 from seals.manifest import SealManifest
 
 AuditProgress = Callable[[str, int, int], None]
@@ -121,6 +116,8 @@ class _Context:
     reveals: dict[str, RevealDocument] = field(default_factory=dict)
     verified_blobs: set[str] = field(default_factory=set)
     labels: dict[tuple[str, str], tuple[Any, str]] = field(default_factory=dict)
+    #: Entries below this index were covered by the earlier clean report an incremental audit trusts.
+    trusted_size: int = 0
 
     def find(self, check: str, error: HeldoutError, *, index: int | None = None, file: str | None = None) -> None:
         self.report.findings.append(Finding.from_error(check, error, index=index, file=file))
@@ -154,20 +151,28 @@ class _Context:
 
 
 def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
-              progress: AuditProgress | None = None, policy: Policy | None = None) -> AuditReport:
+              progress: AuditProgress | None = None, policy: Policy | None = None, jobs: int = 1,
+              since: bytes | None = None) -> AuditReport:
     """Audit ``source`` at the reference time ``now``; never raises for what it finds (it reports it).
-    ``policy``: the witness policy the checkpoints must satisfy (default: the source's own, if any)."""
+    ``policy``: the witness policy the checkpoints must satisfy (default: the source's own, if any).
+    ``jobs``: processes that re-derive bundles (the report is the same whatever it is). Above 1, workers start
+    from a forkserver and import the caller's main module, as multiprocessing's do: a script that calls this
+    must guard its entry (``if __name__ == "__main__":``), as ``audit.py`` and the ``heldout`` command do.
+    ``since``: the bytes of an earlier report to carry forward (:func:`_trust_since`): when it holds, only the
+    bundles appended after it are re-derived; when it does not, the audit is a full one with a finding."""
     report = AuditReport(ledger_id=source.ledger_id, mode=source.mode, audit_command=audit_command,
                          checked_utc=format_utc(now))
     ctx = _Context(source=source, report=report, now=now)
     tick = progress or _noop
     _replay(ctx, tick)
     _decode_entries(ctx)
+    if since is not None:
+        _trust_since(ctx, since)
     _load_generations(ctx)
     _check_seals(ctx)
     _check_intents(ctx)
     _check_reveals(ctx)
-    _check_bundles(ctx, tick)
+    _check_bundles(ctx, tick, jobs)
     _check_passports(ctx)
     _check_blob_files(ctx)
     _check_export(ctx)
@@ -252,6 +257,73 @@ def _replay(ctx: _Context, tick: AuditProgress) -> None:
     report.ledger_head = replayed.root.hex()
     report.checkpoints = replayed.checkpoints
     ctx.count("checkpoints", replayed.checkpoints)
+    try:
+        report.checkpoint = next((c.note for c in ctx.source.checkpoints() if c.size == replayed.size), None)
+    except HeldoutError as exc:  # pragma: no cover (the replay read the same checkpoints a moment ago)
+        ctx.find("ledger", exc)
+
+
+def _trust_since(ctx: _Context, data: bytes) -> None:
+    """Carry an earlier report forward, or say why not (a ``since`` finding; the audit then covers everything).
+
+    Trusted only when all of these hold: it is a version-2 report of this ledger in this mode; it is clean
+    (intact, no finding, every bundle re-derived); its checkpoint note verifies under this ledger's genesis key
+    and names the size and root the report states; this ledger replays intact now; a consistency proof from
+    that checkpoint to the current one verifies (so the entries it covered are the ones here, unchanged); and
+    the ledger holds as many bundles below that size as the report re-derived."""
+    digest = sha256_hex(data)
+    try:
+        earlier = parse_json_object(data, what="the --since report")
+        if earlier.get("format") != REPORT_FORMAT or earlier.get("version") != REPORT_VERSION:
+            raise VerificationError(f"the --since report is not a version-{REPORT_VERSION} audit report (one that "
+                                    "records its checkpoint)", expected=f"{REPORT_FORMAT} {REPORT_VERSION}",
+                                    found=f"{earlier.get('format')} {earlier.get('version')}")
+        if earlier.get("ledger_id") != ctx.source.ledger_id or earlier.get("mode") != ctx.report.mode:
+            raise VerificationError("the --since report is of another ledger or another mode",
+                                    expected=f"{ctx.source.ledger_id} ({ctx.report.mode})",
+                                    found=f"{earlier.get('ledger_id')} ({earlier.get('mode')})")
+        bundles = earlier.get("bundles")
+        if earlier.get("verdict") != "clean" or earlier.get("exit_code") != 0 or earlier.get("findings") \
+                or earlier.get("not_rederived") or earlier.get("ledger_intact") is not True \
+                or not isinstance(bundles, int) or earlier.get("rederived") != bundles:
+            raise VerificationError("the --since report is not clean: only a clean audit can be carried forward",
+                                    found=str(earlier.get("verdict")))
+        if not ctx.keys:
+            raise VerificationError("no ledger key is known (entry 0 is unreadable) to verify its checkpoint")
+        key = ctx.keys[0]
+        checkpoint = verify_checkpoint(str(earlier.get("checkpoint")), name=key.name, key=key.public_key,
+                                       origin=ctx.source.origin)
+        if checkpoint.size != earlier.get("ledger_entries") or checkpoint.root.hex() != earlier.get("ledger_head"):
+            raise VerificationError("the --since report's checkpoint is not the tree it says it audited",
+                                    expected=f"{earlier.get('ledger_entries')} {earlier.get('ledger_head')}",
+                                    found=f"{checkpoint.size} {checkpoint.root.hex()}")
+        if not ctx.report.ledger_intact:
+            raise VerificationError("the ledger does not replay now, so nothing can be carried forward from the "
+                                    "--since report")
+        size = ctx.report.ledger_entries
+        if checkpoint.size > size:
+            raise VerificationError(f"the --since report covers {checkpoint.size} entries; the ledger has {size}: "
+                                    "it was rolled back", expected=f">= {checkpoint.size}", found=size)
+        current = bytes.fromhex(ctx.report.ledger_head)
+        try:
+            proof = ctx.source.consistency_proof(checkpoint.size, size)
+            verify_consistency(checkpoint.size, size, checkpoint.root, current, proof.path)
+        except HeldoutError as exc:
+            raise VerificationError(f"the ledger is not an extension of the tree the --since report audited "
+                                    f"(consistency from {checkpoint.size} to {size}): {exc.message}",
+                                    old_size=checkpoint.size, new_size=size, old_root=checkpoint.root.hex(),
+                                    new_root=ctx.report.ledger_head) from None
+        below = sum(1 for i, e in ctx.entries.items() if i < checkpoint.size and e.get("type") == "bundle")
+        if below != bundles:
+            raise VerificationError("the --since report's bundle count is not the ledger's below its size",
+                                    expected=below, found=bundles)
+    except HeldoutError as exc:
+        ctx.find("since", VerificationError(f"{exc.message}; audited in full instead", report_sha256=digest,
+                                            **{k: v for k, v in exc.evidence.items() if k != "index"}))
+        return
+    ctx.trusted_size = checkpoint.size
+    ctx.report.since = SinceLink(report_sha256=digest, ledger_entries=checkpoint.size,
+                                 ledger_head=checkpoint.root.hex(), bundles=bundles)
 
 
 def _ledger_finding(ctx: _Context, exc: HeldoutError) -> Finding:
@@ -484,12 +556,32 @@ def _checked_labels(ctx: _Context, state: GenerationState, task: str) -> Any:
     return labels
 
 
-def _check_bundles(ctx: _Context, tick: AuditProgress) -> None:
+@dataclass(frozen=True)
+class _Started:
+    """A bundle whose checks before the re-derivation passed, with its re-derivation under way."""
+
+    entry: Mapping[str, Any]
+    state: GenerationState
+    evaluation: dict[str, Any]
+    pending: Pending
+
+
+def _check_bundles(ctx: _Context, tick: AuditProgress, jobs: int) -> None:
+    """Each bundle is checked in three steps: what needs the audit's state (this process), its re-derivation
+    (in a worker when ``jobs`` > 1), then what follows from the re-derived evaluation, in ledger order, so
+    the findings and the report are the same whatever ``jobs`` is."""
     bundles = [(i, e) for i, e in sorted(ctx.entries.items()) if e.get("type") == "bundle"]
     ctx.report.bundles = len(bundles)
-    for done, (index, entry) in enumerate(bundles, start=1):
+    started: deque[tuple[int, Mapping[str, Any], _Started | HeldoutError]] = deque()
+    done = 0
+
+    def finish_one() -> None:
+        nonlocal done
+        index, entry, begun = started.popleft()
         try:
-            _check_bundle(ctx, index, entry)
+            if isinstance(begun, HeldoutError):
+                raise begun
+            _finish_bundle(ctx, index, begun)
         except IncompleteError as exc:
             ctx.report.not_rederived.append(Unrederived(
                 index=index, generation=str(entry.get("generation")), task=str(entry.get("task")),
@@ -497,7 +589,26 @@ def _check_bundles(ctx: _Context, tick: AuditProgress) -> None:
                 evidence={k: v for k, v in exc.evidence.items() if k != "index" and isinstance(v, (str, int))}))
         except HeldoutError as exc:
             ctx.find("bundle", exc, index=index)
-        tick("bundles", done, len(bundles))
+        done += 1
+        tick("bundles", done, ctx.report.bundles)
+
+    trusted = [index for index, _ in bundles if index < ctx.trusted_size]
+    ctx.report.rederived += len(trusted)  # re-derived by the audits the trusted report chains to
+    done = len(trusted)
+    bundles = bundles[len(trusted):]
+    with bundle_rederiver(jobs, len(bundles)) as (submit, in_flight):
+        for index, entry in bundles:
+            try:
+                begun: _Started | HeldoutError = _start_bundle(ctx, index, entry, submit)
+            except HeldoutError as exc:
+                begun = exc
+            started.append((index, entry, begun))
+            while len(started) > in_flight:
+                finish_one()
+        while started:
+            finish_one()
+    if ctx.report.since is not None:
+        ctx.report.since = replace(ctx.report.since, rederived_now=ctx.report.rederived - len(trusted))
 
 
 def _expect(index: int, member: str, expected: Any, found: Any) -> None:
@@ -506,7 +617,8 @@ def _expect(index: int, member: str, expected: Any, found: Any) -> None:
                                 index=index, field=member, expected=expected, found=found)
 
 
-def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
+def _start_bundle(ctx: _Context, index: int, entry: Mapping[str, Any], submit: Submit) -> _Started:
+    """The checks that need the audit's state, then the re-derivation submitted."""
     name = str(entry.get("generation"))
     state = ctx.generations.get(name)
     if state is None or state.seal_index > index:
@@ -550,97 +662,18 @@ def _check_bundle(ctx: _Context, index: int, entry: Mapping[str, Any]) -> None:
                                 "the bundle was scored against", index=index, field="labels_hash",
                                 expected=entry["labels_hash"], found=labels_hash)
     # The bundle is re-derived under the spec version its evaluation names (unknown: incomplete, exit 5).
-    metrics = metrics_for(evaluation.get("spec_version"))
-    # One comparison does it when all is well: the re-derived evaluation's canonical bytes are the stored blob's
-    # bytes (so the blob is canonical, and every member re-derives). Only a mismatch pays for working out which.
-    canonical = True
-    try:
-        predictions = StoredPredictions.from_npz_bytes(predictions_data, n_test=int(labels.shape[0]),
-                                                       n_classes=evaluation.get("n_classes"))
-        rederived = metrics.rederive(evaluation, predictions, labels)
-        if evaluation_bytes(rederived) != evaluation_data:
-            canonical = evaluation_bytes(evaluation) == evaluation_data
-            if canonical:
-                _require_numpy_explains(metrics, index, evaluation, rederived)
-                metrics.check_rederived(evaluation, predictions, labels)  # raises naming the first difference
-                raise VerificationError("the re-derived evaluation's canonical bytes differ from the stored ones")
-    except IncompleteError:
-        raise
-    except HeldoutError as exc:
-        raise VerificationError(f"bundle entry {index} does not re-derive: {exc.message}", index=index,
-                                **{k: v for k, v in exc.evidence.items() if k != "index"}) from None
-    if not canonical:
-        raise VerificationError(f"the evaluation blob of entry {index} is not canonical JSON", index=index,
-                                file=ctx.source.blob_file(str(entry["evaluation_sha256"])))
-    if withholding:
-        _check_release_value(ctx, index, entry, state, evaluation)
+    metrics_for(evaluation.get("spec_version"))
+    job = RederiveJob(index=index, evaluation=evaluation_data, predictions=predictions_data, labels=labels)
+    return _Started(entry=entry, state=state, evaluation=evaluation, pending=submit(job))
+
+
+def _finish_bundle(ctx: _Context, index: int, begun: _Started) -> None:
+    begun.pending.result().raise_problem(lambda: ctx.source.blob_file(str(begun.entry["evaluation_sha256"])))
+    if begun.state.release_mode in WITHHOLDING_MODES:
+        _check_release_value(ctx, index, begun.entry, begun.state, begun.evaluation)
     ctx.report.rederived += 1
 
 
-def _without(value: Any, members: tuple[str, ...], path: str = "") -> Any:
-    """``value`` (prepared JSON) with the members at the dotted paths ``members`` removed."""
-    if not isinstance(value, dict):
-        return value
-    kept = {}
-    for key, item in value.items():
-        child = f"{path}.{key}" if path else key
-        if child not in members:
-            kept[key] = _without(item, members, child)
-    return kept
-
-
-#: The recorded composite was computed from unrounded scores, the check below from the recorded (6-dp) ones:
-#: the index may differ by the scores' rounding (0.5e-6, weighted mean) plus its own (0.5e-6).
-COMPOSITE_ROUNDING = 1.0e-6 + 1e-12
-
-
-def _composite_difference(metrics: SpecMetrics, recorded: dict[str, Any]) -> tuple[str, Any, Any] | None:
-    """Does the recorded composite follow from the recorded dimension scores (coverage and the dimensions
-    scored exactly, the index within the rounding)? The first member that does not, else None."""
-    try:
-        expected = prepare(metrics.composite_of(recorded.get("dimensions") or {}))
-    except HeldoutError:
-        return "composite", "a composite of the recorded dimensions", "dimensions it cannot be computed from"
-    found = recorded.get("composite")
-    if not isinstance(found, dict):
-        return "composite", expected, found
-    for member in ("coverage", "dimensions_scored"):
-        if expected.get(member) != found.get(member):
-            return f"composite.{member}", expected.get(member), found.get(member)
-    index, recorded_index = expected.get("index"), found.get("index")
-    if (index is None) != (recorded_index is None) or (
-            index is not None and not (isinstance(recorded_index, (int, float)) and not isinstance(recorded_index, bool)
-                                       and abs(index - recorded_index) <= COMPOSITE_ROUNDING)):
-        return "composite.index", index, recorded_index
-    return None
-
-
-def _require_numpy_explains(metrics: SpecMetrics, index: int, recorded: dict[str, Any],
-                            rederived: dict[str, Any]) -> None:
-    """When an evaluation computed under another numpy version does not re-derive, tell numpy's stream
-    change apart from tampering: every member that does not depend on numpy's ``Generator`` streams must
-    still re-derive exactly (else the caller reports the first difference as tampering), and the recorded
-    composite must follow from the recorded dimensions; then the bundle is reported as not re-derivable
-    here (exit 5), naming both numpy versions and the members that could not be checked."""
-    recorded_version = recorded.get("numpy_version")
-    if not metrics.numpy_streams or not isinstance(recorded_version, str) or recorded_version == np.__version__:
-        return
-    n_test = recorded.get("n_test")
-    members = metrics.stream_dependent_members(n_test if isinstance(n_test, int) else 0)
-    outside = first_difference(_without(prepare(rederived), members), _without(prepare(recorded), members))
-    if outside is None and "composite" in members:
-        outside = _composite_difference(metrics, recorded)
-    if outside is not None:
-        path, expected, found = outside
-        raise VerificationError(
-            f"re-derived evaluation differs at {path}: expected {expected!r} (re-derived), found {found!r} "
-            f"(recorded); computed under numpy {recorded_version}, audited under numpy {np.__version__}, but "
-            "this member does not depend on numpy's random streams", path=path, expected=expected, found=found)
-    raise IncompleteError(
-        f"bundle entry {index} was computed under numpy {recorded_version} and this auditor has numpy "
-        f"{np.__version__}: {', '.join(members)} depend on numpy's random streams and do not re-derive here; "
-        f"everything else does. Re-run the audit under numpy {recorded_version} to check them",
-        index=index, numpy_recorded=recorded_version, numpy_auditor=np.__version__, members=", ".join(members))
 def _history(ctx: _Context, state: GenerationState, index: int) -> list[tuple[int, dict[str, Any]]]:
     return [(i, e) for i, e in sorted(ctx.entries.items()) if state.seal_index < i < index]
 
@@ -749,8 +782,12 @@ def _check_passports(ctx: _Context) -> None:
 
 
 def _check_blob_files(ctx: _Context) -> None:
-    """Every referenced blob the source holds, hash-checked once (the checks above read most of them)."""
+    """Every referenced blob the source holds, hash-checked once (the checks above read most of them). An
+    incremental audit sweeps the blobs of the entries appended since the trusted report (the checks above still
+    read every seal, reveal and passport blob they use)."""
     for index, entry in sorted(ctx.entries.items()):
+        if index < ctx.trusted_size:
+            continue
         for digest in blob_references(entry):
             if digest in ctx.verified_blobs or not ctx.source.has_blob(digest):
                 continue

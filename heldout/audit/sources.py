@@ -15,7 +15,7 @@ from heldout.store import Store
 from keys import HeldoutError, IncompleteError, TrustedKey, UsageError, VerificationError
 from keys.files import read_private_file
 from keys.safeio import DOCUMENT_LIMIT, read_in
-from ledger import BlobStore, Checkpoint, Ledger, ReplayReport
+from ledger import BlobStore, Checkpoint, ConsistencyProof, Ledger, ReplayReport
 from ledger.export import CHECKPOINTS, ENTRIES, SEALS
 from ledger.policy import Policy
 from ledger.public import PublicLog, open_public_log
@@ -43,6 +43,8 @@ class AuditSource(Protocol):
     def size(self) -> int: ...
 
     def root(self, size: int) -> bytes: ...
+
+    def consistency_proof(self, old_size: int, new_size: int) -> ConsistencyProof: ...
 
     def blob(self, digest: str) -> bytes: ...
 
@@ -109,6 +111,9 @@ class OperatorSource:
 
     def root(self, size: int) -> bytes:
         return self.ledger.root(size)
+
+    def consistency_proof(self, old_size: int, new_size: int) -> ConsistencyProof:
+        return self.ledger.consistency_proof(old_size, new_size)
 
     def _holder(self, digest: str) -> BlobStore:
         """The published blobs, else the ones withheld until their generation is retired (operator only)."""
@@ -210,6 +215,9 @@ class ExportSource:
 
     def root(self, size: int) -> bytes:
         return self.export.root(size)
+
+    def consistency_proof(self, old_size: int, new_size: int) -> ConsistencyProof:
+        return self.export.consistency_proof(old_size, new_size)
 
     def blob(self, digest: str) -> bytes:
         return self.export.blob(digest)

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from heldout.audit import AuditReport, AuditSource, ExportSource, operator_source, run_audit
+from heldout.audit.rederive import default_jobs
 from heldout.cli.common import (
     HeldoutCommand,
     JsonFlag,
@@ -30,6 +31,7 @@ from heldout.cli.common import (
 from heldout.passports import audit_report_path
 from heldout.store import default_store_path
 from keys import HeldoutError, StorageError, UsageError
+from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger.entries import is_ledger_id
 from ledger.policy import Policy, load_policy
 
@@ -50,6 +52,13 @@ def audit_command(
     policy_file: Annotated[Path | None, typer.Option(
         "--policy", help="Witness policy (C2SP tlog-policy): the latest checkpoint must satisfy its quorum; "
         "default: the store's in operator mode, none for an export.")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", min=1, max=1024, help="Processes that re-derive bundles (default: every core). The report is "
+        "the same bytes whatever it is.", show_default=False)] = None,
+    since: Annotated[Path | None, typer.Option(
+        "--since", help="An earlier clean audit report of this ledger to carry forward: after its checkpoint "
+        "verifies and a consistency proof ties it to the current log, only the bundles appended since are "
+        "re-derived; if it does not hold, a full audit with a finding.", show_default=False)] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Replay the ledger, check every signature, blob, seal and reveal, and re-derive every bundle.
@@ -58,6 +67,10 @@ def audit_command(
     now = reference_time(at)
     out = output_file(out, "audit_report.json") if out is not None else None
     policy = load_policy(policy_file) if policy_file is not None else None
+    workers = jobs if jobs is not None else default_jobs()
+    if since is not None and not since.is_file():
+        raise UsageError(f"no --since report file at {since}", path=str(since))
+    earlier = read_named(since, limit=DOCUMENT_LIMIT, what="--since report") if since is not None else None
     if from_dir is not None:
         if store is not None:
             raise UsageError("give either --store (operator) or --from (third party), not both")
@@ -67,13 +80,13 @@ def audit_command(
         source = ExportSource.open(from_dir, ledger_id)
         target = out or third_party_report_path(ledger_id)
         command = f"python audit.py {ledger_id} --from {from_dir}"
-        report = _run(source, now, command, quiet=as_json, policy=policy)
+        report = _run(source, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier)
     else:
         st = open_store(store)
         opened = operator_source(st, ledger_id)
         try:
             command = f"python audit.py {opened.ledger_id}"
-            report = _run(opened, now, command, quiet=as_json, policy=policy)
+            report = _run(opened, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier)
         finally:
             opened.ledger.close()
         target = out or audit_report_path(st, opened.ledger_id)
@@ -119,9 +132,11 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool) -> Path:
     return spare
 
 
-def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool, policy: Policy | None) -> AuditReport:
+def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool, policy: Policy | None,
+         jobs: int, since: bytes | None) -> AuditReport:
     with phase_progress(disable=quiet) as tick:
-        return run_audit(source, now=now, audit_command=command, progress=tick, policy=policy)
+        return run_audit(source, now=now, audit_command=command, progress=tick, policy=policy, jobs=jobs,
+                         since=since)
 
 
 def show_report(report: AuditReport) -> None:
@@ -131,6 +146,10 @@ def show_report(report: AuditReport) -> None:
                   f"[/] - {report.ledger_entries} entries, {report.checkpoints} checkpoints, ledger "
                   f"{'intact' if report.ledger_intact else 'NOT intact'}, {report.rederived} of {report.bundles} "
                   "bundles re-derived")
+    if report.since is not None:
+        console.print(f"incremental: the clean report {report.since.report_sha256[:16]}... covered the first "
+                      f"{report.since.ledger_entries} entries ({report.since.bundles} bundles; consistency proven); "
+                      f"{report.since.rederived_now} bundles appended since were re-derived now")
     if report.generations:
         shown = table("generations", ("generation", "state", "bundles", "revealed", "set hash"), right=("bundles",))
         for name, g in report.generations.items():

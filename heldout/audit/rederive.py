@@ -1,0 +1,200 @@
+"""Re-deriving a bundle's evaluation from its stored predictions: the one costly step of the audit, done in
+worker processes when the audit is given more than one job.
+
+A worker gets only bytes and arrays (the evaluation blob, the predictions blob, the labels), never a database
+handle or the audit's state, and answers with a picklable :class:`RederiveOutcome`; the audit applies the
+outcomes in ledger order, so its report is the same bytes whatever the number of jobs.
+:func:`bundle_rederiver` yields a ``submit`` function: in-process with one job, else over a
+``ProcessPoolExecutor`` (forkserver, with the metrics preloaded, so each worker starts as a cheap fork) with a
+bounded number of bundles in flight, so memory stays bounded whatever the ledger's size.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.metrics import StoredPredictions, evaluation_bytes, first_difference
+from harness.metrics.registry import SpecMetrics, metrics_for
+from keys import HeldoutError, IncompleteError, VerificationError
+from seals import parse_json_object
+from seals.canonical import prepare
+
+#: Bundles in flight per worker: enough to keep every worker busy, few enough to bound memory.
+IN_FLIGHT_PER_WORKER = 4
+
+
+@dataclass(frozen=True)
+class RederiveJob:
+    """What re-deriving bundle ``index`` needs: the evaluation and predictions blobs (hash-checked by the
+    caller) and the labels it was scored against."""
+
+    index: int
+    evaluation: bytes
+    predictions: bytes
+    labels: np.ndarray
+
+
+@dataclass(frozen=True)
+class RederiveOutcome:
+    """``problem``: None (the re-derived evaluation's canonical bytes are the blob's), ``"failed"`` (it does not
+    re-derive: ``message`` and ``evidence`` say where), ``"incomplete"`` (it cannot be checked here) or
+    ``"not-canonical"`` (every member re-derives but the blob is not canonical JSON)."""
+
+    index: int
+    problem: str | None = None
+    message: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def raise_problem(self, evaluation_file: Callable[[], str]) -> None:
+        """Raise the error this outcome records (nothing when the bundle re-derived); ``evaluation_file`` names
+        the evaluation blob's file, asked only when it is at fault."""
+        if self.problem == "incomplete":
+            raise IncompleteError(self.message, **self.evidence)
+        if self.problem == "failed":
+            raise VerificationError(f"bundle entry {self.index} does not re-derive: {self.message}",
+                                    index=self.index, **self.evidence)
+        if self.problem == "not-canonical":
+            raise VerificationError(f"the evaluation blob of entry {self.index} is not canonical JSON",
+                                    index=self.index, file=evaluation_file())
+
+
+def rederive_bundle(job: RederiveJob) -> RederiveOutcome:
+    """Re-derive one bundle's evaluation and compare it with the stored blob, byte for byte. One comparison does
+    it when all is well; only a mismatch pays for working out which member differs."""
+    evaluation = parse_json_object(job.evaluation, what=f"evaluation of entry {job.index}")
+    metrics = metrics_for(evaluation.get("spec_version"))  # known: the caller looked it up already
+    try:
+        predictions = StoredPredictions.from_npz_bytes(job.predictions, n_test=int(job.labels.shape[0]),
+                                                       n_classes=evaluation.get("n_classes"))
+        rederived = metrics.rederive(evaluation, predictions, job.labels)
+        if evaluation_bytes(rederived) == job.evaluation:
+            return RederiveOutcome(job.index)
+        if evaluation_bytes(evaluation) != job.evaluation:
+            return RederiveOutcome(job.index, "not-canonical")
+        require_numpy_explains(metrics, job.index, evaluation, rederived)
+        metrics.check_rederived(evaluation, predictions, job.labels)  # raises naming the first difference
+        raise VerificationError("the re-derived evaluation's canonical bytes differ from the stored ones")
+    except IncompleteError as exc:
+        return RederiveOutcome(job.index, "incomplete", exc.message, dict(exc.evidence))
+    except HeldoutError as exc:
+        return RederiveOutcome(job.index, "failed", exc.message,
+                               {k: v for k, v in exc.evidence.items() if k != "index"})
+
+
+def _without(value: Any, members: tuple[str, ...], path: str = "") -> Any:
+    """``value`` (prepared JSON) with the members at the dotted paths ``members`` removed."""
+    if not isinstance(value, dict):
+        return value
+    kept = {}
+    for key, item in value.items():
+        child = f"{path}.{key}" if path else key
+        if child not in members:
+            kept[key] = _without(item, members, child)
+    return kept
+
+
+#: The recorded composite was computed from unrounded scores, the check below from the recorded (6-dp) ones:
+#: the index may differ by the scores' rounding (0.5e-6, weighted mean) plus its own (0.5e-6).
+COMPOSITE_ROUNDING = 1.0e-6 + 1e-12
+
+
+def _composite_difference(metrics: SpecMetrics, recorded: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """Does the recorded composite follow from the recorded dimension scores (coverage and the dimensions
+    scored exactly, the index within the rounding)? The first member that does not, else None."""
+    try:
+        expected = prepare(metrics.composite_of(recorded.get("dimensions") or {}))
+    except HeldoutError:
+        return "composite", "a composite of the recorded dimensions", "dimensions it cannot be computed from"
+    found = recorded.get("composite")
+    if not isinstance(found, dict):
+        return "composite", expected, found
+    for member in ("coverage", "dimensions_scored"):
+        if expected.get(member) != found.get(member):
+            return f"composite.{member}", expected.get(member), found.get(member)
+    index, recorded_index = expected.get("index"), found.get("index")
+    if (index is None) != (recorded_index is None) or (
+            index is not None and not (isinstance(recorded_index, (int, float)) and not isinstance(recorded_index, bool)
+                                       and abs(index - recorded_index) <= COMPOSITE_ROUNDING)):
+        return "composite.index", index, recorded_index
+    return None
+
+
+def require_numpy_explains(metrics: SpecMetrics, index: int, recorded: dict[str, Any],
+                           rederived: dict[str, Any]) -> None:
+    """When an evaluation computed under another numpy version does not re-derive, tell numpy's stream
+    change apart from tampering: every member that does not depend on numpy's ``Generator`` streams must
+    still re-derive exactly (else the caller reports the first difference as tampering), and the recorded
+    composite must follow from the recorded dimensions; then the bundle is reported as not re-derivable
+    here (exit 5), naming both numpy versions and the members that could not be checked."""
+    recorded_version = recorded.get("numpy_version")
+    if not metrics.numpy_streams or not isinstance(recorded_version, str) or recorded_version == np.__version__:
+        return
+    n_test = recorded.get("n_test")
+    members = metrics.stream_dependent_members(n_test if isinstance(n_test, int) else 0)
+    outside = first_difference(_without(prepare(rederived), members), _without(prepare(recorded), members))
+    if outside is None and "composite" in members:
+        outside = _composite_difference(metrics, recorded)
+    if outside is not None:
+        path, expected, found = outside
+        raise VerificationError(
+            f"re-derived evaluation differs at {path}: expected {expected!r} (re-derived), found {found!r} "
+            f"(recorded); computed under numpy {recorded_version}, audited under numpy {np.__version__}, but "
+            "this member does not depend on numpy's random streams", path=path, expected=expected, found=found)
+    raise IncompleteError(
+        f"bundle entry {index} was computed under numpy {recorded_version} and this auditor has numpy "
+        f"{np.__version__}: {', '.join(members)} depend on numpy's random streams and do not re-derive here; "
+        f"everything else does. Re-run the audit under numpy {recorded_version} to check them",
+        index=index, numpy_recorded=recorded_version, numpy_auditor=np.__version__, members=", ".join(members))
+
+
+class _Done:
+    """A result computed in-process, behind the one method of a Future the audit uses."""
+
+    def __init__(self, outcome: RederiveOutcome) -> None:
+        self.outcome = outcome
+
+    def result(self) -> RederiveOutcome:
+        return self.outcome
+
+
+Pending = Future[RederiveOutcome] | _Done
+Submit = Callable[[RederiveJob], Pending]
+
+
+def default_jobs() -> int:
+    """Every core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover (not Linux)
+        return max(1, os.cpu_count() or 1)
+
+
+def _pool_context() -> Any:
+    """forkserver where there is one (workers fork from a server that has the metrics imported: cheap starts,
+    and no fork of a process that runs threads, such as a progress bar's); spawn elsewhere."""
+    methods = multiprocessing.get_all_start_methods()
+    if "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([__name__])
+        return context
+    return multiprocessing.get_context("spawn")  # pragma: no cover
+
+
+@contextmanager
+def bundle_rederiver(jobs: int, bundles: int) -> Iterator[tuple[Submit, int]]:
+    """``(submit, in_flight)``: ``submit(job)`` starts re-deriving a bundle and returns its pending result;
+    the caller keeps at most ``in_flight`` pending and takes them in order. One job (or one bundle): in-process."""
+    workers = max(1, min(jobs, bundles))
+    if workers == 1:
+        yield (lambda job: _Done(rederive_bundle(job))), 0
+        return
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+        yield (lambda job: pool.submit(rederive_bundle, job)), workers * IN_FLIGHT_PER_WORKER
