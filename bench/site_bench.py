@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         issued = issue_all(st, passports)
         export = base / "export"
         with open_ledger(st) as ledger:
-            export_ledger(ledger, export, blobs=BlobStore(st.blobs), seals=st.seals, keyring=st.keys)
+            export_ledger(ledger, export, blobs=BlobStore(st.blobs), seals=st.seals)
             entries = ledger.size
         setup_s = time.perf_counter() - start
         console.print(f"set up in {setup_s:.1f} s: {entries:,} entries")
