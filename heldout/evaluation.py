@@ -198,6 +198,9 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
         current = current_spec_version(supersessions, now)
         charged: dict[str, float] = {}
         released_in_batch: set[tuple[str, str]] = set()
+        # A withholding generation's entries since its seal and its per-task transcripts, read once per batch:
+        # the batch's own answers are on other tasks (one bundle per task), so they change neither.
+        since_seal: dict[str, tuple[list[tuple[int, dict[str, Any]]], dict[str, Transcript]]] = {}
         entries: list[dict[str, Any]] = []
         withheld: list[bool] = []
         for position, (entry, evaluation, _) in enumerate(bundles):
@@ -219,8 +222,11 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                     raise UsageError(f"one bundle per task of {name} in a batch: its release depends on the "
                                      "previous answer", field="task", found=task)
                 released_in_batch.add((name, task))
-                history = list(ledger.entries(state.seal_index))
-                transcript = transcripts(history, name).get(task, Transcript())
+                if name not in since_seal:
+                    history = list(ledger.entries(state.seal_index))
+                    since_seal[name] = (history, transcripts(history, name))
+                history, by_task = since_seal[name]
+                transcript = by_task.get(task, Transcript())
                 public_index = None
                 extra: dict[str, Any] = {}
                 if state.release_mode == THRESHOLDOUT:
