@@ -193,6 +193,15 @@ def _fast_jcs(value: Any, *, floats: bool = True) -> bytes | None:
     numbers: list[float] = []
     try:
         ready = value if _direct(value, floats=floats) else _fast_value(value, numbers, floats=floats)
+    except (_OutsideFastDomain, RecursionError):
+        return None
+    return _encode_ready(ready, numbers)
+
+
+def _encode_ready(ready: Any, numbers: list[float]) -> bytes | None:
+    """The C encoder's bytes of a value made ready by :func:`_fast_value` (or :func:`_prepared_fast`), each
+    placeholder replaced by ``rfc8785``'s text of its number; None where the encoder cannot write it."""
+    try:
         text = _encode(ready)
     except (_OutsideFastDomain, UnicodeEncodeError, RecursionError):
         return None
@@ -203,6 +212,49 @@ def _fast_jcs(value: Any, *, floats: bool = True) -> bytes | None:
         return text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: the caller's rfc8785 path refuses it with its message
         return None
+
+
+def _prepared_fast(value: Any, numbers: list[float], depth: int = 0) -> Any:
+    """``_fast_value(prepare(value))`` in one walk, for the common case: exact ``dict``/``list``/``tuple``/
+    ``str``/``bool``/``None``/``int``/``float`` values, ASCII keys, no NUL, integers and rounded floats within
+    2^53, nesting below the fast depth. Raises :class:`_OutsideFastDomain` for anything else (numpy values,
+    non-finite floats, other mappings, ...): the caller then prepares and canonicalises it in two steps,
+    which convert, refuse or write it as they do."""
+    kind = type(value)
+    if kind is str:
+        if "\x00" in value:
+            raise _OutsideFastDomain
+        return value
+    if kind is bool or value is None:
+        return value
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+        raise _OutsideFastDomain
+    if kind is float:
+        if not math.isfinite(value):
+            raise _OutsideFastDomain
+        rounded = round(value, FLOAT_DECIMALS)
+        if rounded.is_integer():  # prepare writes it as the integer (beyond 2^53: left to the two steps)
+            if abs(rounded) <= MAX_SAFE_INTEGER:
+                return int(rounded)
+            raise _OutsideFastDomain
+        if "e" not in repr(rounded):
+            return rounded
+        numbers.append(rounded)
+        return _PLACEHOLDER.format(len(numbers) - 1)
+    if depth >= _FAST_MAX_DEPTH:
+        raise _OutsideFastDomain
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii() or "\x00" in key:
+                raise _OutsideFastDomain
+            out[key] = _prepared_fast(item, numbers, depth + 1)
+        return out
+    if kind is list or kind is tuple:
+        return [_prepared_fast(item, numbers, depth + 1) for item in value]
+    raise _OutsideFastDomain
 
 
 def plain_canonical_bytes(value: Any) -> bytes | None:
@@ -225,7 +277,15 @@ def jcs_bytes(value: Any) -> bytes:
 
 
 def canonical_bytes(value: Any, *, exact_integers: bool = False) -> bytes:
-    """Prepare then canonicalise: the bytes this project signs, hashes and stores."""
+    """Prepare then canonicalise: the bytes this project signs, hashes and stores. In the common case (see
+    :func:`_prepared_fast`) both are done in one walk, with the same result."""
+    numbers: list[float] = []
+    try:
+        fast = _encode_ready(_prepared_fast(value, numbers), numbers)
+    except (_OutsideFastDomain, RecursionError):
+        fast = None
+    if fast is not None:
+        return fast
     return jcs_bytes(prepare(value, exact_integers=exact_integers))
 
 

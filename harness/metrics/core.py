@@ -117,32 +117,21 @@ def accuracy_top1(predictions: IntArray, labels: IntArray) -> float:
     return float(np.count_nonzero(predictions == labels) / labels.shape[0])
 
 
-def average_ranks(values: FloatArray) -> FloatArray:
-    """1-based ranks with ties given the mean of the ranks they span (the Mann-Whitney convention)."""
-    n = values.shape[0]
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    starts_group = np.empty(n, dtype=bool)
-    starts_group[0] = True
-    starts_group[1:] = ordered[1:] != ordered[:-1]
-    group = np.cumsum(starts_group) - 1
-    starts = np.flatnonzero(starts_group)
-    ends = np.append(starts[1:], n)
-    mean_rank = (starts + 1 + ends) / 2.0  # ranks starts+1 .. ends, averaged
-    ranks = np.empty(n, dtype=np.float64)
-    ranks[order] = mean_rank[group]
-    return ranks
-
-
 def roc_auc(is_positive: NDArray[np.bool_], scores: FloatArray) -> float | None:
-    """ROC AUC by the rank-sum formula with average ranks for ties; None when one side is empty."""
+    """ROC AUC by the rank-sum formula with average ranks for ties; None when one side is empty.
+
+    A score's average rank (1-based) is ``(below + 1 + at_or_below) / 2``, counted in the sorted scores, so
+    twice the positives' rank sum is an integer: one sort and two binary searches per class, and the only
+    roundings are the final ones (``U`` is a multiple of 1/2 below 2^52, exact as a float64)."""
     n_pos = int(np.count_nonzero(is_positive))
     n_neg = is_positive.shape[0] - n_pos
     if n_pos == 0 or n_neg == 0:
         return None
-    ranks = average_ranks(scores)
-    # Ranks are multiples of 1/2, so this numerator is exact in float64; one division follows.
-    u_statistic = float(ranks[is_positive].sum()) - n_pos * (n_pos + 1) / 2.0
+    ordered = np.sort(scores)
+    positives = scores[is_positive]
+    twice_rank_sum = (int(np.searchsorted(ordered, positives, side="left").sum())
+                      + int(np.searchsorted(ordered, positives, side="right").sum()) + n_pos)
+    u_statistic = (twice_rank_sum - n_pos * (n_pos + 1)) / 2
     return u_statistic / (n_pos * n_neg)
 
 
@@ -161,14 +150,42 @@ def cohen_kappa(first: IntArray, second: IntArray, n_classes: int) -> float:
 
     Computed from integer counts, ``(n·agree - Σ a_k b_k) / (n² - Σ a_k b_k)``, so the only rounding is the
     final division."""
-    n = int(first.shape[0])
     agree = int(np.count_nonzero(first == second))
     marginal_product = int(np.dot(np.bincount(first, minlength=n_classes).astype(np.int64),
                                   np.bincount(second, minlength=n_classes).astype(np.int64)))
+    return kappa_of_counts(int(first.shape[0]), agree, marginal_product)
+
+
+def kappa_of_counts(n: int, agree: int, marginal_product: int) -> float:
+    """:func:`cohen_kappa` from its integer counts (cases, agreements, ``Σ a_k b_k``)."""
     denominator = n * n - marginal_product
     if denominator == 0:
         return math.nan
     return (n * agree - marginal_product) / denominator
+
+
+def agreement_counts(reference: IntArray, rows: IntArray, n_classes: int) -> tuple[list[int], list[int]]:
+    """For each row of ``rows`` (m, n), against ``reference`` (n,): the cases they agree on and the kappa's
+    ``Σ_k a_k b_k`` over their class counts, as Python ints (exact; one pass over all rows)."""
+    m = rows.shape[0]
+    agree = np.count_nonzero(rows == reference, axis=1)
+    row_counts = np.bincount((rows + (np.arange(m, dtype=np.int64) * n_classes)[:, None]).ravel(),
+                             minlength=m * n_classes).reshape(m, n_classes)
+    marginal = row_counts @ np.bincount(reference, minlength=n_classes).astype(np.int64)
+    return agree.tolist(), marginal.tolist()
+
+
+def row_recalls(rows: IntArray, labels: IntArray, n_classes: int) -> FloatArray:
+    """:func:`class_recalls` of each row of ``rows`` (m, n) against ``labels`` (n,), one row each (m, P):
+    the same integer counts and the same divisions, for all rows in one pass."""
+    m = rows.shape[0]
+    offsets = (np.arange(m, dtype=np.int64) * n_classes)[:, None]
+    hits = rows == labels
+    correct = np.bincount((labels + offsets)[hits],
+                          minlength=m * n_classes).reshape(m, n_classes)
+    totals = np.bincount(labels, minlength=n_classes)
+    present = totals > 0
+    return correct[:, present] / totals[present]
 
 
 def mean_or_none(values: list[float]) -> float | None:
