@@ -68,3 +68,47 @@ def test_robustness_cells_counted_together_equal_each_cell_alone(seed, m, n, k, 
         assert agree[i] / n == float(np.count_nonzero(row == reference) / n)
         assert same_float(core.kappa_of_counts(n, agree[i], marginal[i]), core.cohen_kappa(reference, row, k))
         assert float(np.add.reduce(recalls[i])) / recalls.shape[1] == core.balanced_accuracy(row, labels, k)
+
+
+def plain_charge_bits(evaluation: dict) -> float:
+    """The leakage charge walked the plain way: every number's bits recomputed where it is met."""
+    from heldout.generations.budget import CATEGORICAL_MEMBERS, FREE_MEMBERS, NUMBER_RULES, UNKNOWN_NUMBER_BITS, _counts
+
+    counts = _counts(evaluation)
+    total = 0.0
+
+    def walk(value, name, rule):
+        nonlocal total
+        if name in FREE_MEMBERS:
+            return
+        if name is not None and name in NUMBER_RULES:
+            rule = NUMBER_RULES[name]
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, key, rule)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, None, rule)
+        elif isinstance(value, bool):
+            total += 1.0
+        elif isinstance(value, (int, float)) or (value is None and rule is not None):
+            total += math.log2(rule.values(counts) + 1) if rule is not None else UNKNOWN_NUMBER_BITS
+        elif isinstance(value, str) and name is not None and name in CATEGORICAL_MEMBERS:
+            total += math.log2(CATEGORICAL_MEMBERS[name])
+
+    for key, item in evaluation.items():
+        walk(item, key, None)
+    return round(total, 6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(2, 1500), prompts=st.booleans())
+def test_the_leakage_charge_is_the_plain_walks(seed, n, prompts):
+    from heldout.generations import charge_bits
+    from seals import parse_utc
+    from tests.audit_support import synthetic_result
+
+    labels = np.random.default_rng(seed).integers(0, 8, n)
+    evaluation = synthetic_result("m", labels, generation="gen1", seed=seed, skill=0.5,
+                                  now=parse_utc("2026-09-01T00:00:00Z"), prompts=prompts).evaluation
+    assert charge_bits(evaluation) == plain_charge_bits(evaluation)
