@@ -219,8 +219,33 @@ def _prepared_fast(value: Any, numbers: list[float], depth: int = 0) -> Any:
     ``str``/``bool``/``None``/``int``/``float`` values, ASCII keys, no NUL, integers and rounded floats within
     2^53, nesting below the fast depth. Raises :class:`_OutsideFastDomain` for anything else (numpy values,
     non-finite floats, other mappings, ...): the caller then prepares and canonicalises it in two steps,
-    which convert, refuse or write it as they do."""
+    which convert, refuse or write it as they do. Leaves are handled in their container's loop (this walk is
+    on the audit's per-bundle path)."""
     kind = type(value)
+    if kind is dict:
+        if depth >= _FAST_MAX_DEPTH:
+            raise _OutsideFastDomain
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii() or "\x00" in key:
+                raise _OutsideFastDomain
+            item_kind = type(item)
+            if item_kind is float:
+                out[key] = _prepared_float(item, numbers)
+            elif item_kind is str:
+                if "\x00" in item:
+                    raise _OutsideFastDomain
+                out[key] = item
+            elif item is None or item_kind is bool:
+                out[key] = item
+            else:
+                out[key] = _prepared_fast(item, numbers, depth + 1)
+        return out
+    if kind is list or kind is tuple:
+        if depth >= _FAST_MAX_DEPTH:
+            raise _OutsideFastDomain
+        return [_prepared_float(item, numbers) if type(item) is float else _prepared_fast(item, numbers, depth + 1)
+                for item in value]
     if kind is str:
         if "\x00" in value:
             raise _OutsideFastDomain
@@ -232,29 +257,24 @@ def _prepared_fast(value: Any, numbers: list[float], depth: int = 0) -> Any:
             return value
         raise _OutsideFastDomain
     if kind is float:
-        if not math.isfinite(value):
-            raise _OutsideFastDomain
-        rounded = round(value, FLOAT_DECIMALS)
-        if rounded.is_integer():  # prepare writes it as the integer (beyond 2^53: left to the two steps)
-            if abs(rounded) <= MAX_SAFE_INTEGER:
-                return int(rounded)
-            raise _OutsideFastDomain
-        if "e" not in repr(rounded):
-            return rounded
-        numbers.append(rounded)
-        return _PLACEHOLDER.format(len(numbers) - 1)
-    if depth >= _FAST_MAX_DEPTH:
-        raise _OutsideFastDomain
-    if kind is dict:
-        out = {}
-        for key, item in value.items():
-            if type(key) is not str or not key.isascii() or "\x00" in key:
-                raise _OutsideFastDomain
-            out[key] = _prepared_fast(item, numbers, depth + 1)
-        return out
-    if kind is list or kind is tuple:
-        return [_prepared_fast(item, numbers, depth + 1) for item in value]
+        return _prepared_float(value, numbers)
     raise _OutsideFastDomain
+
+
+def _prepared_float(value: float, numbers: list[float]) -> Any:
+    """A float as :func:`prepare` then :func:`_fast_value` leave it: rounded to 6 decimals, written as the
+    integer when integral, as a placeholder (``numbers``) when its ``repr`` is not positional."""
+    if not math.isfinite(value):
+        raise _OutsideFastDomain
+    rounded = round(value, FLOAT_DECIMALS)
+    if rounded.is_integer():  # prepare writes it as the integer (beyond 2^53: left to the two steps)
+        if abs(rounded) <= MAX_SAFE_INTEGER:
+            return int(rounded)
+        raise _OutsideFastDomain
+    if "e" not in repr(rounded):
+        return rounded
+    numbers.append(rounded)
+    return _PLACEHOLDER.format(len(numbers) - 1)
 
 
 def plain_canonical_bytes(value: Any) -> bytes | None:

@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keys import MalformedInput
@@ -201,6 +201,7 @@ def two_steps(value: object, exact_integers: bool) -> bytes | str:
         return f"refused: {type(exc).__name__}"
 
 
+@settings(max_examples=400, deadline=None)
 @given(one_walk_values, st.booleans())
 def test_the_one_walk_equals_prepare_then_jcs(value: object, exact_integers: bool) -> None:
     try:

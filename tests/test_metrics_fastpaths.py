@@ -112,3 +112,19 @@ def test_the_leakage_charge_is_the_plain_walks(seed, n, prompts):
     evaluation = synthetic_result("m", labels, generation="gen1", seed=seed, skill=0.5,
                                   now=parse_utc("2026-09-01T00:00:00Z"), prompts=prompts).evaluation
     assert charge_bits(evaluation) == plain_charge_bits(evaluation)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 3000)), min_size=1, max_size=12),
+       st.integers(2, 12))
+def test_above_chance_on_integers_is_the_fraction_test(pairs, n_classes):
+    from fractions import Fraction
+
+    correct = [min(c, t) for c, t in pairs]
+    totals = [t for _, t in pairs]
+    present = [(c, t) for c, t in zip(correct, totals, strict=True) if t > 0]
+    exact = sum((Fraction(c, t) for c, t in present), Fraction(0))
+    assert core.counts_above_chance(correct, totals, n_classes) == (n_classes * exact > len(present))
+    # on the boundary itself (balanced accuracy exactly 1/K): not above
+    boundary = [(t // n_classes, t) for t in range(n_classes, n_classes * 13, n_classes)][:len(pairs)]
+    assert not core.counts_above_chance([c for c, _ in boundary], [t for _, t in boundary], n_classes)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -96,8 +95,8 @@ def counts_above_chance(correct: Iterable[int], totals: Iterable[int], n_classes
     integers, ``K · Σ_k c_k / n_k > P`` over the P classes present, never on a float chance-corrected value
     (a balanced accuracy of exactly 1/K computes as 1/K + 7e-17 in float64)."""
     pairs = [(int(c), int(t)) for c, t in zip(correct, totals, strict=True) if int(t) > 0]
-    exact = sum((Fraction(c, t) for c, t in pairs), Fraction(0))
-    return n_classes * exact > len(pairs)
+    common = math.lcm(*(t for _, t in pairs))  # both sides times the common multiple of the n_k: integers
+    return n_classes * sum(c * (common // t) for c, t in pairs) > len(pairs) * common
 
 
 def above_chance(predictions: IntArray, labels: IntArray, n_classes: int) -> bool:
@@ -177,15 +176,14 @@ def agreement_counts(reference: IntArray, rows: IntArray, n_classes: int) -> tup
 
 def row_recalls(rows: IntArray, labels: IntArray, n_classes: int) -> FloatArray:
     """:func:`class_recalls` of each row of ``rows`` (m, n) against ``labels`` (n,), one row each (m, P):
-    the same integer counts and the same divisions, for all rows in one pass."""
-    m = rows.shape[0]
-    offsets = (np.arange(m, dtype=np.int64) * n_classes)[:, None]
-    hits = rows == labels
-    correct = np.bincount((labels + offsets)[hits],
-                          minlength=m * n_classes).reshape(m, n_classes)
+    the same integer counts (hits summed over each present class's cases, taken in class order) and the
+    same divisions, for all rows in one pass."""
     totals = np.bincount(labels, minlength=n_classes)
     present = totals > 0
-    return correct[:, present] / totals[present]
+    starts = (np.cumsum(totals) - totals)[present]  # strictly increasing: each present class has a case
+    by_class = np.argsort(labels, kind="stable")
+    correct = np.add.reduceat((rows == labels)[:, by_class], starts, axis=1, dtype=np.int64)
+    return correct / totals[present]
 
 
 def mean_or_none(values: list[float]) -> float | None:
