@@ -344,29 +344,42 @@ def charge_bits(evaluation: Mapping[str, Any]) -> float:
     total = 0.0
     bits_by_rule: dict[int, float] = {}  # a rule's bits per number (the counts are fixed for this evaluation)
 
+    def number(rule: NumberRule | None) -> float:
+        if rule is None:
+            return UNKNOWN_NUMBER_BITS
+        bits = bits_by_rule.get(id(rule))
+        if bits is None:
+            bits = bits_by_rule[id(rule)] = math.log2(rule.values(counts) + 1)
+        return bits
+
     def walk(value: Any, name: str | None, rule: NumberRule | None) -> None:
         nonlocal total
         if name in FREE_MEMBERS:
             return
         if name is not None and name in NUMBER_RULES:
             rule = NUMBER_RULES[name]
-        kind = type(value)
-        if kind is dict or (kind is not list and isinstance(value, Mapping)):
+        kind = type(value)  # parsed JSON's exact types first, each where the isinstance chain below puts it
+        if kind is float or kind is int:
+            total += number(rule)
+        elif kind is dict:
             for key, item in value.items():
                 walk(item, key, rule)
-        elif kind is list or isinstance(value, list):
+        elif kind is list:
             for item in value:
                 walk(item, None, rule)
+        elif kind is str:
+            if name is not None and name in CATEGORICAL_MEMBERS:
+                total += math.log2(CATEGORICAL_MEMBERS[name])
         elif kind is bool:
             total += 1.0
-        elif kind is float or kind is int or isinstance(value, (int, float)) or (value is None and rule is not None):
-            if rule is None:
-                total += UNKNOWN_NUMBER_BITS
-            else:
-                bits = bits_by_rule.get(id(rule))
-                if bits is None:
-                    bits = bits_by_rule[id(rule)] = math.log2(rule.values(counts) + 1)
-                total += bits
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(item, key, rule)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, None, rule)
+        elif isinstance(value, (int, float)) or (value is None and rule is not None):
+            total += number(rule)
         elif isinstance(value, str) and name is not None and name in CATEGORICAL_MEMBERS:
             total += math.log2(CATEGORICAL_MEMBERS[name])
 
