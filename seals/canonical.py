@@ -126,7 +126,36 @@ def _fast_value(value: Any, numbers: list[float], depth: int = 0, *, floats: boo
     shortest digits; Python is positional for 1e-4 <= |x| < 1e16, ECMAScript for 1e-6 <= |x| < 1e21). Any other
     float (2.0, 1e-05, 1e+16) is replaced by a placeholder string and written by ``rfc8785`` afterwards.
     """
+    return _ready(value, numbers, depth, floats=floats, prepare=False)
+
+
+def _ready(value: Any, numbers: list[float], depth: int = 0, *, floats: bool, prepare: bool) -> Any:
+    """The walk behind :func:`_fast_value` (``prepare`` False) and :func:`_prepared_fast` (``prepare`` True:
+    floats rounded to 6 decimals and integral ones written as integers first, tuples taken as lists, as
+    :func:`prepare` does). Strings, booleans and nulls are handled in their object's loop (this walk is on
+    the audit's per-bundle path)."""
     kind = type(value)
+    if kind is dict:
+        if depth >= _FAST_MAX_DEPTH:
+            raise _OutsideFastDomain
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii() or "\x00" in key:
+                raise _OutsideFastDomain
+            item_kind = type(item)
+            if item_kind is str:
+                if "\x00" in item:
+                    raise _OutsideFastDomain
+                out[key] = item
+            elif item is None or item_kind is bool:
+                out[key] = item
+            else:
+                out[key] = _ready(item, numbers, depth + 1, floats=floats, prepare=prepare)
+        return out
+    if kind is list or (prepare and kind is tuple):
+        if depth >= _FAST_MAX_DEPTH:
+            raise _OutsideFastDomain
+        return [_ready(item, numbers, depth + 1, floats=floats, prepare=prepare) for item in value]
     if kind is str:
         if "\x00" in value:
             raise _OutsideFastDomain
@@ -140,21 +169,16 @@ def _fast_value(value: Any, numbers: list[float], depth: int = 0, *, floats: boo
     if kind is float:
         if not floats or not math.isfinite(value):
             raise _OutsideFastDomain
+        if prepare:
+            value = round(value, FLOAT_DECIMALS)
+            if value.is_integer():  # prepare writes it as the integer (beyond 2^53: left to the two steps)
+                if abs(value) <= MAX_SAFE_INTEGER:
+                    return int(value)
+                raise _OutsideFastDomain
         if not value.is_integer() and "e" not in repr(value):
             return value
         numbers.append(value)
         return _PLACEHOLDER.format(len(numbers) - 1)
-    if depth >= _FAST_MAX_DEPTH:
-        raise _OutsideFastDomain
-    if kind is dict:
-        out = {}
-        for key, item in value.items():
-            if type(key) is not str or not key.isascii() or "\x00" in key:
-                raise _OutsideFastDomain
-            out[key] = _fast_value(item, numbers, depth + 1, floats=floats)
-        return out
-    if kind is list:
-        return [_fast_value(item, numbers, depth + 1, floats=floats) for item in value]
     raise _OutsideFastDomain
 
 
@@ -214,67 +238,13 @@ def _encode_ready(ready: Any, numbers: list[float]) -> bytes | None:
         return None
 
 
-def _prepared_fast(value: Any, numbers: list[float], depth: int = 0) -> Any:
+def _prepared_fast(value: Any, numbers: list[float]) -> Any:
     """``_fast_value(prepare(value))`` in one walk, for the common case: exact ``dict``/``list``/``tuple``/
     ``str``/``bool``/``None``/``int``/``float`` values, ASCII keys, no NUL, integers and rounded floats within
     2^53, nesting below the fast depth. Raises :class:`_OutsideFastDomain` for anything else (numpy values,
     non-finite floats, other mappings, ...): the caller then prepares and canonicalises it in two steps,
-    which convert, refuse or write it as they do. Leaves are handled in their container's loop (this walk is
-    on the audit's per-bundle path)."""
-    kind = type(value)
-    if kind is dict:
-        if depth >= _FAST_MAX_DEPTH:
-            raise _OutsideFastDomain
-        out = {}
-        for key, item in value.items():
-            if type(key) is not str or not key.isascii() or "\x00" in key:
-                raise _OutsideFastDomain
-            item_kind = type(item)
-            if item_kind is float:
-                out[key] = _prepared_float(item, numbers)
-            elif item_kind is str:
-                if "\x00" in item:
-                    raise _OutsideFastDomain
-                out[key] = item
-            elif item is None or item_kind is bool:
-                out[key] = item
-            else:
-                out[key] = _prepared_fast(item, numbers, depth + 1)
-        return out
-    if kind is list or kind is tuple:
-        if depth >= _FAST_MAX_DEPTH:
-            raise _OutsideFastDomain
-        return [_prepared_float(item, numbers) if type(item) is float else _prepared_fast(item, numbers, depth + 1)
-                for item in value]
-    if kind is str:
-        if "\x00" in value:
-            raise _OutsideFastDomain
-        return value
-    if kind is bool or value is None:
-        return value
-    if kind is int:
-        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            return value
-        raise _OutsideFastDomain
-    if kind is float:
-        return _prepared_float(value, numbers)
-    raise _OutsideFastDomain
-
-
-def _prepared_float(value: float, numbers: list[float]) -> Any:
-    """A float as :func:`prepare` then :func:`_fast_value` leave it: rounded to 6 decimals, written as the
-    integer when integral, as a placeholder (``numbers``) when its ``repr`` is not positional."""
-    if not math.isfinite(value):
-        raise _OutsideFastDomain
-    rounded = round(value, FLOAT_DECIMALS)
-    if rounded.is_integer():  # prepare writes it as the integer (beyond 2^53: left to the two steps)
-        if abs(rounded) <= MAX_SAFE_INTEGER:
-            return int(rounded)
-        raise _OutsideFastDomain
-    if "e" not in repr(rounded):
-        return rounded
-    numbers.append(rounded)
-    return _PLACEHOLDER.format(len(numbers) - 1)
+    which convert, refuse or write it as they do."""
+    return _ready(value, numbers, floats=True, prepare=True)
 
 
 def plain_canonical_bytes(value: Any) -> bytes | None:
