@@ -128,3 +128,10 @@ def test_above_chance_on_integers_is_the_fraction_test(pairs, n_classes):
     # on the boundary itself (balanced accuracy exactly 1/K): not above
     boundary = [(t // n_classes, t) for t in range(n_classes, n_classes * 13, n_classes)][:len(pairs)]
     assert not core.counts_above_chance([c for c, _ in boundary], [t for _, t in boundary], n_classes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6) | st.floats(0, 1), min_size=1, max_size=300), st.booleans())
+def test_float_mean_is_numpys_mean(values, as_array):
+    given_values = np.array(values) if as_array else values
+    assert core.float_mean(given_values) == float(np.mean(given_values))

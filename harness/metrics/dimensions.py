@@ -32,6 +32,7 @@ from .core import (
     chance_corrected_raw,
     check_n_classes,
     class_recalls,
+    float_mean,
     kappa_of_counts,
     macro_auc,
     mean_or_none,
@@ -298,8 +299,7 @@ def _robustness(clean_pred_subset: ArrayLike, perturbed: Mapping[str, ArrayLike]
             agreements.append(agreements_count[cell] / n_cases)
             kappas.append(kappa_of_counts(n_cases, agreements_count[cell], marginal_products[cell]))
             if recalls is not None:
-                # np.mean of the cell's recalls: numpy's sum of the row, then one division
-                raw_cc = chance_corrected_raw(float(np.add.reduce(recalls[cell])) / recalls.shape[1], n_classes)
+                raw_cc = chance_corrected_raw(float_mean(recalls[cell]), n_classes)
                 retentions.append(min(1.0, max(0.0, raw_cc / clean_reference_cc)))
         kappa = mean_or_none(kappas)
         entry: dict[str, Any] = {
@@ -307,7 +307,7 @@ def _robustness(clean_pred_subset: ArrayLike, perturbed: Mapping[str, ArrayLike]
             "mean_kappa": kappa,
         }
         if scored:
-            mean_retention = float(np.mean(retentions))
+            mean_retention = float_mean(retentions)
             entry["mean_retention"] = mean_retention
             entry["retention_by_severity"] = [round(r, spec.EARLY_ROUND_DECIMALS) for r in retentions]
             entry["scored"] = True
@@ -328,9 +328,9 @@ def _robustness(clean_pred_subset: ArrayLike, perturbed: Mapping[str, ArrayLike]
         out["basis"] = spec.ACQUISITION_BASIS
     out["clean_reference_cc"] = clean_reference_cc
     if scored:
-        mean_retention = float(np.mean(perturbation_retentions))
+        mean_retention = float_mean(perturbation_retentions)
         out.update({
-            "mean_agreement": float(np.mean(cell_agreements)),
+            "mean_agreement": float_mean(cell_agreements),
             "mean_kappa": mean_or_none(perturbation_kappas),
             "mean_retention": mean_retention,
             "n_cases": n_cases,
