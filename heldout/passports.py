@@ -22,6 +22,7 @@ from heldout.specs import load_supersessions, require_not_superseded
 from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import (
+    HeldoutError,
     PublicKey,
     Signer,
     TrustedKey,
@@ -36,6 +37,7 @@ from keys.safeio import DOCUMENT_LIMIT, read_in, require_in
 from ledger import BlobStore, Ledger, verify_checkpoint, verify_inclusion
 from ledger.checkpoint import Checkpoint, parse_checkpoint
 from ledger.entries import decode_entry, genesis_key, origin_of
+from ledger.policy import Policy, Witnessed
 from ledger.public import PublicLog
 from ledger.rfc6962 import leaf_hash
 from ledger.tlogproof import TlogProof, parse_tlog_proof, verify_tlog_proof
@@ -522,3 +524,97 @@ def _check_audit_claim(doc: Mapping[str, Any], facts: LedgerFacts, index: int) -
             facts.root(entries_then).hex() != audit.get("ledger_head") or audit.get("ledger_intact") is not True:
         raise VerificationError(f"the passport of entry {index}: its audit is not of this ledger's head at the time",
                                 index=index, field="computed.audit", found=audit.get("ledger_head"))
+
+
+@dataclass(frozen=True)
+class PassportCheck:
+    """What ``heldout passport verify`` found: the verdict, whether the passport was checked against its ledger
+    (``ledger_checked``), and, without a ledger, the checkpoint its offline proofs rest on (``proven``); with a
+    witness policy, the quorum that cosigned that checkpoint (``witnessed``)."""
+
+    verdict: PassportVerdict
+    ledger_checked: bool
+    proven: Checkpoint | None = None
+    witnessed: Witnessed | None = None
+
+
+def _anchored_ledger_id(doc: Mapping[str, Any]) -> str | None:
+    computed = doc.get("computed")
+    heldout = computed.get("heldout") if isinstance(computed, Mapping) else None
+    ledger_id = heldout.get("ledger_id") if isinstance(heldout, Mapping) else None
+    return ledger_id if isinstance(ledger_id, str) else None
+
+
+def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | None) -> LedgerFacts | None:
+    """The ledger a passport is anchored to: the public log at ``source`` (an export or tiles directory, or a
+    tiles URL; replayed and its ledger id checked first), else that ledger in ``store`` when the store holds
+    it (verified first); None when neither applies (the passport is then checked on its own, and said to be)."""
+    from heldout.generations import open_ledger
+    from heldout.generations.ledgers import resolve_ledger_id
+    from ledger.public import open_public_log
+
+    ledger_id = _anchored_ledger_id(doc)
+    if source is not None:
+        if ledger_id is None:
+            raise VerificationError("the passport is not anchored to a ledger (computed.heldout is empty)",
+                                    field="computed.heldout")
+        public = open_public_log(source)
+        public.verify(expected_id=ledger_id, check_blobs=False)
+        return LedgerFacts.of(public)
+    if ledger_id is None:
+        return None
+    try:
+        found = resolve_ledger_id(store, ledger_id)
+    except HeldoutError:
+        return None
+    with open_ledger(store, found, read_only=True) as ledger:
+        ledger.verify(expected_id=ledger_id)
+        return LedgerFacts.of(ledger)
+
+
+def _offline_proofs(passport: Passport, trusted: PublicKey | TrustedKey) -> Checkpoint | None:
+    """Without a ledger, a passport anchored to one still proves its seal and bundles were logged (its C2SP
+    tlog-proofs against the log key, which is the issuer's: the operator signs both)."""
+    if not isinstance(passport.heldout, dict):
+        return None
+    if isinstance(trusted, TrustedKey):
+        return check_passport_proofs(passport, log_name=trusted.name, log_key=trusted.public_key)
+    return check_passport_proofs(passport, log_name=passport.issuer.name, log_key=trusted)
+
+
+def witnessed_passport(passport: Passport, policy: Policy) -> Witnessed:
+    """The passport's proofs checked under a log key the policy lists, and their checkpoint's cosignatures
+    against the policy's quorum (raises naming the missing quorum: a passport anchored on a checkpoint the
+    witnesses never cosigned, such as one of a history rebuilt under the same ledger id, fails here)."""
+    if not isinstance(passport.heldout, dict):
+        raise VerificationError("the passport is not anchored to a ledger: no proofs to witness",
+                                field="computed.heldout")
+    problems: list[str] = []
+    for log in policy.logs:
+        try:
+            checkpoint = check_passport_proofs(passport, log_name=log.name, log_key=log.key)
+        except VerificationError as exc:
+            problems.append(f"{log.name}: {exc.message}")
+            continue
+        return policy.evaluate(checkpoint, origin=origin_of(str(passport.heldout.get("ledger_id"))))
+    raise UntrustedKey("the passport's proofs are not signed by a log the policy lists", field="--policy",
+                       found=problems)
+
+
+def check_passport(doc: dict[str, Any], *, store: Store, source: str | None, at: datetime,
+                   pinned: PublicKey | TrustedKey | None = None, policy: Policy | None = None) -> PassportCheck:
+    """Verify a passport document as ``heldout passport verify`` does: against its ledger when one is at hand
+    (``source``, else ``store``'s copy: :func:`check_passport_on_ledger`), else on its own (signature, expiry,
+    and its offline proofs under ``pinned`` or the keyring's issuer key); with ``policy``, its proofs must rest
+    on a checkpoint the policy's quorum cosigned. Raises for a failed check; an expired or lapsed passport is
+    a verdict, not an error."""
+    facts = passport_ledger_facts(doc, store, source)
+    proven = None
+    if facts is not None:
+        verdict = check_passport_on_ledger(doc, facts, at=at, pinned=pinned)
+    else:
+        trusted = pinned if pinned is not None else store.issuer_key(doc, what="passport")
+        verdict = verify_passport(doc, trusted, at=at)
+        proven = _offline_proofs(verdict.passport, trusted)
+    witnessed = witnessed_passport(verdict.passport, policy) if policy is not None else None
+    return PassportCheck(verdict=verdict, ledger_checked=facts is not None, proven=proven, witnessed=witnessed)

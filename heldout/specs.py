@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from harness.metrics.registry import BASE_SPEC_VERSION, METRICS
+from heldout.generations.ledgers import generations_lock, ledger_signer
+from heldout.store import Store
 from keys import LapsedError, Signer, UsageError, VerificationError
 from ledger import Ledger
 from seals import format_utc, parse_utc
@@ -87,11 +89,19 @@ def current_spec_version(supersessions: Mapping[str, Supersession], at: datetime
     return version
 
 
-def supersede_spec(ledger: Ledger, signer: Signer, spec_version: str, *, superseded_by: str, effective: datetime,
+def supersede_spec(store: Store, ledger: Ledger, spec_version: str, *, superseded_by: str, effective: datetime,
                    now: datetime) -> int:
-    """Append the ``spec`` entry. Refused (exit 2, nothing written) for a version already superseded, a
-    successor equal to it, or an effective time in the past (a supersession never lapses anything
-    retroactively)."""
+    """Append the ``spec`` entry, signed by the store's key for ``ledger``, under the generations lock (a
+    supersession and an evaluation or passport under that spec are ordered, never interleaved). Refused (exit
+    2, nothing written) for a version already superseded, a successor equal to it, or an effective time in the
+    past (a supersession never lapses anything retroactively)."""
+    with generations_lock(ledger, store):
+        return _append_supersession(ledger, ledger_signer(store, ledger), spec_version, superseded_by=superseded_by,
+                                    effective=effective, now=now)
+
+
+def _append_supersession(ledger: Ledger, signer: Signer, spec_version: str, *, superseded_by: str,
+                         effective: datetime, now: datetime) -> int:
     if superseded_by.strip() == spec_version.strip():
         raise UsageError("a spec version cannot supersede itself", found=spec_version)
     if effective < now:
