@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from heldout.entries import BundleEntry, EntryRecord, PassportEntry, SealEntry, entry_record, records
 from heldout.generations import GenerationState, load_generations, manifest_path
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.release import cited_evaluation_matches, withheld_view
@@ -49,7 +50,6 @@ from seals import (
     canonical_bytes,
     format_utc,
     parse_json_object,
-    parse_utc,
     sha256_hex,
     sign_document,
     verify_passport,
@@ -153,10 +153,9 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
     generations = load_generations(ledger, now, blobs=blobs)
     state = _choose_generation(generations, model_id, ledger, generation, now)
     latest: dict[str, tuple[int, dict[str, Any]]] = {}
-    for index, entry in ledger.entries(state.seal_index):
-        if entry.get("type") == "bundle" and entry.get("generation") == state.name \
-                and entry.get("model_id") == model_id:
-            latest[str(entry["task"])] = (index, entry)
+    for bundle in records(ledger.entries(state.seal_index), BundleEntry):
+        if bundle.generation == state.name and bundle.model_id == model_id:
+            latest[bundle.task] = (bundle.index, bundle.to_entry())
     if not latest:
         raise UsageError(f"{model_id} has no bundles on {state.name}", found=model_id, field="generation")
     checkpoint = ledger.latest_checkpoint()
@@ -257,9 +256,9 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
     with staged_operation(store, ledger, "passport") as staged:
         digest = staged.blob(data, label="passport-blob")
         staged.public_file(path, data + b"\n", label="passport")
-        index = staged.commit([{"type": "passport", "v": 1, "model_id": model_id, "generation": state.name,
-                                "passport_sha256": digest, "created_utc": format_utc(now)}],
-                              signer=signer, now=now)[0]
+        logged = PassportEntry(model_id=model_id, generation=state.name, passport_sha256=digest,
+                               created_utc=format_utc(now))
+        index = staged.commit([logged.to_entry()], signer=signer, now=now)[0]
     return IssuedPassport(document=signed, path=path, index=index, sha256=digest)
 
 
@@ -309,9 +308,8 @@ class LedgerFacts:
         """Each logged passport's SHA-256 and the index of the first entry that logs it."""
         def index() -> dict[str, int]:
             found: dict[str, int] = {}
-            for i, e in self.ordered():
-                if e.get("type") == "passport":
-                    found.setdefault(str(e.get("passport_sha256")), i)
+            for passport in records(self.ordered(), PassportEntry):
+                found.setdefault(passport.passport_sha256, passport.index)
             return found
         return self._once("passports", index)
 
@@ -430,7 +428,7 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
     origin = origin_of(str(heldout.get("ledger_id")))
     texts = [proofs["seal"], *proofs["bundles"]]
     checkpoints = set()
-    records: list[tuple[int, dict[str, Any]]] = []
+    proven: list[EntryRecord | None] = []
     for position, text in enumerate(texts):
         where = "computed.heldout.proofs.seal" if position == 0 else f"computed.heldout.proofs.bundles[{position - 1}]"
         if not isinstance(text, str):
@@ -438,31 +436,32 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
         proof = parse_tlog_proof(text)
         checkpoints.add(proof.checkpoint)
         verify_tlog_proof(proof, name=log_name, key=log_key, origin=origin)
-        records.append((proof.index, decode_entry(proof.extra or b"", index=proof.index)))
+        proven.append(entry_record(proof.index, decode_entry(proof.extra or b"", index=proof.index)))
     if len(checkpoints) != 1:
         raise VerificationError("the passport's proofs rest on different checkpoints", field="computed.heldout.proofs")
-    (seal_index, seal), bundles = records[0], records[1:]
-    if seal.get("type") != "seal" or seal.get("generation") != heldout.get("generation") or \
-            seal.get("set_hash") != heldout.get("set_hash") or \
-            seal.get("manifest_sha256") != heldout.get("manifest_sha256") or seal_index != heldout.get("seal_index"):
-        raise VerificationError("the passport's seal proof is not of its generation's seal", index=seal_index,
-                                field="computed.heldout.proofs.seal")
-    if passport.expiry > parse_utc(str(seal.get("expiry_utc")), what="seal expiry_utc"):
+    seal, bundles = proven[0], proven[1:]
+    if not isinstance(seal, SealEntry) or seal.generation != heldout.get("generation") or \
+            seal.set_hash != heldout.get("set_hash") or \
+            seal.manifest_sha256 != heldout.get("manifest_sha256") or seal.index != heldout.get("seal_index"):
+        raise VerificationError("the passport's seal proof is not of its generation's seal",
+                                index=None if seal is None else seal.index, field="computed.heldout.proofs.seal")
+    if passport.expiry > seal.expiry:
         raise VerificationError(f"the passport's expiry {format_utc(passport.expiry)} is after its generation's "
-                                f"({seal.get('expiry_utc')}, logged at entry {seal_index})", index=seal_index,
-                                field="expiry_utc", expected=f"<= {seal.get('expiry_utc')}",
+                                f"({seal.expiry_utc}, logged at entry {seal.index})", index=seal.index,
+                                field="expiry_utc", expected=f"<= {seal.expiry_utc}",
                                 found=format_utc(passport.expiry))
     cited = heldout.get("bundles")
     if not isinstance(cited, list) or len(bundles) != len(cited) or len(cited) != len(passport.evaluations):
         raise VerificationError("the passport's bundle proofs do not match its cited bundles",
                                 field="computed.heldout.proofs.bundles")
-    for position, ((index, bundle), ref, evaluation) in enumerate(zip(bundles, cited, passport.evaluations,
-                                                                      strict=True)):
-        if not isinstance(ref, dict) or ref.get("index") != index or bundle.get("type") != "bundle" or \
-                bundle.get("model_id") != passport.model_id or bundle.get("generation") != heldout.get("generation") \
-                or not cited_evaluation_matches(evaluation, bundle, lambda e: sha256_hex(canonical_bytes(e))):
+    for position, (bundle, ref, evaluation) in enumerate(zip(bundles, cited, passport.evaluations, strict=True)):
+        if not isinstance(bundle, BundleEntry) or not isinstance(ref, dict) or ref.get("index") != bundle.index or \
+                bundle.model_id != passport.model_id or bundle.generation != heldout.get("generation") \
+                or not cited_evaluation_matches(evaluation, bundle.to_entry(),
+                                                lambda e: sha256_hex(canonical_bytes(e))):
             raise VerificationError(f"bundle proof {position} does not prove the passport's evaluation {position}",
-                                    index=index, field=f"computed.heldout.proofs.bundles[{position}]")
+                                    index=None if bundle is None else bundle.index,
+                                    field=f"computed.heldout.proofs.bundles[{position}]")
     return parse_checkpoint(next(iter(checkpoints)))
 
 
@@ -493,9 +492,11 @@ def _check_cited_bundles(passport: Passport, heldout: Mapping[str, Any], facts: 
         if isinstance(bundle_index, bool) or not isinstance(bundle_index, int) or not 0 <= bundle_index < size:
             raise VerificationError("the passport cites a bundle outside its checkpoint", index=index, field=where,
                                     found=bundle_index)
-        bundle = facts.entries.get(bundle_index, {})
-        if bundle.get("type") != "bundle" or bundle.get("model_id") != passport.model_id or \
-                bundle.get("generation") != heldout.get("generation"):
+        logged = facts.entries.get(bundle_index, {})
+        bundle = logged if logged.get("type") == BundleEntry.TYPE else None
+        record = None if bundle is None else BundleEntry.from_entry(bundle, index=bundle_index)
+        if not isinstance(record, BundleEntry) or bundle is None or record.model_id != passport.model_id or \
+                record.generation != heldout.get("generation"):
             raise VerificationError(f"the passport cites entry {bundle_index}, not a bundle of {passport.model_id} on "
                                     f"{heldout.get('generation')}", index=index, field=where)
         # The citation must name this very bundle (task, blobs, leaf hash): otherwise a passport could carry

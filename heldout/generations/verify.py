@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from heldout.entries import IntentEntry, PoolEntry, entry_record
 from heldout.generations.commitments import MemberProof
 from heldout.generations.draw import DrawRecord, recompute_seed
 from heldout.generations.reveal import verify_reveal
@@ -101,22 +102,25 @@ def check_draw_binding(manifest: SealManifest, state: GenerationState, entry_at:
         raise VerificationError(f"the seal manifest of {state.name} records no draw (not commit-then-draw)",
                                 index=state.seal_index, field="draw")
     draw = DrawRecord.from_json(manifest.draw)
-    intent = entry_at(draw.intent_index) if draw.intent_index < state.seal_index else None
-    if intent is None or intent.get("type") != "intent" or intent.get("generation") != state.name:
+    found = entry_at(draw.intent_index) if draw.intent_index < state.seal_index else None
+    intent = entry_record(draw.intent_index, found) if found is not None else None
+    if not isinstance(intent, IntentEntry) or intent.generation != state.name:
         raise VerificationError(f"the draw of {state.name} names entry {draw.intent_index}, which is not an intent "
                                 f"of {state.name} before its seal", index=state.seal_index, field="draw.intent_index",
                                 found=draw.intent_index)
+    logged = intent.to_entry()
     for member, expected in (("tasks", manifest.task_counts), ("expiry_utc", format_utc(manifest.expiry)),
                              ("release", manifest.release.to_json()),
                              ("pools", {task: ref.index for task, ref in draw.pools.items()})):
-        if intent.get(member) != expected:
+        if logged.get(member) != expected:
             raise VerificationError(f"the seal manifest of {state.name} disagrees with its intent entry "
                                     f"{draw.intent_index} on {member}", index=draw.intent_index, field=member,
-                                    expected=expected, found=intent.get(member))
+                                    expected=expected, found=logged.get(member))
     for task, ref in draw.pools.items():
-        pool = entry_at(ref.index) if ref.index < draw.intent_index else None
-        if pool is None or pool.get("type") != "pool" or pool.get("task") != task or \
-                pool.get("pool_root") != ref.pool_root or pool.get("pool_size") != ref.pool_size:
+        found = entry_at(ref.index) if ref.index < draw.intent_index else None
+        pool = entry_record(ref.index, found) if found is not None else None
+        if not isinstance(pool, PoolEntry) or pool.task != task or pool.pool_root != ref.pool_root or \
+                pool.pool_size != ref.pool_size:
             raise VerificationError(f"the draw of {state.name} names pool entry {ref.index} for {task}, which does "
                                     "not commit to that root and size", index=ref.index, field=f"draw.pools.{task}")
     if draw.checkpoint_size != draw.intent_index + 1:
