@@ -17,7 +17,7 @@ evaluation blob when a blob store is given, and is otherwise reported as incompl
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -28,15 +28,12 @@ from heldout.generations.budget import charge_bits, implied_eps
 from heldout.generations.release import WITHHOLDING_MODES
 from keys import ExpiredError, IncompleteError, LapsedError, VerificationError
 from ledger.errors import EntryRejected
+from ledger.log import LogReader
 from seals import format_utc, parse_json_object
 
 STATES = ("sealed", "current", "expired", "retired")
 _GENERATION_TYPES = frozenset({SealEntry.TYPE, RetireEntry.TYPE, RevealEntry.TYPE, BundleEntry.TYPE})
 RETIRE_REASONS = ("expired", "leaked", "superseded", "budget")
-
-
-class EntrySource(Protocol):
-    def entries(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]: ...
 
 
 class BlobSource(Protocol):
@@ -283,10 +280,10 @@ class Generations(dict[str, GenerationState]):
         self.anomalies: list[VerificationError] = []
 
 
-def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]]], now: datetime, *,
+def load_generations(ledger: LogReader | Iterable[tuple[int, Mapping[str, Any]]], now: datetime, *,
                      blobs: BlobSource | None = None) -> Generations:
-    """Every generation sealed on ``ledger`` (a ``ledger.Ledger``, or ``(index, entry)`` pairs as an export
-    replay yields them), in seal order, judged at ``now``.
+    """Every generation sealed on ``ledger`` (any log: a ledger, an export, tiles; or its ``(index, entry)``
+    pairs, already read), in seal order, judged at ``now``.
 
     An append-only log cannot be repaired, so a contradiction in it (a name sealed twice, a retire or reveal
     of no sealed generation, a second retire or reveal: written by a dishonest operator straight into the
@@ -294,7 +291,7 @@ def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]
     contradiction is kept in ``anomalies`` (a :class:`VerificationError` naming the entry) for status and the
     audit to report."""
     now = utc(now)
-    pairs = ledger.entries() if hasattr(ledger, "entries") else ledger
+    pairs = ledger.entries() if isinstance(ledger, LogReader) else ledger
     out = Generations()
     states: dict[str, GenerationState] = {}
     bundles: dict[str, list[BundleRecord]] = {}
