@@ -38,8 +38,8 @@ from keys.safeio import DOCUMENT_LIMIT, read_in, require_in
 from ledger import BlobStore, Ledger, verify_checkpoint, verify_inclusion
 from ledger.checkpoint import Checkpoint, parse_checkpoint
 from ledger.entries import decode_entry, genesis_key, origin_of
+from ledger.log import LogReader
 from ledger.policy import Policy, Witnessed
-from ledger.public import PublicLog
 from ledger.rfc6962 import leaf_hash
 from ledger.tlogproof import TlogProof, parse_tlog_proof, verify_tlog_proof
 from ledger.tree import HashTree, MemoryNodes
@@ -275,7 +275,7 @@ class LedgerFacts:
     root: Callable[[int], bytes]
 
     @classmethod
-    def of(cls, ledger: Ledger | PublicLog) -> LedgerFacts:
+    def of(cls, ledger: LogReader) -> LedgerFacts:
         """A copy held in memory (entries and their tree), so it outlives the ledger's database handle."""
         data = [raw for _, raw in ledger.entries_bytes()]
         nodes = MemoryNodes()
