@@ -31,6 +31,7 @@ from heldout.generations import (
     RETIRE_REASONS,
     SealRequest,
     add_pool,
+    check_reveal,
     load_generations,
     open_ledger,
     pool_case_ids,
@@ -38,13 +39,11 @@ from heldout.generations import (
     prove_member,
     retire_generation,
     seal_generation,
-    verify_folder_reveal,
     verify_member_proof,
-    verify_store_reveal,
 )
 from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K
 from heldout.generations.ledgers import DATABASE_ENV, DEFAULT_LEDGER_NAME, initialise_store, ledger_signer
-from heldout.generations.verify import read_first_in, source_manifest_bytes
+from heldout.generations.verify import read_first_in
 from heldout.store import Store
 from keys import (
     PublicKey,
@@ -55,7 +54,6 @@ from keys import (
 from keys.files import write_atomic
 from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger.policy import load_policy
-from ledger.public import is_public_log, open_public_log
 from seals import format_utc, parse_json_object, parse_utc
 
 LedgerOption = Annotated[str | None, typer.Option(
@@ -280,28 +278,9 @@ def verify_reveal_cmd(
     case that does not match).
 
     Example: heldout verify-reveal gen1 --from ./public-export --key KEY_B64"""
-    st = open_store(store)
-    now = command_now(at)
-    if policy_file is not None:
-        policy = load_policy(policy_file)
-        if from_dir is None or not is_public_log(from_dir):
-            raise UsageError("--policy checks a published ledger: give --from EXPORT_DIR or a tiles directory or "
-                             "URL", field="--from")
-        exported = open_public_log(from_dir)
-        report = exported.verify(expected_id=ledger or exported.ledger_id)  # the entries the reveal is judged by
-        policy.evaluate(exported.latest_checkpoint(), origin=report.origin)
-    if from_dir is not None:
-        manifest_data = source_manifest_bytes(from_dir, generation)
-        trusted = _trusted_key(parse_json_object(manifest_data, what="seal manifest"), key, st)
-        verdict = verify_folder_reveal(from_dir, generation, trusted, now)
-    else:
-        published = read_first_in(st.seals, [f"{generation}.seal.json"], what="seal manifest")
-        with open_ledger(st, ledger, read_only=True) as opened:
-            # Without the published file the manifest comes from its blob; the operator's own ledger key
-            # (named by the genesis entry of the ledger the store holds) is then the trusted one.
-            trusted = _trusted_key(parse_json_object(published[0], what="seal manifest"), key, st) \
-                if published is not None else (parse_key_argument(key) if key is not None else opened.key)
-            verdict = verify_store_reveal(st, opened, generation, trusted, now)
+    verdict = check_reveal(open_store(store), generation, source=from_dir, ledger_id=ledger, now=command_now(at),
+                           pinned=parse_key_argument(key) if key is not None else None,
+                           policy=load_policy(policy_file) if policy_file is not None else None)
     if as_json:
         print_json(verdict.to_json())
     else:

@@ -29,6 +29,7 @@ from heldout.store import Store
 from keys import PublicKey, TrustedKey, UsageError, VerificationError
 from keys.safeio import DOCUMENT_LIMIT, read_in
 from ledger import BlobStore, Ledger, verify_checkpoint
+from ledger.policy import Policy
 from ledger.public import PublicLog, is_public_log, open_public_log
 from seals import format_utc, parse_json_object, sha256_hex
 from seals.manifest import SealManifest
@@ -209,10 +210,13 @@ def source_manifest_bytes(source: str | Path, generation: str) -> bytes:
 
 def verify_folder_reveal(source: str | Path, generation: str, trusted: PublicKey | TrustedKey,
                          now: datetime) -> RevealVerdict:
-    """A reveal from ``--from``: a published ledger (export, tiles directory or URL), bound to its entries; else
-    a plain folder holding the manifest and the reveal (checked against each other only)."""
+    """A reveal from ``--from``: a published ledger (export, tiles directory or URL), replayed (every checkpoint
+    signature, root and consistency proof) and then bound to its entries; else a plain folder holding the
+    manifest and the reveal (checked against each other only)."""
     if is_public_log(source):
-        return verify_published_reveal(open_public_log(source), generation, trusted, now, source=str(source))
+        log = open_public_log(source)
+        log.verify(check_blobs=False)  # nothing in a published log is trusted before its replay
+        return verify_published_reveal(log, generation, trusted, now, source=str(source))
     folder = Path(source)
     if not folder.is_dir():
         raise UsageError(f"--from {folder} is not a folder", path=str(folder))
@@ -235,6 +239,37 @@ def verify_published_reveal(log: PublicLog, generation: str, trusted: PublicKey 
     reveal_data = log.seal_bytes(name) if log.has_seal(name) else log.blob(str(state.reveal_sha256))
     return _verify(log.seal_bytes(f"{generation}.seal.json"), reveal_data, trusted, state=state, ledger=log,
                    blobs=log.blobs, source=source)
+
+def check_reveal(store: Store, generation: str, *, source: str | None, pinned: PublicKey | TrustedKey | None,
+                 ledger_id: str | None, now: datetime, policy: Policy | None = None) -> RevealVerdict:
+    """``heldout verify-reveal``: recompute ``generation``'s set hash from its reveal and check it against the
+    signed manifest (under ``pinned``, else the keyring's issuer key, else, for the store's own ledger without a
+    published manifest, that ledger's key), bound to the ledger's entries when there is a ledger: ``source``
+    (a published ledger, replayed first, or a plain folder), else ``store``'s ledger ``ledger_id``. With
+    ``policy``, ``source`` must be a published ledger whose latest checkpoint the policy's quorum cosigned."""
+    from heldout.generations.ledgers import open_ledger
+
+    def trusted_for(manifest_data: bytes) -> PublicKey | TrustedKey:
+        if pinned is not None:
+            return pinned
+        return store.issuer_key(parse_json_object(manifest_data, what="seal manifest"), what="seal manifest")
+
+    if policy is not None:
+        if source is None or not is_public_log(source):
+            raise UsageError("--policy checks a published ledger: give --from EXPORT_DIR or a tiles directory or "
+                             "URL", field="--from")
+        published_log = open_public_log(source)
+        report = published_log.verify(expected_id=ledger_id or published_log.ledger_id)
+        policy.evaluate(published_log.latest_checkpoint(), origin=report.origin)
+    if source is not None:
+        return verify_folder_reveal(source, generation, trusted_for(source_manifest_bytes(source, generation)), now)
+    published = read_first_in(store.seals, [f"{generation}.seal.json"], what="seal manifest")
+    with open_ledger(store, ledger_id, read_only=True) as opened:
+        # Without the published file the manifest comes from its blob; the operator's own ledger key (named by
+        # the genesis entry of the ledger the store holds) is then the trusted one.
+        trusted = trusted_for(published[0]) if published is not None else (pinned or opened.key)
+        return verify_store_reveal(store, opened, generation, trusted, now)
+
 
 def verify_member_proof(proof_doc: Any, manifest_data: bytes, trusted: PublicKey | TrustedKey) -> MemberProof:
     """Check a membership proof against the signed manifest of its generation; returns the parsed proof."""
