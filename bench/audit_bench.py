@@ -20,6 +20,10 @@ What is measured, in one run:
   <id>`` does without the terminal output: the ledger replay (every checkpoint signature, roots, consistency),
   seals, reveals, and for every bundle its blobs hash-checked and its whole evaluation re-derived from its
   stored predictions against the private labels. The audit must come out clean with every bundle re-derived.
+* the re-derivation alone: ``rederive_bundle`` (what a worker does per bundle: parse the evaluation, read the
+  npz, every dimension, canonical bytes, byte comparison) timed in this process over up to 60 of the distinct
+  evaluations, in ms per bundle; the full audit's time per bundle less this is the audit's other checks, the
+  parent's reads and hashing, and (with jobs > 1) the pool's round trips;
 * throughput = the bytes of the stored predictions the audit covers (the predictions blob of every bundle
   entry, summed over the entries) / the audit's wall time; the baseline is ``hashlib.sha256`` over the same
   byte strings, in memory, timed in the same run. Ratio = audit MB/s / sha256 MB/s (issue 6 target: >= 0.3x).
@@ -59,7 +63,7 @@ import numpy as np
 from harness.bundle import bundle_entry
 from harness.metrics import evaluation_bytes
 from heldout.audit import AuditReport, operator_source, run_audit
-from heldout.audit.rederive import default_jobs
+from heldout.audit.rederive import RederiveJob, default_jobs, rederive_bundle
 from heldout.generations import charge_bits, generation_cases, ledger_signer, load_generations, open_ledger
 from heldout.passports import audit_report_path
 from heldout.store import Store
@@ -68,6 +72,8 @@ from seals import parse_utc
 from tests.audit_support import NOW, TASK, build_store, synthetic_result
 
 GENERATIONS = ("public", "gen1", "gen2")
+#: Distinct evaluations the in-process re-derivation is timed on (``rederive_s``).
+REDERIVE_SAMPLES = 60
 AUDIT_AT = parse_utc("2026-09-02T00:00:00Z")
 BATCH = 100
 console = Console(highlight=False)
@@ -100,6 +106,7 @@ def build(root: Path, bundles: int, distinct: int, cases: int) -> dict[str, Any]
     now = parse_utc(NOW)
     blobs = BlobStore(st.blobs)
     templates: list[tuple[dict[str, Any], int]] = []
+    samples: list[RederiveJob] = []
     per_generation = max(1, distinct // len(GENERATIONS))
     with open_ledger(st) as ledger:
         for g, generation in enumerate(GENERATIONS):
@@ -115,12 +122,16 @@ def build(root: Path, bundles: int, distinct: int, cases: int) -> dict[str, Any]
                 blobs.put(evaluation_bytes(result.evaluation))
                 blobs.put(result.predictions_npz)
                 templates.append((entry, len(result.predictions_npz)))
+                if len(samples) < REDERIVE_SAMPLES:
+                    samples.append(RederiveJob(index=len(samples), evaluation=evaluation_bytes(result.evaluation),
+                                               predictions=result.predictions_npz, labels=labels))
         made = time.perf_counter()
     predictions_sizes = append_bundles(st, templates, 0, bundles)
     with open_ledger(st) as ledger:
         size = ledger.size
     appended = time.perf_counter()
     return {"fixture": fixture, "store": st, "ledger_entries": size, "distinct": len(templates), "templates": templates,
+            "samples": samples,
             "predictions_sizes": predictions_sizes, "cases_per_generation": cases,
             "seal_s": sealed - start, "evaluations_s": made - sealed, "append_s": appended - made,
             "build_s": appended - start}
@@ -147,6 +158,20 @@ def audit_once(st: Store, ledger_id: str, *, show: bool, jobs: int = 1, since: b
             source.ledger.close()
         report.write(out or audit_report_path(st, ledger_id))
         return report, time.perf_counter() - start
+
+
+def rederive_s(samples: list[RederiveJob], rounds: int = 3) -> float:
+    """Seconds to re-derive one bundle in this process (``rederive_bundle``: parse the evaluation, read the
+    npz, compute every dimension, canonical bytes, compare), the mean over ``samples``, best of ``rounds``:
+    the worker's share of a bundle, without the audit's other checks or the pool."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for job in samples:
+            if rederive_bundle(job).problem is not None:
+                raise SystemExit(f"sample {job.index} does not re-derive")
+        best = min(best, time.perf_counter() - start)
+    return best / max(1, len(samples))
 
 
 def sha256_baseline(st: Store, ledger_id: str, rounds: int = 3) -> tuple[int, float]:
@@ -282,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         audit_mb_s = predictions_bytes / audit_s / 1e6
         sha_mb_s = predictions_bytes / sha_s / 1e6
         ratio = audit_mb_s / sha_mb_s
+        rederive_one_s = rederive_s(built["samples"])
         results: dict[str, Any] = {
             "bundles": bundles, "ledger_entries": report.ledger_entries, "checkpoints": report.checkpoints,
             "distinct_evaluations": built["distinct"], "cases_per_generation": args.cases,
@@ -294,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                             "target_s": 2.0, "first_full_audit_s": first_s},
             "audit_s": audit_s, "audit_mb_s": audit_mb_s, "bundles_per_s": bundles / audit_s,
             "sha256_s": sha_s, "sha256_mb_s": sha_mb_s, "ratio": ratio, "target_ratio": 0.3,
+            "rederive_ms_per_bundle": rederive_one_s * 1e3, "rederive_samples": len(built["samples"]),
             "build_s": built["build_s"], "verdict": report.verdict, "rederived": report.rederived,
             "python": sys.version.split()[0], "cpus": os.cpu_count(),
             "build_shortcut": "bundle entries appended with Ledger.append_batch (batches of "
@@ -319,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         table.add_row("audit throughput (first --jobs)", f"{audit_mb_s:,.2f} MB/s")
         table.add_row("hashlib.sha256, same bytes", f"{sha_mb_s:,.0f} MB/s ({sha_s * 1e3:,.1f} ms)")
         table.add_row("ratio (target >= 0.30x)", f"{ratio:.4f}x " + ("ok" if ratio >= 0.3 else "MISSED"))
+        table.add_row("re-derive one bundle in-process", f"{rederive_one_s * 1e3:,.2f} ms (mean of "
+                      f"{len(built['samples'])} distinct evaluations, best of 3)")
         table.add_row("build time (shortcut)", f"{built['build_s']:,.1f} s")
         console.print(table)
         if not identical:

@@ -26,11 +26,15 @@ from __future__ import annotations
 
 import ast
 import errno
+import functools
 import os
 import re
 import stat
+import struct
 import zipfile
+import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -333,6 +337,12 @@ def _itemsize(code: str) -> int:
 def npy_header(head: bytes, *, what: str) -> tuple[str, tuple[int, ...], int]:
     """Parse the start of an ``.npy`` file: ``(descr, shape, header length)``; refuses unknown versions,
     object or structured dtypes, negative or non-integer dimensions, and oversize headers."""
+    descr, shape, length, _ = _npy_header_fields(head, what=what)
+    return descr, shape, length
+
+
+def _npy_header_fields(head: bytes, *, what: str) -> tuple[str, tuple[int, ...], int, bool]:
+    """:func:`npy_header` and the header's ``fortran_order``."""
     if len(head) < 10 or not head.startswith(_NPY_MAGIC):
         raise UnsafeFile(f"{what} is not an .npy array (bad magic)")
     major = head[6]
@@ -363,7 +373,7 @@ def npy_header(head: bytes, *, what: str) -> tuple[str, tuple[int, ...], int]:
         raise UnsafeFile(f"{what} has an invalid shape {str(shape)[:60]}", found=str(shape)[:60])
     if not isinstance(header["fortran_order"], bool):
         raise UnsafeFile(f"{what} has an invalid .npy header")
-    return descr, shape, start + length
+    return descr, shape, start + length, header["fortran_order"]
 
 
 def npy_expected_size(descr: str, shape: tuple[int, ...], header_length: int) -> int:
@@ -414,4 +424,100 @@ def check_npz(archive: zipfile.ZipFile, *, archive_size: int, limit: int, what: 
         if npy_expected_size(descr, shape, header_length) != info.file_size:
             raise UnsafeFile(f"{what}: member {name} claims shape {shape} of {descr}, which does not fit its "
                              f"{info.file_size} bytes", field=name, found=list(shape))
+    return members
+
+
+# The plain stored layout, read without zipfile ------------------------------------------------------------
+
+#: Zip records as Python's zipfile reads them (PKWARE APPNOTE 4.3.7, 4.3.12, 4.3.16).
+_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
+_CENTRAL_HEADER = struct.Struct("<4s4B4HL2L5H2L")
+_END_RECORD = struct.Struct("<4s4H2LH")
+_ZIP64_LOCATOR_SIZE = 20
+#: Member names the plain layout allows (ASCII: zipfile's cp437 decoding is then the identity; no NUL).
+_PLAIN_MEMBER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\.npy")
+
+
+@dataclass(frozen=True)
+class NpyMember:
+    """One ``.npy`` member of an npz archive: its name without ``.npy``, its checked header's dtype and shape,
+    and where its array data lie in the archive's bytes (``start`` to ``end``)."""
+
+    name: str
+    descr: str
+    shape: tuple[int, ...]
+    start: int
+    end: int
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_npy_header(header: bytes) -> tuple[str, tuple[int, ...], int] | None:
+    """:func:`npy_header` of a complete version-1.0 header in C order, or None. Cached: the headers of one
+    kind of archive repeat (same dtypes, same shapes), and the check parses Python literals."""
+    try:
+        descr, shape, length, fortran_order = _npy_header_fields(header, what="member")
+    except UnsafeFile:
+        return None
+    return None if fortran_order else (descr, shape, length)
+
+
+def plain_stored_npz(data: bytes, *, limit: int, max_members: int = NPZ_MAX_MEMBERS) -> list[NpyMember] | None:
+    """The members of ``data`` when it is an npz archive in the plain layout our writers produce, else None.
+
+    The plain layout: uncompressed members, each local header (no extra field, no flags, the central
+    directory's name and sizes) directly after the previous member's data from offset 0, then the central
+    directory (no extra fields, no comments), then the end record (no comment, no zip64). Every check of
+    :func:`check_npz` holds for it (member count, plain unique ``name.npy`` names, declared sizes within
+    ``limit``, each ``.npy`` header (version 1.0, C order) describing exactly its member's size) and every
+    member's CRC-32 is the one recorded, so the members are what ``zipfile`` and ``numpy`` would read, located
+    in the bytes without copying them: nothing is allocated beyond this list. Anything else (truncated, a
+    crafted header, another layout) gives None, never an exception: the caller then reads the archive
+    through ``zipfile`` and :func:`check_npz`, which refuse it with their precise message or accept it."""
+    size = len(data)
+    end_at = size - _END_RECORD.size
+    if end_at < 0:
+        return None
+    (signature, disk, cd_disk, disk_entries, entries, cd_size, cd_offset,
+     comment) = _END_RECORD.unpack_from(data, end_at)
+    if signature != b"PK\x05\x06" or disk or cd_disk or comment or disk_entries != entries \
+            or entries > max_members or cd_offset + cd_size != end_at \
+            or data[max(0, end_at - _ZIP64_LOCATOR_SIZE):end_at].startswith(b"PK\x06\x07"):
+        return None
+    view = memoryview(data)
+    members: list[NpyMember] = []
+    names: set[bytes] = set()
+    position = cd_offset
+    local_at = 0
+    total = 0
+    for _ in range(entries):
+        if position + _CENTRAL_HEADER.size > end_at:
+            return None
+        (signature, _, _, version, _, flags, method, _, _, crc, compressed, file_size, name_length, extra_length,
+         comment_length, _, _, _, offset) = _CENTRAL_HEADER.unpack_from(data, position)
+        position += _CENTRAL_HEADER.size
+        name = data[position:position + name_length]
+        position += name_length
+        total += file_size
+        if signature != b"PK\x01\x02" or version > 20 or flags or method != zipfile.ZIP_STORED or extra_length \
+                or comment_length or compressed != file_size or offset != local_at or position > end_at \
+                or total > limit or name in names or not _PLAIN_MEMBER.fullmatch(name.decode("latin1")) \
+                or local_at + _LOCAL_HEADER.size > cd_offset:
+            return None
+        names.add(name)
+        local = _LOCAL_HEADER.unpack_from(data, local_at)
+        start = local_at + _LOCAL_HEADER.size + name_length
+        end = start + file_size
+        if local[0] != b"PK\x03\x04" or local[1] > 20 or local[3:5] != (0, zipfile.ZIP_STORED) \
+                or local[7:] != (crc, compressed, file_size, name_length, 0) \
+                or data[local_at + _LOCAL_HEADER.size:start] != name or end > cd_offset \
+                or data[start:start + 8] != b"\x93NUMPY\x01\x00" or start + 10 > end:
+            return None
+        header_end = start + 10 + int.from_bytes(data[start + 8:start + 10], "little")
+        header = _plain_npy_header(data[start:header_end]) if header_end <= end else None
+        if header is None or npy_expected_size(*header) != file_size or zlib.crc32(view[start:end]) != crc:
+            return None
+        members.append(NpyMember(name[:-4].decode("ascii"), header[0], header[1], start + header[2], end))
+        local_at = end
+    if position != end_at or local_at != cd_offset:
+        return None
     return members

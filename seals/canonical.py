@@ -126,7 +126,36 @@ def _fast_value(value: Any, numbers: list[float], depth: int = 0, *, floats: boo
     shortest digits; Python is positional for 1e-4 <= |x| < 1e16, ECMAScript for 1e-6 <= |x| < 1e21). Any other
     float (2.0, 1e-05, 1e+16) is replaced by a placeholder string and written by ``rfc8785`` afterwards.
     """
+    return _ready(value, numbers, depth, floats=floats, prepare=False)
+
+
+def _ready(value: Any, numbers: list[float], depth: int = 0, *, floats: bool, prepare: bool) -> Any:
+    """The walk behind :func:`_fast_value` (``prepare`` False) and :func:`_prepared_fast` (``prepare`` True:
+    floats rounded to 6 decimals and integral ones written as integers first, tuples taken as lists, as
+    :func:`prepare` does). Strings, booleans and nulls are handled in their object's loop (this walk is on
+    the audit's per-bundle path)."""
     kind = type(value)
+    if kind is dict:
+        if depth >= _FAST_MAX_DEPTH:
+            raise _OutsideFastDomain
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii() or "\x00" in key:
+                raise _OutsideFastDomain
+            item_kind = type(item)
+            if item_kind is str:
+                if "\x00" in item:
+                    raise _OutsideFastDomain
+                out[key] = item
+            elif item is None or item_kind is bool:
+                out[key] = item
+            else:
+                out[key] = _ready(item, numbers, depth + 1, floats=floats, prepare=prepare)
+        return out
+    if kind is list or (prepare and kind is tuple):
+        if depth >= _FAST_MAX_DEPTH:
+            raise _OutsideFastDomain
+        return [_ready(item, numbers, depth + 1, floats=floats, prepare=prepare) for item in value]
     if kind is str:
         if "\x00" in value:
             raise _OutsideFastDomain
@@ -140,21 +169,16 @@ def _fast_value(value: Any, numbers: list[float], depth: int = 0, *, floats: boo
     if kind is float:
         if not floats or not math.isfinite(value):
             raise _OutsideFastDomain
+        if prepare:
+            value = round(value, FLOAT_DECIMALS)
+            if value.is_integer():  # prepare writes it as the integer (beyond 2^53: left to the two steps)
+                if abs(value) <= MAX_SAFE_INTEGER:
+                    return int(value)
+                raise _OutsideFastDomain
         if not value.is_integer() and "e" not in repr(value):
             return value
         numbers.append(value)
         return _PLACEHOLDER.format(len(numbers) - 1)
-    if depth >= _FAST_MAX_DEPTH:
-        raise _OutsideFastDomain
-    if kind is dict:
-        out = {}
-        for key, item in value.items():
-            if type(key) is not str or not key.isascii() or "\x00" in key:
-                raise _OutsideFastDomain
-            out[key] = _fast_value(item, numbers, depth + 1, floats=floats)
-        return out
-    if kind is list:
-        return [_fast_value(item, numbers, depth + 1, floats=floats) for item in value]
     raise _OutsideFastDomain
 
 
@@ -193,6 +217,15 @@ def _fast_jcs(value: Any, *, floats: bool = True) -> bytes | None:
     numbers: list[float] = []
     try:
         ready = value if _direct(value, floats=floats) else _fast_value(value, numbers, floats=floats)
+    except (_OutsideFastDomain, RecursionError):
+        return None
+    return _encode_ready(ready, numbers)
+
+
+def _encode_ready(ready: Any, numbers: list[float]) -> bytes | None:
+    """The C encoder's bytes of a value made ready by :func:`_fast_value` (or :func:`_prepared_fast`), each
+    placeholder replaced by ``rfc8785``'s text of its number; None where the encoder cannot write it."""
+    try:
         text = _encode(ready)
     except (_OutsideFastDomain, UnicodeEncodeError, RecursionError):
         return None
@@ -203,6 +236,15 @@ def _fast_jcs(value: Any, *, floats: bool = True) -> bytes | None:
         return text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: the caller's rfc8785 path refuses it with its message
         return None
+
+
+def _prepared_fast(value: Any, numbers: list[float]) -> Any:
+    """``_fast_value(prepare(value))`` in one walk, for the common case: exact ``dict``/``list``/``tuple``/
+    ``str``/``bool``/``None``/``int``/``float`` values, ASCII keys, no NUL, integers and rounded floats within
+    2^53, nesting below the fast depth. Raises :class:`_OutsideFastDomain` for anything else (numpy values,
+    non-finite floats, other mappings, ...): the caller then prepares and canonicalises it in two steps,
+    which convert, refuse or write it as they do."""
+    return _ready(value, numbers, floats=True, prepare=True)
 
 
 def plain_canonical_bytes(value: Any) -> bytes | None:
@@ -225,7 +267,15 @@ def jcs_bytes(value: Any) -> bytes:
 
 
 def canonical_bytes(value: Any, *, exact_integers: bool = False) -> bytes:
-    """Prepare then canonicalise: the bytes this project signs, hashes and stores."""
+    """Prepare then canonicalise: the bytes this project signs, hashes and stores. In the common case (see
+    :func:`_prepared_fast`) both are done in one walk, with the same result."""
+    numbers: list[float] = []
+    try:
+        fast = _encode_ready(_prepared_fast(value, numbers), numbers)
+    except (_OutsideFastDomain, RecursionError):
+        fast = None
+    if fast is not None:
+        return fast
     return jcs_bytes(prepare(value, exact_integers=exact_integers))
 
 

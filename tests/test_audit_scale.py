@@ -112,9 +112,7 @@ def test_jobs_is_refused_below_one(mixed: dict[str, Any]) -> None:
 
 
 def test_more_than_one_job_runs_in_worker_processes_with_bounded_bundles_in_flight() -> None:
-    from concurrent.futures import Future
-
-    from heldout.audit.rederive import IN_FLIGHT_PER_WORKER, _Done, bundle_rederiver
+    from heldout.audit.rederive import BATCH, IN_FLIGHT_PER_WORKER, _Done, _InBatch, bundle_rederiver
 
     with bundle_rederiver(2, 10) as (_, in_flight):
         assert in_flight == 2 * IN_FLIGHT_PER_WORKER
@@ -126,8 +124,13 @@ def test_more_than_one_job_runs_in_worker_processes_with_bounded_bundles_in_flig
                       labels=np.zeros(3, dtype=np.int64))
     with bundle_rederiver(2, 2) as (submit, _):
         pending = submit(job)
-        assert isinstance(pending, Future)
-        remote = pending.result()
+        assert isinstance(pending, _InBatch) and pending.future is None  # gathered into a batch...
+        remote = pending.result()  # ...sent when its result is asked for
+        assert pending.future is not None
+        batch = [submit(RederiveJob(index=i, evaluation=job.evaluation, predictions=job.predictions,
+                                    labels=job.labels)) for i in range(BATCH)]
+        assert all(p.future is not None for p in batch)  # a full batch goes at once
+        assert [p.result().index for p in batch] == list(range(BATCH))  # each outcome in its place
     with bundle_rederiver(1, 2) as (submit, _):
         local = submit(job)
         assert isinstance(local, _Done)

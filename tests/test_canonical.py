@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keys import MalformedInput
@@ -177,3 +177,35 @@ def test_fast_path_edges_equal_rfc8785(value: object) -> None:
 
     assert jcs_bytes(value) == rfc8785.dumps(value)
     assert jcs_bytes([value, {"k": value}]) == rfc8785.dumps([value, {"k": value}])
+
+
+# canonical_bytes prepares and canonicalises in one walk where it can: it must give exactly the two steps' bytes
+# (prepare, then jcs_bytes), and refuse exactly what they refuse.
+one_walk_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**60), 2**60)
+    | st.floats(width=64) | st.floats(min_value=-1e-3, max_value=1e-3)
+    | st.floats(min_value=-1e17, max_value=1e17).map(lambda x: round(x, 7))
+    | st.sampled_from([np.float64(0.1234567), np.int64(3), np.float32(2.5), np.bool_(True), 2.0**53, -(2.0**53) - 2,
+                       1e16 + 0.5, 5e-7, 4.9999e-7, 1.5e-6, -0.0])
+    | st.text(alphabet=st.characters(codec="utf-8"), max_size=4),
+    lambda children: st.lists(children, max_size=4) | st.lists(children, max_size=3).map(tuple)
+    | st.dictionaries(st.text(alphabet=st.characters(codec="utf-8"), max_size=4), children, max_size=4),
+    max_leaves=25,
+)
+
+
+def two_steps(value: object, exact_integers: bool) -> bytes | str:
+    try:
+        return jcs_bytes(prepare(value, exact_integers=exact_integers))
+    except MalformedInput as exc:
+        return f"refused: {type(exc).__name__}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(one_walk_values, st.booleans())
+def test_the_one_walk_equals_prepare_then_jcs(value: object, exact_integers: bool) -> None:
+    try:
+        found: bytes | str = canonical_bytes(value, exact_integers=exact_integers)
+    except MalformedInput as exc:
+        found = f"refused: {type(exc).__name__}"
+    assert found == two_steps(value, exact_integers)

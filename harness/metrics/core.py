@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -96,8 +95,8 @@ def counts_above_chance(correct: Iterable[int], totals: Iterable[int], n_classes
     integers, ``K · Σ_k c_k / n_k > P`` over the P classes present, never on a float chance-corrected value
     (a balanced accuracy of exactly 1/K computes as 1/K + 7e-17 in float64)."""
     pairs = [(int(c), int(t)) for c, t in zip(correct, totals, strict=True) if int(t) > 0]
-    exact = sum((Fraction(c, t) for c, t in pairs), Fraction(0))
-    return n_classes * exact > len(pairs)
+    common = math.lcm(*(t for _, t in pairs))  # both sides times the common multiple of the n_k: integers
+    return n_classes * sum(c * (common // t) for c, t in pairs) > len(pairs) * common
 
 
 def above_chance(predictions: IntArray, labels: IntArray, n_classes: int) -> bool:
@@ -109,7 +108,7 @@ def above_chance(predictions: IntArray, labels: IntArray, n_classes: int) -> boo
 
 def balanced_accuracy(predictions: IntArray, labels: IntArray, n_classes: int) -> float:
     """Unweighted mean of the per-class recalls over the classes present in ``labels``."""
-    return float(np.mean(class_recalls(predictions, labels, n_classes)))
+    return float_mean(class_recalls(predictions, labels, n_classes))
 
 
 def accuracy_top1(predictions: IntArray, labels: IntArray) -> float:
@@ -117,32 +116,21 @@ def accuracy_top1(predictions: IntArray, labels: IntArray) -> float:
     return float(np.count_nonzero(predictions == labels) / labels.shape[0])
 
 
-def average_ranks(values: FloatArray) -> FloatArray:
-    """1-based ranks with ties given the mean of the ranks they span (the Mann-Whitney convention)."""
-    n = values.shape[0]
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    starts_group = np.empty(n, dtype=bool)
-    starts_group[0] = True
-    starts_group[1:] = ordered[1:] != ordered[:-1]
-    group = np.cumsum(starts_group) - 1
-    starts = np.flatnonzero(starts_group)
-    ends = np.append(starts[1:], n)
-    mean_rank = (starts + 1 + ends) / 2.0  # ranks starts+1 .. ends, averaged
-    ranks = np.empty(n, dtype=np.float64)
-    ranks[order] = mean_rank[group]
-    return ranks
-
-
 def roc_auc(is_positive: NDArray[np.bool_], scores: FloatArray) -> float | None:
-    """ROC AUC by the rank-sum formula with average ranks for ties; None when one side is empty."""
+    """ROC AUC by the rank-sum formula with average ranks for ties; None when one side is empty.
+
+    A score's average rank (1-based) is ``(below + 1 + at_or_below) / 2``, counted in the sorted scores, so
+    twice the positives' rank sum is an integer: one sort and two binary searches per class, and the only
+    roundings are the final ones (``U`` is a multiple of 1/2 below 2^52, exact as a float64)."""
     n_pos = int(np.count_nonzero(is_positive))
     n_neg = is_positive.shape[0] - n_pos
     if n_pos == 0 or n_neg == 0:
         return None
-    ranks = average_ranks(scores)
-    # Ranks are multiples of 1/2, so this numerator is exact in float64; one division follows.
-    u_statistic = float(ranks[is_positive].sum()) - n_pos * (n_pos + 1) / 2.0
+    ordered = np.sort(scores)
+    positives = scores[is_positive]
+    twice_rank_sum = (int(np.searchsorted(ordered, positives, side="left").sum())
+                      + int(np.searchsorted(ordered, positives, side="right").sum()) + n_pos)
+    u_statistic = (twice_rank_sum - n_pos * (n_pos + 1)) / 2
     return u_statistic / (n_pos * n_neg)
 
 
@@ -153,7 +141,7 @@ def macro_auc(probs: FloatArray, labels: IntArray) -> float | None:
     if n_classes == 2:
         return roc_auc(labels == 1, probs[:, 1])
     aucs = [auc for k in range(n_classes) if (auc := roc_auc(labels == k, probs[:, k])) is not None]
-    return float(np.mean(aucs)) if aucs else None
+    return float_mean(aucs) if aucs else None
 
 
 def cohen_kappa(first: IntArray, second: IntArray, n_classes: int) -> float:
@@ -161,20 +149,55 @@ def cohen_kappa(first: IntArray, second: IntArray, n_classes: int) -> float:
 
     Computed from integer counts, ``(n·agree - Σ a_k b_k) / (n² - Σ a_k b_k)``, so the only rounding is the
     final division."""
-    n = int(first.shape[0])
     agree = int(np.count_nonzero(first == second))
     marginal_product = int(np.dot(np.bincount(first, minlength=n_classes).astype(np.int64),
                                   np.bincount(second, minlength=n_classes).astype(np.int64)))
+    return kappa_of_counts(int(first.shape[0]), agree, marginal_product)
+
+
+def kappa_of_counts(n: int, agree: int, marginal_product: int) -> float:
+    """:func:`cohen_kappa` from its integer counts (cases, agreements, ``Σ a_k b_k``)."""
     denominator = n * n - marginal_product
     if denominator == 0:
         return math.nan
     return (n * agree - marginal_product) / denominator
 
 
+def agreement_counts(reference: IntArray, rows: IntArray, n_classes: int) -> tuple[list[int], list[int]]:
+    """For each row of ``rows`` (m, n), against ``reference`` (n,): the cases they agree on and the kappa's
+    ``Σ_k a_k b_k`` over their class counts, as Python ints (exact; one pass over all rows)."""
+    m = rows.shape[0]
+    agree = np.count_nonzero(rows == reference, axis=1)
+    row_counts = np.bincount((rows + (np.arange(m, dtype=np.int64) * n_classes)[:, None]).ravel(),
+                             minlength=m * n_classes).reshape(m, n_classes)
+    marginal = row_counts @ np.bincount(reference, minlength=n_classes).astype(np.int64)
+    return agree.tolist(), marginal.tolist()
+
+
+def row_recalls(rows: IntArray, labels: IntArray, n_classes: int) -> FloatArray:
+    """:func:`class_recalls` of each row of ``rows`` (m, n) against ``labels`` (n,), one row each (m, P):
+    the same integer counts (hits summed over each present class's cases, taken in class order) and the
+    same divisions, for all rows in one pass."""
+    totals = np.bincount(labels, minlength=n_classes)
+    present = totals > 0
+    starts = (np.cumsum(totals) - totals)[present]  # strictly increasing: each present class has a case
+    by_class = np.argsort(labels, kind="stable")
+    correct = np.add.reduceat((rows == labels)[:, by_class], starts, axis=1, dtype=np.int64)
+    return correct / totals[present]
+
+
+def float_mean(values: ArrayLike) -> float:
+    """``float(np.mean(values))`` of float64 values (a non-empty list of floats or 1-D float64 array): numpy's
+    sum of them, then one division by their count, which is what ``np.mean`` computes for float64 input, less
+    its Python-level wrapper (the v0.1 robustness dimensions take a few dozen such means per evaluation)."""
+    array = np.asarray(values, dtype=np.float64)
+    return float(np.add.reduce(array)) / array.shape[0]
+
+
 def mean_or_none(values: list[float]) -> float | None:
     """Mean of the finite values, None when there are none."""
     finite = [value for value in values if math.isfinite(value)]
-    return float(np.mean(finite)) if finite else None
+    return float_mean(finite) if finite else None
 
 
 def plain(value: Any) -> Any:

@@ -24,6 +24,7 @@ from .core import (
     IntArray,
     above_chance,
     accuracy_top1,
+    agreement_counts,
     as_labels,
     as_probs,
     balanced_accuracy,
@@ -31,10 +32,12 @@ from .core import (
     chance_corrected_raw,
     check_n_classes,
     class_recalls,
-    cohen_kappa,
+    float_mean,
+    kappa_of_counts,
     macro_auc,
     mean_or_none,
     predictions_from_probs,
+    row_recalls,
 )
 
 Dimension = dict[str, Any]
@@ -247,6 +250,22 @@ def subgroup(predictions: ArrayLike, labels: ArrayLike, n_classes: int,
 
 # --- corruption and acquisition -----------------------------------------------------------------------
 
+def _checked_cells(given: ArrayLike, name: str, kind: str, n_cases: int, n_classes: int) -> IntArray:
+    """One perturbation's (3, n_cases) predicted labels as int64, refused as :func:`as_labels` refuses a row
+    (the first bad severity named)."""
+    labels_by_severity = np.asarray(given)
+    if labels_by_severity.ndim != 2 or labels_by_severity.shape != (spec.SEVERITIES, n_cases):
+        raise MalformedInput(f"{kind} predictions {name!r} must have shape "
+                             f"({spec.SEVERITIES}, {n_cases})", expected=[spec.SEVERITIES, n_cases],
+                             found=list(labels_by_severity.shape))
+    if labels_by_severity.dtype.kind in "iu" and labels_by_severity.min() >= 0 \
+            and labels_by_severity.max() < n_classes:
+        return labels_by_severity.astype(np.int64)
+    return np.stack([as_labels(labels_by_severity[severity], n_classes=n_classes, n=n_cases,
+                               what=f"{kind} predictions {name!r} severity {severity}")
+                     for severity in range(spec.SEVERITIES)])
+
+
 def _robustness(clean_pred_subset: ArrayLike, perturbed: Mapping[str, ArrayLike], labels_subset: ArrayLike,
                 n_classes: int, names: tuple[str, ...], kind: str) -> Dimension:
     n_classes = check_n_classes(n_classes)
@@ -261,27 +280,26 @@ def _robustness(clean_pred_subset: ArrayLike, perturbed: Mapping[str, ArrayLike]
     clean_reference_cc = max(0.0, clean_raw_cc) if scored else 0.0
     reason = None if scored else spec.robustness_not_scored_reason(clean_reference_cc)
 
+    # The 3 x len(names) cells are checked, then counted in one pass each (agreements, kappa terms, recalls);
+    # every float below is computed from those counts exactly as the per-cell formulas do.
+    cells = np.concatenate([_checked_cells(perturbed[name], name, kind, n_cases, n_classes) for name in names])
+    agreements_count, marginal_products = agreement_counts(clean, cells, n_classes)
+    recalls = row_recalls(cells, y, n_classes) if scored else None
+
     per_perturbation: dict[str, Any] = {}
     perturbation_retentions: list[float] = []
     perturbation_kappas: list[float] = []
     cell_retentions: list[float] = []
     cell_agreements: list[float] = []
-    for name in names:
-        labels_by_severity = np.asarray(perturbed[name])
-        if labels_by_severity.ndim != 2 or labels_by_severity.shape != (spec.SEVERITIES, n_cases):
-            raise MalformedInput(f"{kind} predictions {name!r} must have shape "
-                                 f"({spec.SEVERITIES}, {n_cases})", expected=[spec.SEVERITIES, n_cases],
-                                 found=list(labels_by_severity.shape))
+    for position, name in enumerate(names):
         retentions: list[float] = []
         agreements: list[float] = []
         kappas: list[float] = []
-        for severity in range(spec.SEVERITIES):
-            pert = as_labels(labels_by_severity[severity], n_classes=n_classes, n=n_cases,
-                             what=f"{kind} predictions {name!r} severity {severity}")
-            agreements.append(float(np.count_nonzero(pert == clean) / n_cases))
-            kappas.append(cohen_kappa(clean, pert, n_classes))
-            if scored:
-                raw_cc = chance_corrected_raw(balanced_accuracy(pert, y, n_classes), n_classes)
+        for cell in range(position * spec.SEVERITIES, (position + 1) * spec.SEVERITIES):
+            agreements.append(agreements_count[cell] / n_cases)
+            kappas.append(kappa_of_counts(n_cases, agreements_count[cell], marginal_products[cell]))
+            if recalls is not None:
+                raw_cc = chance_corrected_raw(float_mean(recalls[cell]), n_classes)
                 retentions.append(min(1.0, max(0.0, raw_cc / clean_reference_cc)))
         kappa = mean_or_none(kappas)
         entry: dict[str, Any] = {
@@ -289,7 +307,7 @@ def _robustness(clean_pred_subset: ArrayLike, perturbed: Mapping[str, ArrayLike]
             "mean_kappa": kappa,
         }
         if scored:
-            mean_retention = float(np.mean(retentions))
+            mean_retention = float_mean(retentions)
             entry["mean_retention"] = mean_retention
             entry["retention_by_severity"] = [round(r, spec.EARLY_ROUND_DECIMALS) for r in retentions]
             entry["scored"] = True
@@ -310,9 +328,9 @@ def _robustness(clean_pred_subset: ArrayLike, perturbed: Mapping[str, ArrayLike]
         out["basis"] = spec.ACQUISITION_BASIS
     out["clean_reference_cc"] = clean_reference_cc
     if scored:
-        mean_retention = float(np.mean(perturbation_retentions))
+        mean_retention = float_mean(perturbation_retentions)
         out.update({
-            "mean_agreement": float(np.mean(cell_agreements)),
+            "mean_agreement": float_mean(cell_agreements),
             "mean_kappa": mean_or_none(perturbation_kappas),
             "mean_retention": mean_retention,
             "n_cases": n_cases,

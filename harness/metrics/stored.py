@@ -33,7 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from keys.errors import MalformedInput
 
 from . import spec
-from .npz import load_npz
+from .npz import load_stored_npz
 
 FORMAT = "MedEval-1 stored predictions v1"
 PROB_DTYPE = np.dtype("<f4")
@@ -179,7 +179,7 @@ class StoredPredictions:
         constructor's shape and value checks; optionally the expected ``n_test`` and ``n_classes``."""
         required = {_FORMAT_MEMBER, "clean_probs"} | {f"{_PERTURBED_PREFIX}{name}" for name in spec.PERTURBATIONS}
         allowed = required | {"template_probs", "fraction_probs"}
-        arrays = load_npz(data, what="stored predictions", limit=max(len(data), 1), stored_only=True)
+        arrays = load_stored_npz(data, what="stored predictions", limit=max(len(data), 1))
         if not required <= set(arrays) or not set(arrays) <= allowed:
             raise MalformedInput("stored predictions: unexpected set of members",
                                  expected=sorted(required), found=sorted(arrays))

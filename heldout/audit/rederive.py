@@ -6,7 +6,10 @@ handle or the audit's state, and answers with a picklable :class:`RederiveOutcom
 outcomes in ledger order, so its report is the same bytes whatever the number of jobs.
 :func:`bundle_rederiver` yields a ``submit`` function: in-process with one job, else over a
 ``ProcessPoolExecutor`` (forkserver, with the metrics preloaded, so each worker starts as a cheap fork) with a
-bounded number of bundles in flight, so memory stays bounded whatever the ledger's size.
+bounded number of bundles in flight, so memory stays bounded whatever the ledger's size. Bundles go to the
+workers in batches of :data:`BATCH`, one pool task each: the pool's per-task round trip (pickling, queues,
+a future, the result pipe) is then paid once per batch by the parent, which with two jobs on two cores
+shares the cores with the workers.
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ from keys import HeldoutError, IncompleteError, VerificationError
 from seals import parse_json_object
 from seals.canonical import prepare
 
-#: Bundles in flight per worker: enough to keep every worker busy, few enough to bound memory.
-IN_FLIGHT_PER_WORKER = 4
+#: Bundles sent to a worker as one task (measured with two workers: the parent's CPU per bundle for the
+#: pool's round trip falls from ~0.25 ms to ~0.11 ms).
+BATCH = 8
+#: Bundles in flight per worker (two batches): enough to keep every worker busy, few enough to bound memory.
+IN_FLIGHT_PER_WORKER = 2 * BATCH
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,11 @@ def require_numpy_explains(metrics: SpecMetrics, index: int, recorded: dict[str,
         index=index, numpy_recorded=recorded_version, numpy_auditor=np.__version__, members=", ".join(members))
 
 
+def rederive_bundles(jobs: tuple[RederiveJob, ...]) -> list[RederiveOutcome]:
+    """:func:`rederive_bundle` of each job of a batch, in order (a worker's task)."""
+    return [rederive_bundle(job) for job in jobs]
+
+
 class _Done:
     """A result computed in-process, behind the one method of a Future the audit uses."""
 
@@ -165,7 +176,47 @@ class _Done:
         return self.outcome
 
 
-Pending = Future[RederiveOutcome] | _Done
+class _Batches:
+    """Jobs gathered into batches of :data:`BATCH`, each sent to the pool as one task: when it is full, or
+    when a result of it is asked for first."""
+
+    def __init__(self, pool: ProcessPoolExecutor) -> None:
+        self.pool = pool
+        self.jobs: list[RederiveJob] = []
+        self.waiting: list[_InBatch] = []
+
+    def submit(self, job: RederiveJob) -> _InBatch:
+        pending = _InBatch(self, len(self.jobs))
+        self.jobs.append(job)
+        self.waiting.append(pending)
+        if len(self.jobs) == BATCH:
+            self.send()
+        return pending
+
+    def send(self) -> None:
+        if self.jobs:
+            future = self.pool.submit(rederive_bundles, tuple(self.jobs))
+            for pending in self.waiting:
+                pending.future = future
+            self.jobs, self.waiting = [], []
+
+
+class _InBatch:
+    """A bundle's place in a batch, behind the one method of a Future the audit uses."""
+
+    def __init__(self, batches: _Batches, position: int) -> None:
+        self.batches = batches
+        self.position = position
+        self.future: Future[list[RederiveOutcome]] | None = None
+
+    def result(self) -> RederiveOutcome:
+        if self.future is None:  # its batch is still being gathered: send it as it is
+            self.batches.send()
+        assert self.future is not None
+        return self.future.result()[self.position]
+
+
+Pending = _InBatch | _Done
 Submit = Callable[[RederiveJob], Pending]
 
 
@@ -197,4 +248,4 @@ def bundle_rederiver(jobs: int, bundles: int) -> Iterator[tuple[Submit, int]]:
         yield (lambda job: _Done(rederive_bundle(job))), 0
         return
     with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
-        yield (lambda job: pool.submit(rederive_bundle, job)), workers * IN_FLIGHT_PER_WORKER
+        yield _Batches(pool).submit, workers * IN_FLIGHT_PER_WORKER

@@ -15,7 +15,7 @@ from heldout.store import Store
 from keys import HeldoutError, IncompleteError, TrustedKey, UsageError, VerificationError
 from keys.files import read_private_file
 from keys.safeio import DOCUMENT_LIMIT, read_in
-from ledger import BlobStore, Checkpoint, ConsistencyProof, Ledger, ReplayReport
+from ledger import BlobMissing, BlobStore, Checkpoint, ConsistencyProof, Ledger, ReplayReport
 from ledger.export import CHECKPOINTS, ENTRIES, SEALS
 from ledger.policy import Policy
 from ledger.public import PublicLog, open_public_log
@@ -120,7 +120,14 @@ class OperatorSource:
         return self.withheld if not self.blobs.has(digest) and self.withheld.has(digest) else self.blobs
 
     def blob(self, digest: str) -> bytes:
-        return self._holder(digest).get(digest)
+        # The published copy is read at once (one confined walk, not a check and then a read); only when it is
+        # absent are the withheld blobs asked, as _holder does.
+        try:
+            return self.blobs.get(digest)
+        except BlobMissing:
+            if not self.withheld.has(digest):
+                raise
+        return self.withheld.get(digest)
 
     def blob_file(self, digest: str) -> str:
         return str(self._holder(digest).path(digest).relative_to(self.store.root))

@@ -342,6 +342,15 @@ def charge_bits(evaluation: Mapping[str, Any]) -> float:
         raise MalformedInput("an evaluation is a JSON object", found=type(evaluation).__name__)
     counts = _counts(evaluation)
     total = 0.0
+    bits_by_rule: dict[int, float] = {}  # a rule's bits per number (the counts are fixed for this evaluation)
+
+    def number(rule: NumberRule | None) -> float:
+        if rule is None:
+            return UNKNOWN_NUMBER_BITS
+        bits = bits_by_rule.get(id(rule))
+        if bits is None:
+            bits = bits_by_rule[id(rule)] = math.log2(rule.values(counts) + 1)
+        return bits
 
     def walk(value: Any, name: str | None, rule: NumberRule | None) -> None:
         nonlocal total
@@ -349,16 +358,28 @@ def charge_bits(evaluation: Mapping[str, Any]) -> float:
             return
         if name is not None and name in NUMBER_RULES:
             rule = NUMBER_RULES[name]
-        if isinstance(value, Mapping):
+        kind = type(value)  # parsed JSON's exact types first, each where the isinstance chain below puts it
+        if kind is float or kind is int:
+            total += number(rule)
+        elif kind is dict:
+            for key, item in value.items():
+                walk(item, key, rule)
+        elif kind is list:
+            for item in value:
+                walk(item, None, rule)
+        elif kind is str:
+            if name is not None and name in CATEGORICAL_MEMBERS:
+                total += math.log2(CATEGORICAL_MEMBERS[name])
+        elif kind is bool:
+            total += 1.0
+        elif isinstance(value, Mapping):
             for key, item in value.items():
                 walk(item, key, rule)
         elif isinstance(value, list):
             for item in value:
                 walk(item, None, rule)
-        elif isinstance(value, bool):
-            total += 1.0
         elif isinstance(value, (int, float)) or (value is None and rule is not None):
-            total += math.log2(rule.values(counts) + 1) if rule is not None else UNKNOWN_NUMBER_BITS
+            total += number(rule)
         elif isinstance(value, str) and name is not None and name in CATEGORICAL_MEMBERS:
             total += math.log2(CATEGORICAL_MEMBERS[name])
 
