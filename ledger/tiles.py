@@ -877,8 +877,8 @@ class TilesLog(EntryList):
         export's (:meth:`manifest_problems` with ``check_manifest``, every listed blob with ``check_blobs``)."""
         entries = self._load()
         claims = [CheckpointClaim(size, self._note(size)) for size in self._checkpoint_sizes()]
-        report, _ = replay(((data, None) for data in entries), len(entries), claims, expected_id=expected_id,
-                           progress=progress)
+        report = replay(((data, None) for data in entries), len(entries), claims, expected_id=expected_id,
+                        progress=progress)
         latest = verify_checkpoint(self._checkpoint.note, name=report.key.name, key=report.key.public_key,
                                    origin=report.origin)
         if latest.size != report.size or latest.root != report.root:
