@@ -159,20 +159,28 @@ def append_figures(singles: int, ledger_single: float, raw_single: float, batche
                                                                  "batch_size": BATCH}}
 
 
-def build_large(folder: Path, size: int, per_transaction: int = BULK_TRANSACTION) -> Path:
+def build_large(folder: Path, size: int, per_transaction: int = BULK_TRANSACTION,
+                entry_bytes: int | None = None) -> Path:
     """Bulk-build a ledger of ``size`` entries, one signed checkpoint per ``per_transaction`` (see the module
-    docstring)."""
+    docstring): ``retire`` entries of about 100 bytes, or with ``entry_bytes`` ``bundle`` entries of exactly that
+    many bytes (as the append benchmark writes)."""
     signer = bench_signer()
-    template = canonical_bytes({"type": "retire", "v": 1, "generation": "gen-000000000", "reason": "bench",
-                                "created_utc": "2026-03-01T00:00:00Z"})
-    marker = b"gen-000000000"
+    if entry_bytes is None:
+        kind, template = "retire", canonical_bytes({"type": "retire", "v": 1, "generation": "gen-000000000",
+                                                    "reason": "bench", "created_utc": "2026-03-01T00:00:00Z"})
+        marker = b"gen-000000000"
+    else:
+        kind, template = "bundle", canonical_bytes(entry_of_size(0, entry_bytes))
+        marker = b"model-000000000"
     prefix, suffix = template.split(marker)
+    stem = marker[:-9]
     with Ledger.create(folder, signer, name=f"bench {size}", now=NOW, nonce=bytes(32)) as ledger:
         while ledger.size < size:
             start = ledger.size
             count = min(per_transaction, size - start)
-            encoded = [("retire", prefix + b"gen-%09d" % (start + k) + suffix) for k in range(count)]
+            encoded = [(kind, prefix + stem + b"%09d" % (start + k) + suffix) for k in range(count)]
             ledger._append_encoded(encoded, signer=signer, now=NOW)
+        assert ledger.path is not None
         return ledger.path
 
 
@@ -258,12 +266,14 @@ def run_child(kind: str, path: Path) -> dict[str, Any]:
     return result
 
 
-def bench_verify(folder: Path, size: int, checkpoint_every: int) -> dict[str, Any]:
+def bench_verify(folder: Path, size: int, checkpoint_every: int, entry_bytes: int | None) -> dict[str, Any]:
     start = time.perf_counter()
-    path = build_large(folder, size, checkpoint_every)
+    path = build_large(folder, size, checkpoint_every, entry_bytes)
     built = time.perf_counter() - start
+    with Ledger.open(path, read_only=True) as ledger:
+        mean_bytes = len(ledger.entry_bytes(size - 1))
     console.print(f"built a {size:,}-entry ledger for verify in {built:.1f} s, {path.stat().st_size / 2**20:.0f} "
-                  f"MiB, a checkpoint every {checkpoint_every} entries")
+                  f"MiB, entries of {mean_bytes} bytes, a checkpoint every {checkpoint_every} entries")
     before = run_child("baseline", path)
     verify = run_child("verify", path)
     after = run_child("baseline", path)
@@ -273,7 +283,7 @@ def bench_verify(folder: Path, size: int, checkpoint_every: int) -> dict[str, An
                                                                                     after["seconds"]],
             "ratio": verify["seconds"] / baseline_s, "verify_peak_rss_mb": verify["peak_rss_bytes"] / 1e6,
             "baseline_peak_rss_mb": max(before["peak_rss_bytes"], after["peak_rss_bytes"]) / 1e6,
-            "build_s": built}
+            "build_s": built, "entry_bytes": mean_bytes}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
                         "20,000 with --quick)")
     parser.add_argument("--verify-checkpoint-every", type=int, default=BATCH,
                         help=f"entries per signed checkpoint in the verify benchmark's ledger (default {BATCH})")
+    parser.add_argument("--verify-entry-bytes", type=int, help="bundle entries of this many bytes in the verify "
+                        "benchmark's ledger (default: retire entries of about 100 bytes)")
     parser.add_argument("--only-verify", action="store_true", help="run the verify benchmark alone")
     parser.add_argument("--measure", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -314,14 +326,16 @@ def main(argv: list[str] | None = None) -> int:
                 row["build_s"] = built
                 results["proofs"].append(row)
                 shutil.rmtree(base / f"large-{size}")
-        results["verify"] = bench_verify(base / "verify", verify_size, args.verify_checkpoint_every)
+        results["verify"] = bench_verify(base / "verify", verify_size, args.verify_checkpoint_every,
+                                         args.verify_entry_bytes)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
     if not args.only_verify:
         print_append_and_proof_tables(results)
     v = results["verify"]
-    table = Table(title=f"ledger verify of {v['entries']:,} entries ({v['checkpoints']:,} checkpoints) beside "
+    table = Table(title=f"ledger verify of {v['entries']:,} entries of {v['entry_bytes']} bytes ({v['checkpoints']:,} "
+                        "checkpoints) beside "
                         "reading + SHA-256-hashing the same entry bytes, same run")
     for column in ("run", "seconds", "peak memory", "target"):
         table.add_column(column, justify="right" if column != "run" else "left")

@@ -60,7 +60,7 @@ from ledger.errors import (
     database_error,
 )
 from ledger.proofs import ConsistencyProof, InclusionProof
-from ledger.replay import CheckpointClaim, ProgressFn, ReplayReport, replay
+from ledger.replay import CheckpointClaim, EntryFn, ProgressFn, ReplayReport, replay
 from ledger.rfc6962 import LEAF_PREFIX, leaf_hash
 from ledger.storage import CheckpointRow, Fill, LedgerStorage
 from ledger.tree import CompactRange, HashTree
@@ -476,16 +476,19 @@ class Ledger:
                 raise LedgerIntegrityError(f"a stored cosignature on checkpoint {size} does not verify: {exc}",
                                            checkpoint=int(size)) from None
 
-    def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None) -> ReplayReport:
+    def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
+               on_entry: EntryFn | None = None) -> ReplayReport:
         """Replay the whole database in one streamed pass (``ledger.replay``): entry bytes against stored leaf
         hashes, every stored tree node against the replayed tree, every checkpoint's signature, root and
         consistency; then every cosignature. Reads one snapshot (a read transaction) so concurrent appends do
-        not disturb it; holds O(log n) tree state."""
+        not disturb it; holds O(log n) tree state. ``on_entry`` receives each entry as it is decoded (for a
+        caller that needs per-entry data without a second pass)."""
         storage = self.storage
         with storage.snapshot():
             claims = (CheckpointClaim(size, note, root) for size, root, note, _ in storage.checkpoint_rows())
             report = replay(storage.data_and_leaves(), self.size, claims, expected_id=expected_id,
-                            progress=progress, stored_nodes=storage.stored_nodes(), min_node_level=MIN_NODE_LEVEL)
+                            progress=progress, stored_nodes=storage.stored_nodes(), min_node_level=MIN_NODE_LEVEL,
+                            on_entry=on_entry)
             self._verify_cosignatures()
             meta = storage.meta()
             if meta.get("ledger_id") != report.ledger_id or meta.get("origin") != report.origin:

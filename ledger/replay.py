@@ -32,7 +32,7 @@ from keys import HeldoutError, TrustedKey, b64encode, verifier_key_string
 from ledger.checkpoint import Checkpoint, verify_checkpoint
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.errors import LedgerIntegrityError, ProofError
-from ledger.rfc6962 import LEAF_PREFIX, NODE_PREFIX, leaf_hash
+from ledger.rfc6962 import LEAF_PREFIX, leaf_hash
 from ledger.tree import CompactRange, consistency_ranges
 from ledger.verify import verify_consistency
 
@@ -158,19 +158,16 @@ class Replay:
 
     # the stream ---------------------------------------------------------------------------------------------
     def checkpoints(self) -> Iterator[Checkpoint]:
-        tree = self.tree
-        stack = tree.hashes
-        nodes = self._nodes
-        min_level = self.min_node_level
         on_entry = self.on_entry
         types = self.types
         sha256 = _sha256
+        leaves: list[bytes] = []  # leaf hashes not yet in the tree: at most PROGRESS_EVERY of them
         size = 0
-        stop = 0  # the next size at which something besides pushing a leaf happens
+        stop = 0  # the next size at which something besides hashing a leaf happens
         for data, stored_leaf in self._entries:
             entry = decode_entry(data, index=size)
-            if size == stop:  # before the leaf at index ``size`` is pushed: the tree has ``size`` leaves
-                tree.size = size
+            if size == stop:  # before the leaf at index ``size``: the tree takes the pending leaves first
+                self._extend(leaves)
                 if size == 0:
                     self._genesis(data, entry)
                 yield from self._events(size)
@@ -183,23 +180,15 @@ class Replay:
                 raise LedgerIntegrityError(f"entry {size}: stored leaf hash does not match the entry bytes",
                                            index=size, expected=b64encode(leaf), found=b64encode(stored_leaf))
             if capture:
-                tree.size = size
                 self._push_capturing(leaf)
-            else:  # CompactRange.push, inlined: this loop runs once per entry of the log
-                digest, n, level = leaf, size, 0
-                while n & 1:
-                    digest = sha256(NODE_PREFIX + stack.pop() + digest).digest()
-                    n >>= 1
-                    level += 1
-                    if level >= min_level:
-                        self._check_node(nodes, level, size >> level, digest)
-                stack.append(digest)
+            else:
+                leaves.append(leaf)
             kind = entry["type"]
             types[kind] = types.get(kind, 0) + 1
             if on_entry is not None:
                 on_entry(size, data, entry)
             size += 1
-        tree.size = size
+        self._extend(leaves)
         if self.progress is not None:
             self.progress(size, self.total)
         if size == 0 or self.key is None:
@@ -208,6 +197,12 @@ class Replay:
         while self._next_claim is not None:  # claims past the entries: each is refused (truncation at the latest)
             yield self._check_claim(self._take_claim(), size)
         self._finish(size)
+
+    def _extend(self, leaves: list[bytes]) -> None:
+        """Push the pending leaf hashes and check the nodes they complete against the stored ones."""
+        for level, index, digest in self.tree.extend(leaves, self.min_node_level):
+            self._check_node(level, index, digest)
+        leaves.clear()
 
     def _genesis(self, data: bytes, entry: dict[str, Any]) -> None:
         self.ledger_id = ledger_id_of(data)
@@ -247,18 +242,18 @@ class Replay:
             self.pending.take(completed)
         for level, node_index, digest in completed[1:]:
             if level >= self.min_node_level:
-                self._check_node(self._nodes, level, node_index, digest)
+                self._check_node(level, node_index, digest)
 
-    @staticmethod
-    def _check_node(nodes: Iterator[StoredNode] | None, level: int, index: int, digest: bytes) -> None:
-        assert nodes is not None
-        stored = next(nodes, None)
-        if stored is None:
+    def _check_node(self, level: int, index: int, digest: bytes) -> None:
+        """The next stored node (``NODE_ORDER``) must be this one: a later one means this one is missing, an
+        earlier one is a node the entries do not make."""
+        assert self._nodes is not None
+        stored = next(self._nodes, None)
+        if stored is None or ((stored[1] + 1) << stored[0], stored[0]) > ((index + 1) << level, level):
             raise LedgerIntegrityError("tree nodes are missing from the database", level=level, index=index)
         if stored[0] != level or stored[1] != index:
-            raise LedgerIntegrityError("the database holds a tree node the entries do not make (or lacks one they "
-                                       "do)", level=stored[0], index=stored[1], expected=f"level {level} index "
-                                       f"{index}")
+            raise LedgerIntegrityError("the database holds a tree node the entries do not make", level=stored[0],
+                                       index=stored[1], expected=f"level {level} index {index}")
         if stored[2] != digest:
             raise LedgerIntegrityError("a stored tree node does not match the entries", level=level, index=index)
 

@@ -121,6 +121,11 @@ class _Context:
     def find(self, check: str, error: HeldoutError, *, index: int | None = None, file: str | None = None) -> None:
         self.report.findings.append(Finding.from_error(check, error, index=index, file=file))
 
+    def keep_entry(self, index: int, data: bytes, entry: dict[str, Any]) -> None:
+        """Each entry as the replay decodes it (``ledger.replay``'s ``on_entry``)."""
+        self.entry_bytes[index] = data
+        self.entries[index] = entry
+
     def count(self, what: str, n: int = 1) -> None:
         self.report.counts[what] = self.report.counts.get(what, 0) + n
 
@@ -246,7 +251,7 @@ def _replay(ctx: _Context, tick: AuditProgress) -> None:
         ctx.find("ledger", exc)
         return
     try:
-        replayed = ctx.source.replay(lambda done, _total: tick("replay", done, total))
+        replayed = ctx.source.replay(lambda done, _total: tick("replay", done, total), ctx.keep_entry)
     except HeldoutError as exc:
         report.findings.append(_ledger_finding(ctx, exc))
         report.ledger_entries = total
@@ -355,16 +360,21 @@ def _walk_checkpoints(source: AuditSource) -> tuple[set[int], tuple[int, int] | 
 
 
 def _decode_entries(ctx: _Context) -> None:
-    try:
-        for index, data in ctx.source.entries_bytes():
-            ctx.entry_bytes[index] = data
-            try:
-                ctx.entries[index] = decode_entry(data, index=index)
-            except HeldoutError as exc:
-                ctx.find("entry", exc, index=index, file=ctx.source.entries_file)
-    except HeldoutError as exc:
-        ctx.find("entry", exc)
-        return
+    """The entries as the intact replay decoded them (each entry is decoded once); after a failed replay, which
+    stops at the first fault, every entry is read and decoded on its own so that each damaged one is named."""
+    if not ctx.report.ledger_intact:
+        ctx.entries.clear()
+        ctx.entry_bytes.clear()
+        try:
+            for index, data in ctx.source.entries_bytes():
+                ctx.entry_bytes[index] = data
+                try:
+                    ctx.entries[index] = decode_entry(data, index=index)
+                except HeldoutError as exc:
+                    ctx.find("entry", exc, index=index, file=ctx.source.entries_file)
+        except HeldoutError as exc:
+            ctx.find("entry", exc)
+            return
     ctx.count("entries", len(ctx.entries))
     genesis = ctx.entries.get(0)
     if genesis is None or genesis.get("type") != "genesis":
