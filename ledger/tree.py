@@ -11,10 +11,10 @@ of at most ``log2(n)`` subtree roots (one per bit of the size), and every range 
 range whose root is again such a fold, so a root or a proof costs ``O(log n)`` lookups (plus at most 15 leaf
 hashes per small subtree), never a rehash of the log.
 
-:class:`HashTree` does that decomposition itself (it replaced pymerkle here: pymerkle's generic root machinery
-was most of the CPU of a single append; the tests still cross-check every root against pymerkle's own tree and
-the RFC's reference recursions). Complete subtrees are cached, since they never change (a rolled-back write
-clears the cache).
+:class:`HashTree` does that decomposition itself (it replaced pymerkle's generic root machinery here, which cost
+about a fifth of a single append's CPU; the tests still cross-check every root against pymerkle's own tree and
+the RFC's reference recursions). Complete subtrees are cached, since they never change; a write clears the cache
+first, so that its self-check reads the stored tree as it is.
 
 :class:`CompactRange` is the whole state a streamed replay needs: the roots of the maximal perfect subtrees of
 ``[0, size)``, one per set bit of the size (RFC 9162's "compact range", the right edge of the tree), so
