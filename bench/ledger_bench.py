@@ -57,6 +57,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import heldout.entries  # noqa: F401  (registers the domain entry types the benchmark's entries use)
 from keys import Signer
 from ledger import Ledger
 from seals import canonical_bytes

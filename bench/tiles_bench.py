@@ -38,6 +38,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import heldout.entries  # noqa: F401  (registers the domain entry types the benchmark's entries use)
 from keys import Signer
 from ledger import Ledger, export_ledger, open_export
 from ledger.tiles import open_tiles, write_tiles

@@ -21,6 +21,7 @@ from typing import Any
 
 from harness.metrics import evaluation_bytes
 from harness.provenance import check_known_task, n_classes
+from heldout.entries import BundleEntry, records
 from heldout.generations import (
     WITHHOLDING_MODES,
     GenerationState,
@@ -147,16 +148,15 @@ def require_unexpired_by_witnesses(ledger: Ledger, state: GenerationState) -> No
 def public_estimate(ledger: Ledger, blobs: BlobStore, model_id: str, task: str) -> tuple[int, float]:
     """Thresholdout's public estimate of a model's score on a task: its latest bundle on the ``public``
     generation (whose evaluations are public), as (entry index, accuracy score)."""
-    found: tuple[int, dict[str, Any]] | None = None
-    for index, entry in ledger.entries():
-        if entry.get("type") == "bundle" and entry.get("generation") == "public" \
-                and entry.get("model_id") == model_id and entry.get("task") == task:
-            found = (index, entry)
+    found: BundleEntry | None = None
+    for bundle in records(ledger.entries(), BundleEntry):
+        if bundle.generation == "public" and bundle.model_id == model_id and bundle.task == task:
+            found = bundle
     if found is None:
         raise UsageError(f"Thresholdout needs a public estimate: evaluate {model_id} on the public generation "
                          f"({task}) first", field="public_estimate", found=model_id)
-    index, entry = found
-    score = released_score(parse_json_object(blobs.get(str(entry["evaluation_sha256"])),
+    index = int(found.index or 0)
+    score = released_score(parse_json_object(blobs.get(found.evaluation_sha256),
                                              what=f"evaluation of entry {index}"))
     if score is None:
         raise UsageError(f"the public bundle {index} of {model_id} has no accuracy score", index=index)

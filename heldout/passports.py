@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from heldout.entries import BundleEntry, EntryRecord, PassportEntry, SealEntry, entry_record, records
 from heldout.generations import GenerationState, load_generations, manifest_path
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.release import cited_evaluation_matches, withheld_view
@@ -22,6 +23,7 @@ from heldout.specs import load_supersessions, require_not_superseded
 from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import (
+    HeldoutError,
     PublicKey,
     Signer,
     TrustedKey,
@@ -36,7 +38,8 @@ from keys.safeio import DOCUMENT_LIMIT, read_in, require_in
 from ledger import BlobStore, Ledger, verify_checkpoint, verify_inclusion
 from ledger.checkpoint import Checkpoint, parse_checkpoint
 from ledger.entries import decode_entry, genesis_key, origin_of
-from ledger.public import PublicLog
+from ledger.log import LogReader
+from ledger.policy import Policy, Witnessed
 from ledger.rfc6962 import leaf_hash
 from ledger.tlogproof import TlogProof, parse_tlog_proof, verify_tlog_proof
 from ledger.tree import HashTree, MemoryNodes
@@ -47,7 +50,6 @@ from seals import (
     canonical_bytes,
     format_utc,
     parse_json_object,
-    parse_utc,
     sha256_hex,
     sign_document,
     verify_passport,
@@ -151,10 +153,9 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
     generations = load_generations(ledger, now, blobs=blobs)
     state = _choose_generation(generations, model_id, ledger, generation, now)
     latest: dict[str, tuple[int, dict[str, Any]]] = {}
-    for index, entry in ledger.entries(state.seal_index):
-        if entry.get("type") == "bundle" and entry.get("generation") == state.name \
-                and entry.get("model_id") == model_id:
-            latest[str(entry["task"])] = (index, entry)
+    for bundle in records(ledger.entries(state.seal_index), BundleEntry):
+        if bundle.generation == state.name and bundle.model_id == model_id:
+            latest[bundle.task] = (bundle.index, bundle.to_entry())
     if not latest:
         raise UsageError(f"{model_id} has no bundles on {state.name}", found=model_id, field="generation")
     checkpoint = ledger.latest_checkpoint()
@@ -255,9 +256,9 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
     with staged_operation(store, ledger, "passport") as staged:
         digest = staged.blob(data, label="passport-blob")
         staged.public_file(path, data + b"\n", label="passport")
-        index = staged.commit([{"type": "passport", "v": 1, "model_id": model_id, "generation": state.name,
-                                "passport_sha256": digest, "created_utc": format_utc(now)}],
-                              signer=signer, now=now)[0]
+        logged = PassportEntry(model_id=model_id, generation=state.name, passport_sha256=digest,
+                               created_utc=format_utc(now))
+        index = staged.commit([logged.to_entry()], signer=signer, now=now)[0]
     return IssuedPassport(document=signed, path=path, index=index, sha256=digest)
 
 
@@ -274,7 +275,7 @@ class LedgerFacts:
     root: Callable[[int], bytes]
 
     @classmethod
-    def of(cls, ledger: Ledger | PublicLog) -> LedgerFacts:
+    def of(cls, ledger: LogReader) -> LedgerFacts:
         """A copy held in memory (entries and their tree), so it outlives the ledger's database handle."""
         data = [raw for _, raw in ledger.entries_bytes()]
         nodes = MemoryNodes()
@@ -307,9 +308,8 @@ class LedgerFacts:
         """Each logged passport's SHA-256 and the index of the first entry that logs it."""
         def index() -> dict[str, int]:
             found: dict[str, int] = {}
-            for i, e in self.ordered():
-                if e.get("type") == "passport":
-                    found.setdefault(str(e.get("passport_sha256")), i)
+            for passport in records(self.ordered(), PassportEntry):
+                found.setdefault(passport.passport_sha256, passport.index)
             return found
         return self._once("passports", index)
 
@@ -428,7 +428,7 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
     origin = origin_of(str(heldout.get("ledger_id")))
     texts = [proofs["seal"], *proofs["bundles"]]
     checkpoints = set()
-    records: list[tuple[int, dict[str, Any]]] = []
+    proven: list[EntryRecord | None] = []
     for position, text in enumerate(texts):
         where = "computed.heldout.proofs.seal" if position == 0 else f"computed.heldout.proofs.bundles[{position - 1}]"
         if not isinstance(text, str):
@@ -436,31 +436,32 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
         proof = parse_tlog_proof(text)
         checkpoints.add(proof.checkpoint)
         verify_tlog_proof(proof, name=log_name, key=log_key, origin=origin)
-        records.append((proof.index, decode_entry(proof.extra or b"", index=proof.index)))
+        proven.append(entry_record(proof.index, decode_entry(proof.extra or b"", index=proof.index)))
     if len(checkpoints) != 1:
         raise VerificationError("the passport's proofs rest on different checkpoints", field="computed.heldout.proofs")
-    (seal_index, seal), bundles = records[0], records[1:]
-    if seal.get("type") != "seal" or seal.get("generation") != heldout.get("generation") or \
-            seal.get("set_hash") != heldout.get("set_hash") or \
-            seal.get("manifest_sha256") != heldout.get("manifest_sha256") or seal_index != heldout.get("seal_index"):
-        raise VerificationError("the passport's seal proof is not of its generation's seal", index=seal_index,
-                                field="computed.heldout.proofs.seal")
-    if passport.expiry > parse_utc(str(seal.get("expiry_utc")), what="seal expiry_utc"):
+    seal, bundles = proven[0], proven[1:]
+    if not isinstance(seal, SealEntry) or seal.generation != heldout.get("generation") or \
+            seal.set_hash != heldout.get("set_hash") or \
+            seal.manifest_sha256 != heldout.get("manifest_sha256") or seal.index != heldout.get("seal_index"):
+        raise VerificationError("the passport's seal proof is not of its generation's seal",
+                                index=None if seal is None else seal.index, field="computed.heldout.proofs.seal")
+    if passport.expiry > seal.expiry:
         raise VerificationError(f"the passport's expiry {format_utc(passport.expiry)} is after its generation's "
-                                f"({seal.get('expiry_utc')}, logged at entry {seal_index})", index=seal_index,
-                                field="expiry_utc", expected=f"<= {seal.get('expiry_utc')}",
+                                f"({seal.expiry_utc}, logged at entry {seal.index})", index=seal.index,
+                                field="expiry_utc", expected=f"<= {seal.expiry_utc}",
                                 found=format_utc(passport.expiry))
     cited = heldout.get("bundles")
     if not isinstance(cited, list) or len(bundles) != len(cited) or len(cited) != len(passport.evaluations):
         raise VerificationError("the passport's bundle proofs do not match its cited bundles",
                                 field="computed.heldout.proofs.bundles")
-    for position, ((index, bundle), ref, evaluation) in enumerate(zip(bundles, cited, passport.evaluations,
-                                                                      strict=True)):
-        if not isinstance(ref, dict) or ref.get("index") != index or bundle.get("type") != "bundle" or \
-                bundle.get("model_id") != passport.model_id or bundle.get("generation") != heldout.get("generation") \
-                or not cited_evaluation_matches(evaluation, bundle, lambda e: sha256_hex(canonical_bytes(e))):
+    for position, (bundle, ref, evaluation) in enumerate(zip(bundles, cited, passport.evaluations, strict=True)):
+        if not isinstance(bundle, BundleEntry) or not isinstance(ref, dict) or ref.get("index") != bundle.index or \
+                bundle.model_id != passport.model_id or bundle.generation != heldout.get("generation") \
+                or not cited_evaluation_matches(evaluation, bundle.to_entry(),
+                                                lambda e: sha256_hex(canonical_bytes(e))):
             raise VerificationError(f"bundle proof {position} does not prove the passport's evaluation {position}",
-                                    index=index, field=f"computed.heldout.proofs.bundles[{position}]")
+                                    index=None if bundle is None else bundle.index,
+                                    field=f"computed.heldout.proofs.bundles[{position}]")
     return parse_checkpoint(next(iter(checkpoints)))
 
 
@@ -491,9 +492,11 @@ def _check_cited_bundles(passport: Passport, heldout: Mapping[str, Any], facts: 
         if isinstance(bundle_index, bool) or not isinstance(bundle_index, int) or not 0 <= bundle_index < size:
             raise VerificationError("the passport cites a bundle outside its checkpoint", index=index, field=where,
                                     found=bundle_index)
-        bundle = facts.entries.get(bundle_index, {})
-        if bundle.get("type") != "bundle" or bundle.get("model_id") != passport.model_id or \
-                bundle.get("generation") != heldout.get("generation"):
+        logged = facts.entries.get(bundle_index, {})
+        bundle = logged if logged.get("type") == BundleEntry.TYPE else None
+        record = None if bundle is None else BundleEntry.from_entry(bundle, index=bundle_index)
+        if not isinstance(record, BundleEntry) or bundle is None or record.model_id != passport.model_id or \
+                record.generation != heldout.get("generation"):
             raise VerificationError(f"the passport cites entry {bundle_index}, not a bundle of {passport.model_id} on "
                                     f"{heldout.get('generation')}", index=index, field=where)
         # The citation must name this very bundle (task, blobs, leaf hash): otherwise a passport could carry
@@ -522,3 +525,97 @@ def _check_audit_claim(doc: Mapping[str, Any], facts: LedgerFacts, index: int) -
             facts.root(entries_then).hex() != audit.get("ledger_head") or audit.get("ledger_intact") is not True:
         raise VerificationError(f"the passport of entry {index}: its audit is not of this ledger's head at the time",
                                 index=index, field="computed.audit", found=audit.get("ledger_head"))
+
+
+@dataclass(frozen=True)
+class PassportCheck:
+    """What ``heldout passport verify`` found: the verdict, whether the passport was checked against its ledger
+    (``ledger_checked``), and, without a ledger, the checkpoint its offline proofs rest on (``proven``); with a
+    witness policy, the quorum that cosigned that checkpoint (``witnessed``)."""
+
+    verdict: PassportVerdict
+    ledger_checked: bool
+    proven: Checkpoint | None = None
+    witnessed: Witnessed | None = None
+
+
+def _anchored_ledger_id(doc: Mapping[str, Any]) -> str | None:
+    computed = doc.get("computed")
+    heldout = computed.get("heldout") if isinstance(computed, Mapping) else None
+    ledger_id = heldout.get("ledger_id") if isinstance(heldout, Mapping) else None
+    return ledger_id if isinstance(ledger_id, str) else None
+
+
+def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | None) -> LedgerFacts | None:
+    """The ledger a passport is anchored to: the public log at ``source`` (an export or tiles directory, or a
+    tiles URL; replayed and its ledger id checked first), else that ledger in ``store`` when the store holds
+    it (verified first); None when neither applies (the passport is then checked on its own, and said to be)."""
+    from heldout.generations import open_ledger
+    from heldout.generations.ledgers import resolve_ledger_id
+    from ledger.public import open_public_log
+
+    ledger_id = _anchored_ledger_id(doc)
+    if source is not None:
+        if ledger_id is None:
+            raise VerificationError("the passport is not anchored to a ledger (computed.heldout is empty)",
+                                    field="computed.heldout")
+        public = open_public_log(source)
+        public.verify(expected_id=ledger_id, check_blobs=False)
+        return LedgerFacts.of(public)
+    if ledger_id is None:
+        return None
+    try:
+        found = resolve_ledger_id(store, ledger_id)
+    except HeldoutError:
+        return None
+    with open_ledger(store, found, read_only=True) as ledger:
+        ledger.verify(expected_id=ledger_id)
+        return LedgerFacts.of(ledger)
+
+
+def _offline_proofs(passport: Passport, trusted: PublicKey | TrustedKey) -> Checkpoint | None:
+    """Without a ledger, a passport anchored to one still proves its seal and bundles were logged (its C2SP
+    tlog-proofs against the log key, which is the issuer's: the operator signs both)."""
+    if not isinstance(passport.heldout, dict):
+        return None
+    if isinstance(trusted, TrustedKey):
+        return check_passport_proofs(passport, log_name=trusted.name, log_key=trusted.public_key)
+    return check_passport_proofs(passport, log_name=passport.issuer.name, log_key=trusted)
+
+
+def witnessed_passport(passport: Passport, policy: Policy) -> Witnessed:
+    """The passport's proofs checked under a log key the policy lists, and their checkpoint's cosignatures
+    against the policy's quorum (raises naming the missing quorum: a passport anchored on a checkpoint the
+    witnesses never cosigned, such as one of a history rebuilt under the same ledger id, fails here)."""
+    if not isinstance(passport.heldout, dict):
+        raise VerificationError("the passport is not anchored to a ledger: no proofs to witness",
+                                field="computed.heldout")
+    problems: list[str] = []
+    for log in policy.logs:
+        try:
+            checkpoint = check_passport_proofs(passport, log_name=log.name, log_key=log.key)
+        except VerificationError as exc:
+            problems.append(f"{log.name}: {exc.message}")
+            continue
+        return policy.evaluate(checkpoint, origin=origin_of(str(passport.heldout.get("ledger_id"))))
+    raise UntrustedKey("the passport's proofs are not signed by a log the policy lists", field="--policy",
+                       found=problems)
+
+
+def check_passport(doc: dict[str, Any], *, store: Store, source: str | None, at: datetime,
+                   pinned: PublicKey | TrustedKey | None = None, policy: Policy | None = None) -> PassportCheck:
+    """Verify a passport document as ``heldout passport verify`` does: against its ledger when one is at hand
+    (``source``, else ``store``'s copy: :func:`check_passport_on_ledger`), else on its own (signature, expiry,
+    and its offline proofs under ``pinned`` or the keyring's issuer key); with ``policy``, its proofs must rest
+    on a checkpoint the policy's quorum cosigned. Raises for a failed check; an expired or lapsed passport is
+    a verdict, not an error."""
+    facts = passport_ledger_facts(doc, store, source)
+    proven = None
+    if facts is not None:
+        verdict = check_passport_on_ledger(doc, facts, at=at, pinned=pinned)
+    else:
+        trusted = pinned if pinned is not None else store.issuer_key(doc, what="passport")
+        verdict = verify_passport(doc, trusted, at=at)
+        proven = _offline_proofs(verdict.passport, trusted)
+    witnessed = witnessed_passport(verdict.passport, policy) if policy is not None else None
+    return PassportCheck(verdict=verdict, ledger_checked=facts is not None, proven=proven, witnessed=witnessed)

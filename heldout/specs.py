@@ -10,9 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from harness.metrics.registry import BASE_SPEC_VERSION, METRICS
+from heldout.entries import SpecEntry, records
+from heldout.generations.ledgers import generations_lock, ledger_signer
+from heldout.store import Store
 from keys import LapsedError, Signer, UsageError, VerificationError
 from ledger import Ledger
-from seals import format_utc, parse_utc
+from seals import format_utc
 
 
 @dataclass(frozen=True)
@@ -47,18 +50,14 @@ def load_supersessions(entries: Iterable[tuple[int, Mapping[str, Any]]]) -> Supe
     first entry counts and the later one is kept in ``anomalies`` (the log cannot be repaired, so it must not
     stop every later command; the audit reports it)."""
     found = Supersessions()
-    for index, entry in entries:
-        if entry.get("type") != "spec":
-            continue
-        version = str(entry["spec_version"])
+    for spec in records(entries, SpecEntry):
+        version = spec.spec_version
         if version in found:
             found.anomalies.append(VerificationError(
-                f"entry {index} supersedes {version} again (first at entry {found[version].index}); ignored",
-                index=index, field="spec_version"))
+                f"entry {spec.index} supersedes {version} again (first at entry {found[version].index}); ignored",
+                index=spec.index, field="spec_version"))
             continue
-        found[version] = Supersession(version, str(entry["superseded_by"]),
-                                      parse_utc(str(entry["effective_utc"]), what=f"entry {index} effective_utc"),
-                                      index)
+        found[version] = Supersession(version, spec.superseded_by, spec.effective, spec.index)
     return found
 
 
@@ -87,11 +86,19 @@ def current_spec_version(supersessions: Mapping[str, Supersession], at: datetime
     return version
 
 
-def supersede_spec(ledger: Ledger, signer: Signer, spec_version: str, *, superseded_by: str, effective: datetime,
+def supersede_spec(store: Store, ledger: Ledger, spec_version: str, *, superseded_by: str, effective: datetime,
                    now: datetime) -> int:
-    """Append the ``spec`` entry. Refused (exit 2, nothing written) for a version already superseded, a
-    successor equal to it, or an effective time in the past (a supersession never lapses anything
-    retroactively)."""
+    """Append the ``spec`` entry, signed by the store's key for ``ledger``, under the generations lock (a
+    supersession and an evaluation or passport under that spec are ordered, never interleaved). Refused (exit
+    2, nothing written) for a version already superseded, a successor equal to it, or an effective time in the
+    past (a supersession never lapses anything retroactively)."""
+    with generations_lock(ledger, store):
+        return _append_supersession(ledger, ledger_signer(store, ledger), spec_version, superseded_by=superseded_by,
+                                    effective=effective, now=now)
+
+
+def _append_supersession(ledger: Ledger, signer: Signer, spec_version: str, *, superseded_by: str,
+                         effective: datetime, now: datetime) -> int:
     if superseded_by.strip() == spec_version.strip():
         raise UsageError("a spec version cannot supersede itself", found=spec_version)
     if effective < now:
@@ -100,6 +107,6 @@ def supersede_spec(ledger: Ledger, signer: Signer, spec_version: str, *, superse
     existing = load_supersessions(ledger.entries()).get(spec_version)
     if existing is not None:
         raise UsageError(f"{spec_version} is already superseded (entry {existing.index})", index=existing.index)
-    return ledger.append({"type": "spec", "v": 1, "spec_version": spec_version, "superseded_by": superseded_by,
-                          "effective_utc": format_utc(effective), "created_utc": format_utc(now)},
-                         signer=signer, now=now)
+    entry = SpecEntry(spec_version=spec_version, superseded_by=superseded_by, effective_utc=format_utc(effective),
+                      created_utc=format_utc(now))
+    return ledger.append(entry.to_entry(), signer=signer, now=now)

@@ -10,10 +10,12 @@ Thresholdout generations until they are retired. Nothing under ``private/`` is e
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from keys import Keyring, Signer, StorageError, UsageError
+from keys import Keyring, MalformedInput, Signer, StorageError, TrustedKey, UntrustedKey, UsageError
 from keys.files import check_private_dir, ensure_private_dir, write_atomic
 from keys.safeio import read_in
 from keys.signer import check_key_id
@@ -78,6 +80,19 @@ class Store:
     @property
     def keyring(self) -> Keyring:
         return Keyring(self.keys)
+
+    def issuer_key(self, doc: Mapping[str, Any], *, what: str = "document") -> TrustedKey:
+        """The keyring's key named by a signed document's ``issuer.key_id`` (a passport, a seal manifest, a
+        member proof); refused (UntrustedKey) when the keyring lacks it."""
+        issuer = doc.get("issuer")
+        if not isinstance(issuer, Mapping) or not isinstance(issuer.get("key_id"), str):
+            raise MalformedInput(f"the {what} has no issuer.key_id to look up in the keyring", field="issuer.key_id")
+        keyring = self.keyring
+        try:
+            return keyring.get(issuer["key_id"])
+        except UsageError:
+            raise UntrustedKey(f"issuer key {issuer['key_id']!r} is not in the keyring at {keyring.folder}; "
+                               "pass --key to trust one", field="issuer.key_id", found=issuer["key_id"]) from None
 
     def create(self) -> None:
         """Create the layout; ``private/`` is 0700 from its first instant."""

@@ -98,22 +98,16 @@ def _per_task(value: Any) -> str | None:
 
 Check = Callable[[Any], "str | None"]
 
-#: Required members (besides ``type`` and ``v``) of each entry type and the check each must pass.
+#: The member checks an entry type's registration may use (each returns None, or what the value must be).
+check_text, check_hex64, check_utc, check_positive_int, check_per_task = _text, _hex64, _utc, _size, _per_task
+
+#: Required members (besides ``type`` and ``v``) of each registered entry type and the check each must pass.
+#: The generic log knows only its own types (genesis, key, note); an application registers its own with
+#: :func:`register_entry_type` (heldout's: ``heldout.entries``) before it reads or writes a log holding them,
+#: and an entry of a type nobody registered is refused on append and is an integrity failure on replay.
 ENTRY_TYPES: dict[str, dict[str, Check]] = {
     "genesis": {"name": _text, "key": _key, "created_utc": _utc, "nonce": _hex64},
     "key": {"key": _key, "role": _text, "created_utc": _utc},
-    "seal": {"generation": _text, "manifest_sha256": _hex64, "set_hash": _hex64, "expiry_utc": _utc,
-             "created_utc": _utc},
-    "bundle": {"generation": _text, "model_id": _text, "task": _text, "evaluation_sha256": _hex64,
-               "predictions_sha256": _hex64, "created_utc": _utc},
-    # Commit-then-draw (heldout/generations/draw.py): a task's pool committed, then the seal's intent.
-    "pool": {"task": _text, "pool_root": _hex64, "pool_size": _size, "created_utc": _utc},
-    "intent": {"generation": _text, "tasks": _per_task, "pools": _per_task, "expiry_utc": _utc, "created_utc": _utc},
-    "retire": {"generation": _text, "reason": _text, "created_utc": _utc},
-    "reveal": {"generation": _text, "reveal_sha256": _hex64, "created_utc": _utc},
-    "passport": {"model_id": _text, "generation": _text, "passport_sha256": _hex64, "created_utc": _utc},
-    # A spec version superseded from ``effective_utc`` on: passports on it lapse then (heldout/specs.py).
-    "spec": {"spec_version": _text, "superseded_by": _text, "effective_utc": _utc, "created_utc": _utc},
     # A generic note: free text, optionally referencing a blob (a document, an announcement). It changes no
     # domain state, so it is what ``heldout ledger append`` writes.
     "note": {"text": _note_text, "created_utc": _utc},
@@ -123,6 +117,26 @@ ENTRY_TYPES: dict[str, dict[str, Check]] = {
 OPTIONAL_MEMBERS: dict[str, dict[str, Check]] = {
     "note": {"blob_sha256": _hex64},
 }
+
+GENERIC_TYPES = frozenset(ENTRY_TYPES)
+
+
+def register_entry_type(kind: str, required: Mapping[str, Check], optional: Mapping[str, Check] | None = None) -> None:
+    """Register an application's entry type with the log: the members it requires and the checks they (and
+    the optional ones, when present) must pass. Registering the same definition again is a no-op; a different
+    definition of a registered type, or a redefinition of a generic one, is refused (a log's validity must not
+    depend on which definition was imported last)."""
+    required, optional = dict(required), dict(optional or {})
+    if kind in ENTRY_TYPES:
+        if kind in GENERIC_TYPES or ENTRY_TYPES[kind] != required or OPTIONAL_MEMBERS.get(kind, {}) != optional:
+            raise ValueError(f"entry type {kind!r} is already registered with another definition")
+        return
+    if not kind or not kind.isascii() or not kind.replace("-", "").isalnum() or not required:
+        raise ValueError(f"entry type {kind!r}: a lowercase ASCII name with at least one required member")
+    ENTRY_TYPES[kind] = required
+    if optional:
+        OPTIONAL_MEMBERS[kind] = optional
+
 
 #: Types the raw ``heldout ledger append`` may write: generic notes, and ``key`` (no other command declares a
 #: key; the append checks it as an operation would, see :func:`check_key_declaration`). Every other type

@@ -59,7 +59,7 @@ from ledger.errors import (
     TimeRegression,
     database_error,
 )
-from ledger.proofs import ConsistencyProof, InclusionProof
+from ledger.proving import ProvingLog
 from ledger.replay import CheckpointClaim, EntryFn, ProgressFn, ReplayReport, replay
 from ledger.rfc6962 import LEAF_PREFIX, leaf_hash
 from ledger.storage import CheckpointRow, Fill, LedgerStorage
@@ -73,9 +73,11 @@ from seals import format_utc, parse_json_object
 _sha256 = hashlib.sha256
 
 
-class Ledger:
+class Ledger(ProvingLog):
     """One ledger, on whichever backend holds its rows (``ledger.storage``): a SQLite file (:meth:`create`,
     :meth:`open`) or a PostgreSQL schema (``ledger.backend``). Close it (or use it as a context manager)."""
+
+    what = "the ledger"
 
     def __init__(self, storage: LedgerStorage) -> None:
         self.storage = storage
@@ -193,19 +195,8 @@ class Ledger:
         """The note verifier key of the ledger's checkpoints (``<name>+<hash>+<base64>``)."""
         return verifier_key_string(self.key.name, self.key.public_key)
 
-    def _index(self, index: int, size: int | None = None) -> int:
-        limit = self.size if size is None else size
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < limit:
-            raise LedgerUsageError(f"index {index} is outside the ledger (size {limit})", index=index, size=limit)
-        return index
-
-    def _size(self, size: int | None) -> int:
-        current = self.size
-        if size is None:
-            return current
-        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= current:
-            raise LedgerUsageError(f"size {size} is outside 0..{current}", size=size, found=current)
-        return size
+    def _proof_tree(self) -> HashTree:
+        return self._tree
 
     def entry_bytes(self, index: int) -> bytes:
         self._index(index)
@@ -234,24 +225,6 @@ class Ledger:
         if created is None:
             raise LedgerIntegrityError("an entry is missing from the ledger database", index=index)
         return created
-
-    def root(self, size: int | None = None) -> bytes:
-        return self._tree.root_at(self._size(size))
-
-    def inclusion_proof(self, index: int, size: int | None = None) -> InclusionProof:
-        tree_size = self._size(size)
-        self._index(index, tree_size)
-        entry = self.entry_bytes(index)
-        return InclusionProof(index, tree_size, leaf_hash(entry), self._tree.root_at(tree_size),
-                              tuple(self._tree.inclusion_path(index, tree_size)), entry)
-
-    def consistency_proof(self, old_size: int, new_size: int | None = None) -> ConsistencyProof:
-        new = self._size(new_size)
-        if isinstance(old_size, bool) or not isinstance(old_size, int) or not 1 <= old_size <= new:
-            raise LedgerUsageError(f"old size {old_size} must be between 1 and the new size {new} (a proof from "
-                                   "the empty tree proves nothing)", old=old_size, new=new)
-        return ConsistencyProof(old_size, new, self._tree.root_at(old_size), self._tree.root_at(new),
-                                tuple(self._tree.consistency_path(old_size, new)))
 
     @staticmethod
     def _checkpoint_row(row: CheckpointRow) -> Checkpoint:

@@ -11,11 +11,10 @@ from typing import Any, Protocol
 
 from keys import TrustedKey
 from keys.safeio import UnsafeFile, file_in
-from ledger.checkpoint import Checkpoint
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
 from ledger.export import MANIFEST as EXPORT_MANIFEST
 from ledger.export import open_export
-from ledger.proofs import ConsistencyProof, InclusionProof
+from ledger.log import LogReader
 from ledger.replay import EntryFn, ProgressFn, ReplayReport
 from ledger.tiles import is_tiles_dir, is_url, open_tiles
 
@@ -26,11 +25,9 @@ class PublicBlobs(Protocol):
     def has(self, sha256_hex: str) -> bool: ...
 
 
-class PublicLog(Protocol):
-    """What a verifier reads from a published ledger. Nothing is trusted before :meth:`verify`."""
-
-    ledger_id: str
-    origin: str
+class PublicLog(LogReader, Protocol):
+    """What a verifier reads from a published ledger (a :class:`LogReader` plus the published files: manifest,
+    blobs, seal documents). Nothing is trusted before :meth:`verify`."""
 
     @property
     def manifest(self) -> dict[str, Any]: ...
@@ -39,22 +36,9 @@ class PublicLog(Protocol):
     def blobs(self) -> PublicBlobs: ...
 
     @property
-    def size(self) -> int: ...
-
-    @property
     def ledger_key(self) -> TrustedKey: ...
 
-    def entry_bytes(self, index: int) -> bytes: ...
-
     def entry(self, index: int) -> dict[str, Any]: ...
-
-    def entries(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]: ...
-
-    def entries_bytes(self) -> Iterator[tuple[int, bytes]]: ...
-
-    def checkpoints(self) -> list[Checkpoint]: ...
-
-    def latest_checkpoint(self) -> Checkpoint: ...
 
     def blob(self, sha256_hex: str) -> bytes: ...
 
@@ -71,12 +55,6 @@ class PublicLog(Protocol):
     def seal_names(self) -> list[str]: ...
 
     def location(self, relative: str) -> str: ...
-
-    def root(self, size: int | None = None) -> bytes: ...
-
-    def inclusion_proof(self, index: int, size: int | None = None) -> InclusionProof: ...
-
-    def consistency_proof(self, old_size: int, new_size: int | None = None) -> ConsistencyProof: ...
 
     def manifest_problems(self) -> Iterator[LedgerIntegrityError]: ...
 

@@ -11,6 +11,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import heldout.entries  # noqa: F401  (registers heldout's entry types, for tests that use the ledger alone)
 from keys import Signer, TrustedKey
 from ledger import LedgerBackend
 from tests.postgres_support import PostgresCluster, require_postgres

@@ -4,6 +4,7 @@ Every refusal is checked to write nothing (ledger size and root, and every file 
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import stat
@@ -494,3 +495,24 @@ def test_a_third_party_verifies_a_reveal_from_a_ledger_export(env: SimpleNamespa
     (export / "seals" / "gen1.reveal.json").write_bytes(canonical_bytes(doc))
     result = cli("verify-reveal", "gen1", "--from", str(export), "--key", env.key, store=stranger)
     assert result.exit_code == 1 and "reveal entry" in result.output
+
+
+def test_attack_verify_reveal_refuses_an_export_whose_checkpoint_is_forged(env: SimpleNamespace,
+                                                                           tmp_path: Path) -> None:
+    """A stranger's export whose reveal and entries are intact but whose checkpoint signature is not the log's:
+    verify-reveal replays the published log first, so it refuses rather than trust unsigned entries."""
+    seal(env, "gen1")
+    assert cli("retire", "gen1", "--reason", "expired", "--reveal", store=env.store).exit_code == 0
+    export = tmp_path / "export"
+    assert cli("ledger", "export", env.ledger_id, str(export), store=env.store).exit_code == 0
+    stranger = tmp_path / "stranger"
+    assert cli("verify-reveal", "gen1", "--from", str(export), "--key", env.key, store=stranger).exit_code == 0
+    notes = sorted((export / "checkpoints").glob("*.note"))
+    text = notes[-1].read_text()
+    body, _, signature = text.rpartition("\n\u2014 ")
+    line, _, rest = signature.partition(" ")
+    raw = bytearray(base64.b64decode(rest.strip()))
+    raw[-1] ^= 0x01  # one bit of the Ed25519 signature
+    notes[-1].write_text(f"{body}\n\u2014 {line} {base64.b64encode(bytes(raw)).decode()}\n")
+    result = cli("verify-reveal", "gen1", "--from", str(export), "--key", env.key, store=stranger)
+    assert result.exit_code in (1, 2) and "checkpoint" in result.output.lower(), result.output

@@ -106,7 +106,7 @@ COMMANDS = ("audit", "ledger verify", "passport verify", "verify-reveal")
 READERS: dict[str, tuple[str, ...]] = {
     "manifest": COMMANDS,
     "entries": COMMANDS,
-    "checkpoint": ("audit", "ledger verify", "passport verify"),
+    "checkpoint": COMMANDS,  # verify-reveal replays a published log before it reads its entries
     "predictions blob": ("audit", "ledger verify"),
     "evaluation blob": ("audit", "ledger verify"),
     "reveal blob": ("audit", "ledger verify"),

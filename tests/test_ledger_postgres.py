@@ -30,6 +30,7 @@ from ledger import (
 )
 from ledger.cosignature import Cosigner, cosign
 from ledger.postgres import WRITER_ROLE, PostgresStorage, database_url, display_url
+from ledger.tiles import open_tiles, write_tiles
 from tests.conftest import seeded_signer
 from tests.postgres_support import APPENDER, PostgresCluster
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger, retire_entry
@@ -207,9 +208,20 @@ def test_ledgers_implement_the_log_interface(ledger_backend: LedgerBackend, tmp_
         export_ledger(ledger, tmp_path / "export")
         exported = open_export(tmp_path / "export")
         assert isinstance(exported, LogReader) and not isinstance(exported, LogWriter)
-        for reader in (ledger, exported):
+        write_tiles(ledger, tmp_path / "tiles")
+        tiled = open_tiles(tmp_path / "tiles")
+        assert isinstance(tiled, LogReader) and not isinstance(tiled, LogWriter)
+        assert [e for _, e in tiled.entries()] == [e for _, e in ledger.entries()]
+        for reader in (ledger, exported, tiled):
             assert [reader.leaf_hash(i) for i in range(4)] == [ledger.inclusion_proof(i).leaf_hash for i in range(4)]
             assert reader.root(3) == ledger.root(3)
+            # one set of bounds rules (ledger/proving.py) for every log that proves
+            for method, args in (("root", (True,)), ("root", (5,)), ("entry_bytes", (4,)),
+                                 ("inclusion_proof", (True,)), ("inclusion_proof", (3, 3)),
+                                 ("consistency_proof", (0, 2)), ("consistency_proof", (3, 2)),
+                                 ("consistency_proof", (2, 5))):
+                with pytest.raises(LedgerUsageError):
+                    getattr(reader, method)(*args)
 
 
 # --- migrate -----------------------------------------------------------------------------------------------

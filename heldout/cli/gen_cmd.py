@@ -9,8 +9,6 @@ tests and rehearsals: typer commands cannot take a clock object), else the syste
 from __future__ import annotations
 
 import os
-import shutil
-import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,6 +31,7 @@ from heldout.generations import (
     RETIRE_REASONS,
     SealRequest,
     add_pool,
+    check_reveal,
     load_generations,
     open_ledger,
     pool_case_ids,
@@ -40,33 +39,22 @@ from heldout.generations import (
     prove_member,
     retire_generation,
     seal_generation,
-    verify_folder_reveal,
     verify_member_proof,
-    verify_store_reveal,
 )
 from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K
-from heldout.generations.ledgers import DATABASE_ENV, create_ledger, ledger_signer
-from heldout.generations.verify import read_first_in, source_manifest_bytes
+from heldout.generations.ledgers import DATABASE_ENV, DEFAULT_LEDGER_NAME, initialise_store, ledger_signer
+from heldout.generations.verify import read_first_in
 from heldout.store import Store
 from keys import (
-    MalformedInput,
     PublicKey,
-    Signer,
     TrustedKey,
-    UntrustedKey,
     UsageError,
     parse_key_argument,
 )
 from keys.files import write_atomic
 from keys.safeio import DOCUMENT_LIMIT, read_named
-from keys.signer import check_key_id
 from ledger.policy import load_policy
-from ledger.postgres import database_url
-from ledger.public import is_public_log, open_public_log
 from seals import format_utc, parse_json_object, parse_utc
-
-DEFAULT_KEY_NAME = "heldout-operator"
-DEFAULT_LEDGER_NAME = "heldout"
 
 LedgerOption = Annotated[str | None, typer.Option(
     "--ledger", help="Ledger id or unique prefix (default: the store's, from heldout init).", show_default=False)]
@@ -86,17 +74,8 @@ def _comma_list(text: str) -> list[str]:
 
 
 def _trusted_key(doc: dict[str, Any], key: str | None, store: Store) -> PublicKey | TrustedKey:
-    if key is not None:
-        return parse_key_argument(key)
-    issuer = doc.get("issuer")
-    if not isinstance(issuer, dict) or not isinstance(issuer.get("key_id"), str):
-        raise MalformedInput("the seal manifest has no issuer.key_id to look up in the keyring",
-                             field="issuer.key_id")
-    try:
-        return store.keyring.get(issuer["key_id"])
-    except UsageError:
-        raise UntrustedKey(f"issuer key {issuer['key_id']!r} is not in the keyring at {store.keyring.folder}; "
-                           "pass --key to trust one", field="issuer.key_id", found=issuer["key_id"]) from None
+    """``--key`` when given; otherwise the keyring entry named by the document's issuer key id."""
+    return parse_key_argument(key) if key is not None else store.issuer_key(doc, what="seal manifest")
 
 
 # --- init ---------------------------------------------------------------------------------------------------
@@ -118,49 +97,13 @@ def init(
     becomes the store's default. Prints the ledger id.
 
     Example: heldout init --store ./lab-store --name lab"""
-    st = open_store(store)
-    if st.default_ledger_file.is_file():
-        raise UsageError(f"the store at {st.root} is already initialised (ledger {st.default_ledger_id()})",
-                         path=str(st.default_ledger_file))
     database = database if database is not None else os.environ.get(DATABASE_ENV, "").strip() or None
-    if database is not None:
-        database = database_url(database)  # refused before anything is written when it holds a password
-    now = command_now()
-    # Everything the arguments decide is checked before the first file is made; a store this command
-    # creates is removed again if anything after that fails, so a refused init leaves nothing behind.
-    if not name.strip() or len(name) > 256 or not name.isprintable() or unicodedata.normalize("NFC", name) != name:
-        raise UsageError("--name is 1-256 printable characters (NFC)", field="name", found=repr(name)[:80])
-    if key_id is not None:
-        check_key_id(key_id)
-    fresh_store = not st.root.exists()
-    try:
-        st.create()
-        existing = sorted(st.private_keys.glob("*.key"))
-        created_key = False
-        if existing or key_id is not None:
-            signer = st.load_signer(key_id)
-        else:
-            fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
-            signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
-            signer.save(st.private_key_path(signer.key_id))
-            st.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
-            created_key = True
-        with create_ledger(st, signer, name=name, now=now, database=database) as ledger:
-            if database is not None:
-                st.set_database_url(database)
-            st.set_default_ledger_id(ledger.ledger_id)
-            info = {"ledger_id": ledger.ledger_id, "store": str(st.root), "key_id": signer.key_id,
-                    "key_created": created_key, "note_verifier_key": ledger.verifier_key,
-                    "ledger_location": ledger.location}
-    except BaseException:
-        if fresh_store:
-            shutil.rmtree(st.root, ignore_errors=True)
-        raise
+    made = initialise_store(open_store(store), name=name, key_id=key_id, database=database, now=command_now())
     if as_json:
-        print_json(info)
+        print_json(made.to_json())
         return
-    console.print(f"store {st.root}; operator key {signer.key_id}" + (" (new)" if created_key else ""))
-    console.print(f"ledger {info['ledger_id']}" + (f" in {info['ledger_location']}" if database else ""))
+    console.print(f"store {made.store}; operator key {made.key_id}" + (" (new)" if made.key_created else ""))
+    console.print(f"ledger {made.ledger_id}" + (f" in {made.ledger_location}" if made.database else ""))
 
 
 # --- pools ----------------------------------------------------------------------------------------------------
@@ -335,28 +278,9 @@ def verify_reveal_cmd(
     case that does not match).
 
     Example: heldout verify-reveal gen1 --from ./public-export --key KEY_B64"""
-    st = open_store(store)
-    now = command_now(at)
-    if policy_file is not None:
-        policy = load_policy(policy_file)
-        if from_dir is None or not is_public_log(from_dir):
-            raise UsageError("--policy checks a published ledger: give --from EXPORT_DIR or a tiles directory or "
-                             "URL", field="--from")
-        exported = open_public_log(from_dir)
-        report = exported.verify(expected_id=ledger or exported.ledger_id)  # the entries the reveal is judged by
-        policy.evaluate(exported.latest_checkpoint(), origin=report.origin)
-    if from_dir is not None:
-        manifest_data = source_manifest_bytes(from_dir, generation)
-        trusted = _trusted_key(parse_json_object(manifest_data, what="seal manifest"), key, st)
-        verdict = verify_folder_reveal(from_dir, generation, trusted, now)
-    else:
-        published = read_first_in(st.seals, [f"{generation}.seal.json"], what="seal manifest")
-        with open_ledger(st, ledger, read_only=True) as opened:
-            # Without the published file the manifest comes from its blob; the operator's own ledger key
-            # (named by the genesis entry of the ledger the store holds) is then the trusted one.
-            trusted = _trusted_key(parse_json_object(published[0], what="seal manifest"), key, st) \
-                if published is not None else (parse_key_argument(key) if key is not None else opened.key)
-            verdict = verify_store_reveal(st, opened, generation, trusted, now)
+    verdict = check_reveal(open_store(store), generation, source=from_dir, ledger_id=ledger, now=command_now(at),
+                           pinned=parse_key_argument(key) if key is not None else None,
+                           policy=load_policy(policy_file) if policy_file is not None else None)
     if as_json:
         print_json(verdict.to_json())
     else:

@@ -17,24 +17,14 @@ from heldout.cli.common import (
     reference_time,
 )
 from heldout.generations import ledger_signer, open_ledger
-from heldout.generations.ledgers import resolve_ledger_id
-from heldout.passports import LedgerFacts, check_passport_on_ledger, check_passport_proofs, issue_passport
+from heldout.passports import check_passport, issue_passport
 from keys import (
-    HeldoutError,
-    MalformedInput,
-    PublicKey,
-    TrustedKey,
-    UntrustedKey,
     UsageError,
-    VerificationError,
     parse_key_argument,
 )
 from keys.safeio import DOCUMENT_LIMIT, read_named
-from ledger import Checkpoint
-from ledger.entries import origin_of
-from ledger.policy import Policy, Witnessed, load_policy
-from ledger.public import open_public_log
-from seals import EXIT_CODE_FOR_STATE, Passport, parse_json_object, verify_passport
+from ledger.policy import load_policy
+from seals import EXIT_CODE_FOR_STATE, parse_json_object
 
 app = typer.Typer(help="Signed evidence records for one model.", no_args_is_help=True)
 
@@ -47,84 +37,7 @@ def read_document_file(path: Path, *, what: str) -> dict:
     return parse_json_object(read_named(path, limit=DOCUMENT_LIMIT, what=what), what=f"{what} {path.name}")
 
 
-def trusted_key_for(doc: dict, key: str | None, store: Path | None) -> PublicKey | TrustedKey:
-    """``--key`` when given; otherwise the keyring entry named by the document's issuer key id."""
-    if key is not None:
-        return parse_key_argument(key)
-    issuer = doc.get("issuer")
-    if not isinstance(issuer, dict) or not isinstance(issuer.get("key_id"), str):
-        raise MalformedInput("document has no issuer.key_id to look up in the keyring", field="issuer.key_id")
-    keyring = open_store(store).keyring
-    try:
-        return keyring.get(issuer["key_id"])
-    except UsageError:
-        raise UntrustedKey(
-            f"issuer key {issuer['key_id']!r} is not in the keyring at {keyring.folder}; pass --key to trust one",
-            field="issuer.key_id", found=issuer["key_id"],
-        ) from None
-
-
 UNCHECKED = "not checked against its ledger"
-
-
-def _anchored_ledger_id(doc: dict) -> str | None:
-    computed = doc.get("computed")
-    heldout = computed.get("heldout") if isinstance(computed, dict) else None
-    ledger_id = heldout.get("ledger_id") if isinstance(heldout, dict) else None
-    return ledger_id if isinstance(ledger_id, str) else None
-
-
-def _ledger_facts(doc: dict, store: Path | None, from_dir: str | None) -> LedgerFacts | None:
-    """The ledger the passport is anchored to: the export given with --from (replayed and its manifest checked
-    first), else that ledger in the store (--store, $HELDOUT_STORE, or the default store) when the store holds
-    it; None when neither applies (the passport is then checked on its own, and said to be)."""
-    ledger_id = _anchored_ledger_id(doc)
-    if from_dir is not None:
-        if ledger_id is None:
-            raise VerificationError("the passport is not anchored to a ledger (computed.heldout is empty)",
-                                    field="computed.heldout")
-        export = open_public_log(from_dir)
-        export.verify(expected_id=ledger_id, check_blobs=False)
-        return LedgerFacts.of(export)
-    if ledger_id is None:
-        return None
-    st = open_store(store)
-    try:
-        found = resolve_ledger_id(st, ledger_id)
-    except HeldoutError:
-        return None
-    with open_ledger(st, found, read_only=True) as ledger:
-        ledger.verify(expected_id=ledger_id)
-        return LedgerFacts.of(ledger)
-
-
-def _offline_proofs(passport: Passport, trusted: PublicKey | TrustedKey) -> Checkpoint | None:
-    """Without a ledger, a passport anchored to one still proves its seal and bundles were logged (its C2SP
-    tlog-proofs against the log key, which is the issuer's: the operator signs both)."""
-    if not isinstance(passport.heldout, dict):
-        return None
-    if isinstance(trusted, TrustedKey):
-        return check_passport_proofs(passport, log_name=trusted.name, log_key=trusted.public_key)
-    return check_passport_proofs(passport, log_name=passport.issuer.name, log_key=trusted)
-
-
-def _witnessed(passport: Passport, policy: Policy) -> Witnessed:
-    """The passport's proofs checked under a log key the policy lists, and their checkpoint's cosignatures
-    against the policy's quorum (raises naming the missing quorum: a passport anchored on a checkpoint the
-    witnesses never cosigned, such as one of a history rebuilt under the same ledger id, fails here)."""
-    if not isinstance(passport.heldout, dict):
-        raise VerificationError("the passport is not anchored to a ledger: no proofs to witness",
-                                field="computed.heldout")
-    problems: list[str] = []
-    for log in policy.logs:
-        try:
-            checkpoint = check_passport_proofs(passport, log_name=log.name, log_key=log.key)
-        except VerificationError as exc:
-            problems.append(f"{log.name}: {exc.message}")
-            continue
-        return policy.evaluate(checkpoint, origin=origin_of(str(passport.heldout.get("ledger_id"))))
-    raise UntrustedKey("the passport's proofs are not signed by a log the policy lists", field="--policy",
-                       found=problems)
 
 
 @app.command("verify")
@@ -152,17 +65,9 @@ def verify(
     moment = reference_time(at)
     policy = load_policy(policy_file) if policy_file is not None else None
     doc = read_document_file(file, what="passport")
-    facts = _ledger_facts(doc, store, from_dir)
-    if facts is not None:
-        verdict = check_passport_on_ledger(doc, facts, at=moment,
-                                           pinned=parse_key_argument(key) if key is not None else None)
-        proven = None
-    else:
-        trusted = trusted_key_for(doc, key, store)
-        verdict = verify_passport(doc, trusted, at=moment)
-        proven = _offline_proofs(verdict.passport, trusted)
-    witnessed = _witnessed(verdict.passport, policy) if policy is not None else None
-    checked = facts is not None
+    found = check_passport(doc, store=open_store(store), source=from_dir, at=moment,
+                           pinned=parse_key_argument(key) if key is not None else None, policy=policy)
+    verdict, proven, witnessed, checked = found.verdict, found.proven, found.witnessed, found.ledger_checked
     offline = None if proven is None else (f"its seal and {len(verdict.passport.evaluations)} bundles proven "
                                            f"included offline at checkpoint size {proven.size}")
     if witnessed is not None:

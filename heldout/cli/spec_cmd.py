@@ -16,8 +16,7 @@ from heldout.cli.common import (
     reference_time,
     table,
 )
-from heldout.generations import ledger_signer, open_ledger
-from heldout.generations.ledgers import generations_lock
+from heldout.generations import open_ledger
 from heldout.specs import load_supersessions, supersede_spec
 from seals import format_utc, parse_utc
 
@@ -41,9 +40,8 @@ def supersede(
     now = reference_time()
     when = parse_utc(effective, what="--effective", usage=True)
     st = open_store(store)
-    with open_ledger(st, ledger) as opened, generations_lock(opened, st):
-        index = supersede_spec(opened, ledger_signer(st, opened), spec_version, superseded_by=by, effective=when,
-                               now=now)
+    with open_ledger(st, ledger) as opened:
+        index = supersede_spec(st, opened, spec_version, superseded_by=by, effective=when, now=now)
     if as_json:
         print_json({"index": index, "spec_version": spec_version, "superseded_by": by,
                     "effective_utc": format_utc(when)})

@@ -5,13 +5,18 @@ through :func:`open_ledger` and :func:`create_ledger`, so all of them work on ei
 from __future__ import annotations
 
 import os
+import shutil
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from heldout.staging import ledger_lock, lock_path, operation_lock, recover_if_staged, staging_pending
 from heldout.store import Store
-from keys import Signer
+from keys import Signer, TrustedKey, UsageError
+from keys.signer import check_key_id
 from ledger import Ledger, LedgerBackend
 from ledger.errors import LedgerStorageError
 from seals import system_clock
@@ -19,6 +24,9 @@ from seals import system_clock
 #: A PostgreSQL URL (no password: ~/.pgpass, PGPASSFILE, a service file or PGPASSWORD supply it) that holds
 #: the store's ledgers; it overrides the URL ``heldout init --database`` recorded in ``ledgers/DATABASE``.
 DATABASE_ENV = "HELDOUT_DATABASE"
+
+DEFAULT_KEY_NAME = "heldout-operator"
+DEFAULT_LEDGER_NAME = "heldout"
 
 
 def store_database(store: Store) -> str | None:
@@ -105,3 +113,64 @@ def generations_lock(ledger: Ledger, store: Store | None = None) -> Iterator[Non
     else:
         with operation_lock(store, ledger):
             yield
+
+
+@dataclass(frozen=True)
+class StoreInitialised:
+    """What :func:`initialise_store` made: the ledger, where it lives, and the key that signs it."""
+
+    ledger_id: str
+    store: str
+    key_id: str
+    key_created: bool
+    note_verifier_key: str
+    ledger_location: str
+    database: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ledger_id": self.ledger_id, "store": self.store, "key_id": self.key_id,
+                "key_created": self.key_created, "note_verifier_key": self.note_verifier_key,
+                "ledger_location": self.ledger_location}
+
+
+def initialise_store(store: Store, *, name: str = DEFAULT_LEDGER_NAME, key_id: str | None = None,
+                     database: str | None = None, now: datetime) -> StoreInitialised:
+    """Create the store, an operator key (when it has none and ``key_id`` names none) and a ledger with its
+    genesis entry, which becomes the store's default ledger; with ``database`` (a PostgreSQL URL with no
+    password in it) the ledger lives there. Everything the arguments decide is checked before the first file
+    is made, and a store this call creates is removed again if anything after that fails, so a refused init
+    leaves nothing behind (exit 2)."""
+    from ledger.postgres import database_url
+
+    if store.default_ledger_file.is_file():
+        raise UsageError(f"the store at {store.root} is already initialised (ledger {store.default_ledger_id()})",
+                         path=str(store.default_ledger_file))
+    if database is not None:
+        database = database_url(database)  # refused before anything is written when it holds a password
+    if not name.strip() or len(name) > 256 or not name.isprintable() or unicodedata.normalize("NFC", name) != name:
+        raise UsageError("--name is 1-256 printable characters (NFC)", field="name", found=repr(name)[:80])
+    if key_id is not None:
+        check_key_id(key_id)
+    fresh_store = not store.root.exists()
+    try:
+        store.create()
+        created_key = False
+        if any(store.private_keys.glob("*.key")) or key_id is not None:
+            signer = store.load_signer(key_id)
+        else:
+            fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
+            signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
+            signer.save(store.private_key_path(signer.key_id))
+            store.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
+            created_key = True
+        with create_ledger(store, signer, name=name, now=now, database=database) as ledger:
+            if database is not None:
+                store.set_database_url(database)
+            store.set_default_ledger_id(ledger.ledger_id)
+            return StoreInitialised(ledger_id=ledger.ledger_id, store=str(store.root), key_id=signer.key_id,
+                                    key_created=created_key, note_verifier_key=ledger.verifier_key,
+                                    ledger_location=ledger.location, database=database is not None)
+    except BaseException:
+        if fresh_store:
+            shutil.rmtree(store.root, ignore_errors=True)
+        raise

@@ -50,6 +50,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from heldout.entries import BundleEntry, records
 from keys import MalformedInput, UsageError
 from seals import jcs_bytes
 
@@ -160,13 +161,11 @@ def worst_case_bits(mode: str, transcript: Transcript, step: float) -> float:
 def transcripts(entries: Iterable[tuple[int, Mapping[str, Any]]], generation: str) -> dict[str, Transcript]:
     """The transcript of every task of ``generation`` from its bundle entries (``release`` members)."""
     out: dict[str, Transcript] = {}
-    for _, entry in entries:
-        if entry.get("type") != "bundle" or entry.get("generation") != generation:
+    for bundle in records(entries, BundleEntry):
+        release = bundle.get("release")
+        if bundle.generation != generation or not isinstance(release, Mapping):
             continue
-        release = entry.get("release")
-        if not isinstance(release, Mapping):
-            continue
-        task = str(entry.get("task"))
+        task = bundle.task
         value = release.get("value")
         out[task] = out.get(task, Transcript()).then(
             float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
@@ -260,11 +259,11 @@ def release_record(mode: str, *, step: float, transcript: Transcript, score: flo
 def last_over_threshold(entries: Sequence[tuple[int, Mapping[str, Any]]], generation: str, task: str) -> int | None:
     """Index of the last over-threshold (label-dependent) Thresholdout answer on (generation, task)."""
     last = None
-    for index, entry in entries:
-        release = entry.get("release")
-        if entry.get("type") == "bundle" and entry.get("generation") == generation and entry.get("task") == task \
-                and isinstance(release, Mapping) and release.get("label_dependent") is True:
-            last = index
+    for bundle in records(entries, BundleEntry):
+        release = bundle.get("release")
+        if bundle.generation == generation and bundle.task == task and isinstance(release, Mapping) \
+                and release.get("label_dependent") is True:
+            last = bundle.index
     return last
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from heldout.entries import BundleEntry, RetireEntry, RevealEntry, records
 from heldout.generations.access import load_opening, noise_path, opening_path, withheld_blobs_path
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.pools import load_pool_cases
@@ -74,8 +75,8 @@ def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: 
             reveal = False
         entries: list[Mapping[str, Any]] = []
         if retire:
-            entries.append({"type": "retire", "v": 1, "generation": generation, "reason": reason,
-                            "created_utc": format_utc(now)})
+            entries.append(RetireEntry(generation=generation, reason=str(reason),
+                                       created_utc=format_utc(now)).to_entry())
         reveal_digest = None
         document = None
         if reveal:
@@ -96,13 +97,12 @@ def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: 
                 data = reveal_bytes(document)
                 reveal_digest = staged.blob(data, label="reveal-blob")
                 staged.public_file(reveal_path(store, generation), data, label="reveal")
-                entry: dict[str, Any] = {"type": "reveal", "v": 1, "generation": generation,
-                                         "reveal_sha256": reveal_digest, "created_utc": format_utc(now),
-                                         "n_cases": state.n_cases}
+                extra: dict[str, Any] = {"n_cases": state.n_cases}
                 if document.get("images"):
                     # Named in the entry too (as *_sha256 members) so that an export carries the images.
-                    entry["image_blobs"] = {f"{task}_sha256": sha for task, sha in document["images"].items()}
-                entries.append(entry)
+                    extra["image_blobs"] = {f"{task}_sha256": sha for task, sha in document["images"].items()}
+                entries.append(RevealEntry(generation=generation, reveal_sha256=reveal_digest,
+                                           created_utc=format_utc(now), extra=extra).to_entry())
             # At retirement the withheld bundles and the noise secret become public, staged with the rest: they
             # reach blobs/ only once the retirement is logged (and a recovery after a kill publishes them too).
             withheld, published = stage_withheld(store, ledger, state, staged) if retire else ([], 0)
@@ -125,11 +125,10 @@ def stage_withheld(store: Store, ledger: Ledger, state: GenerationState,
         return [], 0
     withheld = BlobStore(withheld_blobs_path(store, ledger.ledger_id))
     paths: list[Path] = []
-    for _, entry in ledger.entries(state.seal_index):
-        if entry.get("type") != "bundle" or entry.get("generation") != state.name:
+    for bundle in records(ledger.entries(state.seal_index), BundleEntry):
+        if bundle.generation != state.name:
             continue
-        for member in ("evaluation_sha256", "predictions_sha256"):
-            digest = str(entry.get(member))
+        for digest in (bundle.evaluation_sha256, bundle.predictions_sha256):
             if withheld.has(digest):
                 staged.blob(withheld.get(digest), label=f"withheld-{len(paths)}")
                 paths.append(withheld.path(digest))

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.provenance import FileProvenance, file_provenance, n_classes
+from heldout.entries import IntentEntry, PoolEntry, RevealEntry, SealEntry
 from heldout.generations.access import noise_path, opening_path, used_case_ids
 from heldout.generations.budget import (
     DEFAULT_DELTA,
@@ -227,12 +228,12 @@ def _commit_and_intend(ledger: Ledger, signer: Signer, request: SealRequest, nam
              for i, (task, openings) in enumerate(sorted(candidates.items()))}
     stamp = format_utc(now)
     entries: list[Mapping[str, Any]] = [
-        {"type": "pool", "v": 1, "task": task, "pool_root": ref.pool_root, "pool_size": ref.pool_size,
-         "created_utc": stamp} for task, ref in sorted(pools.items())]
-    entries.append({"type": "intent", "v": 1, "generation": name,
-                    "tasks": {task: int(request.per_task or 0) for task in sorted(candidates)},
-                    "pools": {task: ref.index for task, ref in sorted(pools.items())},
-                    "expiry_utc": format_utc(request.expiry), "release": release.to_json(), "created_utc": stamp})
+        PoolEntry(task=task, pool_root=ref.pool_root, pool_size=ref.pool_size, created_utc=stamp).to_entry()
+        for task, ref in sorted(pools.items())]
+    entries.append(IntentEntry(generation=name, tasks={task: int(request.per_task or 0) for task in sorted(candidates)},
+                               pools={task: ref.index for task, ref in sorted(pools.items())},
+                               expiry_utc=format_utc(request.expiry), created_utc=stamp,
+                               extra={"release": release.to_json()}).to_entry())
     try:
         indices = ledger.append_batch(entries, signer=signer, now=now, expected_size=start)
     except AppendConflict as exc:
@@ -273,24 +274,17 @@ def _draw(ledger: Ledger, name: str, intent_index: int, pools: Mapping[str, Pool
 
 
 def _seal_entry(manifest: SealManifest, digest: str) -> dict[str, Any]:
-    return {
-        "type": "seal", "v": 1,
-        "generation": manifest.generation,
-        "manifest_sha256": digest,
-        "set_hash": manifest.set_hash,
-        "expiry_utc": format_utc(manifest.expiry),
-        "created_utc": format_utc(manifest.created),
-        "membership": manifest.membership,
-        "tasks": manifest.task_counts,
-        "n_cases": manifest.n_cases,
-        "budget_bits": manifest.leakage_budget.bits,
-        "release": manifest.release.to_json(),
-        **({"sources": manifest.task_sources} if manifest.task_sources else {}),
-        **({"statement_bits": manifest.leakage_budget.statement_bits,
-            "guarantee": {"delta": manifest.leakage_budget.delta, "k": manifest.leakage_budget.k,
-                          "families": list(manifest.leakage_budget.families)}}
-           if manifest.leakage_budget.families else {}),
-    }
+    budget = manifest.leakage_budget
+    return SealEntry(
+        generation=manifest.generation, manifest_sha256=digest, set_hash=manifest.set_hash,
+        expiry_utc=format_utc(manifest.expiry), created_utc=format_utc(manifest.created),
+        extra={"membership": manifest.membership, "tasks": manifest.task_counts, "n_cases": manifest.n_cases,
+               "budget_bits": budget.bits, "release": manifest.release.to_json(),
+               **({"sources": manifest.task_sources} if manifest.task_sources else {}),
+               **({"statement_bits": budget.statement_bits,
+                   "guarantee": {"delta": budget.delta, "k": budget.k, "families": list(budget.families)}}
+                  if budget.families else {})},
+    ).to_entry()
 
 
 def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealRequest,
@@ -372,9 +366,9 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
                 if name == "public":
                     reveal_digest = staged.blob(opening, label="reveal-blob")
                     staged.public_file(reveal_path(store, name), opening, label="reveal")
-                    entries.append({"type": "reveal", "v": 1, "generation": name,
-                                    "reveal_sha256": reveal_digest, "created_utc": format_utc(now),
-                                    "n_cases": manifest.n_cases})
+                    entries.append(RevealEntry(generation=name, reveal_sha256=reveal_digest,
+                                               created_utc=format_utc(now),
+                                               extra={"n_cases": manifest.n_cases}).to_entry())
                 # The manifest records its entry index: refuse (and discard) rather than log it anywhere else.
                 indices = staged.commit(entries, signer=signer, now=now, expected_size=manifest.entry_index)
         except AppendConflict as exc:

@@ -17,23 +17,23 @@ evaluation blob when a blob store is given, and is otherwise reported as incompl
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from harness.metrics.spec import split_origin_for
+from heldout.entries import BundleEntry, RetireEntry, RevealEntry, SealEntry, entry_record
 from heldout.generations.budget import charge_bits, implied_eps
 from heldout.generations.release import WITHHOLDING_MODES
-from keys import ExpiredError, IncompleteError, LapsedError, MalformedInput, VerificationError
-from seals import format_utc, parse_json_object, parse_utc
+from keys import ExpiredError, IncompleteError, LapsedError, VerificationError
+from ledger.errors import EntryRejected
+from ledger.log import LogReader
+from seals import format_utc, parse_json_object
 
 STATES = ("sealed", "current", "expired", "retired")
+_GENERATION_TYPES = frozenset({SealEntry.TYPE, RetireEntry.TYPE, RevealEntry.TYPE, BundleEntry.TYPE})
 RETIRE_REASONS = ("expired", "leaked", "superseded", "budget")
-
-
-class EntrySource(Protocol):
-    def entries(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]: ...
 
 
 class BlobSource(Protocol):
@@ -221,20 +221,13 @@ class GenerationState:
         }
 
 
-def _time(entry: Mapping[str, Any], member: str, index: int) -> datetime:
-    try:
-        return parse_utc(entry[member], what=f"entry {index} {member}")
-    except (KeyError, MalformedInput):
-        raise VerificationError(f"entry {index} has no valid {member}", index=index, field=member) from None
-
-
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return float(value)
 
 
-def _seal_state(index: int, entry: Mapping[str, Any], now: datetime) -> GenerationState:
+def _seal_state(index: int, entry: SealEntry, now: datetime) -> GenerationState:
     tasks = entry.get("tasks")
     if not isinstance(tasks, dict) or not tasks or not all(
             isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in tasks.values()):
@@ -254,27 +247,26 @@ def _seal_state(index: int, entry: Mapping[str, Any], now: datetime) -> Generati
         release=dict(release), sources=dict(sources) if isinstance(sources, dict) else {},
         statement_bits=statement if statement is not None else 0.0,
         guarantee=dict(guarantee) if isinstance(guarantee, dict) else {},
-        name=str(entry["generation"]), seal_index=index, manifest_sha256=str(entry["manifest_sha256"]),
-        set_hash=str(entry["set_hash"]), created=_time(entry, "created_utc", index),
-        expiry=_time(entry, "expiry_utc", index), tasks=dict(sorted(tasks.items())),
+        name=entry.generation, seal_index=index, manifest_sha256=entry.manifest_sha256,
+        set_hash=entry.set_hash, created=entry.created, expiry=entry.expiry, tasks=dict(sorted(tasks.items())),
         membership=str(entry.get("membership", "sealed")), budget_bits=_number(budget),
         release_mode=str(mode), ladder_step=step, now=now,
     )
 
 
-def _bundle_bits(index: int, entry: Mapping[str, Any], blobs: BlobSource | None) -> float:
+def _bundle_bits(index: int, entry: BundleEntry, blobs: BlobSource | None) -> float:
     bits = _number(entry.get("leakage_bits"))
     if bits is not None:
         return round(bits, 6)
     if blobs is None:
         raise IncompleteError(f"bundle entry {index} carries no leakage_bits and no blob store was given to "
                               "charge it from its evaluation", index=index, field="leakage_bits")
-    evaluation = parse_json_object(blobs.get(str(entry["evaluation_sha256"])),
+    evaluation = parse_json_object(blobs.get(entry.evaluation_sha256),
                                    what=f"evaluation of bundle entry {index}")
     return charge_bits(evaluation)
 
 
-def _label_dependent(entry: Mapping[str, Any]) -> bool | None:
+def _label_dependent(entry: BundleEntry) -> bool | None:
     release = entry.get("release")
     flag = release.get("label_dependent") if isinstance(release, Mapping) else None
     return flag if isinstance(flag, bool) else None
@@ -288,10 +280,10 @@ class Generations(dict[str, GenerationState]):
         self.anomalies: list[VerificationError] = []
 
 
-def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]]], now: datetime, *,
+def load_generations(ledger: LogReader | Iterable[tuple[int, Mapping[str, Any]]], now: datetime, *,
                      blobs: BlobSource | None = None) -> Generations:
-    """Every generation sealed on ``ledger`` (a ``ledger.Ledger``, or ``(index, entry)`` pairs as an export
-    replay yields them), in seal order, judged at ``now``.
+    """Every generation sealed on ``ledger`` (any log: a ledger, an export, tiles; or its ``(index, entry)``
+    pairs, already read), in seal order, judged at ``now``.
 
     An append-only log cannot be repaired, so a contradiction in it (a name sealed twice, a retire or reveal
     of no sealed generation, a second retire or reveal: written by a dishonest operator straight into the
@@ -299,50 +291,57 @@ def load_generations(ledger: EntrySource | Iterable[tuple[int, Mapping[str, Any]
     contradiction is kept in ``anomalies`` (a :class:`VerificationError` naming the entry) for status and the
     audit to report."""
     now = utc(now)
-    pairs = ledger.entries() if hasattr(ledger, "entries") else ledger
+    pairs = ledger.entries() if isinstance(ledger, LogReader) else ledger
     out = Generations()
     states: dict[str, GenerationState] = {}
     bundles: dict[str, list[BundleRecord]] = {}
     updates: dict[str, dict[str, Any]] = {}
     for index, entry in pairs:
-        kind = entry.get("type")
-        name = entry.get("generation")
-        if kind == "seal":
+        if entry.get("type") not in _GENERATION_TYPES:
+            continue
+        try:
+            record = entry_record(index, entry)
+        except EntryRejected as exc:  # only a hand-made pair gets here: a decoded entry is valid
+            out.anomalies.append(VerificationError(f"entry {index}: {exc.message}; ignored",
+                                                   **{"index": index, **exc.evidence}))
+            continue
+        if isinstance(record, SealEntry):
+            name = record.generation
             if name in states:
                 out.anomalies.append(VerificationError(
                     f"entry {index} seals {name} again (first sealed at entry {states[name].seal_index}); "
                     "ignored", index=index, field="generation", found=name))
                 continue
             try:
-                states[str(name)] = _seal_state(index, entry, now)
+                states[name] = _seal_state(index, record, now)
             except VerificationError as exc:
                 out.anomalies.append(VerificationError(f"{exc.message}; ignored", **exc.evidence))
                 continue
-            bundles[str(name)] = []
-            updates[str(name)] = {}
-        elif kind in ("retire", "reveal"):
+            bundles[name] = []
+            updates[name] = {}
+        elif isinstance(record, (RetireEntry, RevealEntry)):
+            name, kind = record.generation, record.TYPE
             if name not in states:
                 out.anomalies.append(VerificationError(
-                    f"entry {index} ({kind}) names {str(name)[:60]!r}, which no earlier entry seals; ignored",
-                    index=index, field="generation", found=str(name)[:60]))
+                    f"entry {index} ({kind}) names {name[:60]!r}, which no earlier entry seals; ignored",
+                    index=index, field="generation", found=name[:60]))
                 continue
-            done = updates[str(name)]
+            done = updates[name]
             if f"{kind}_index" in done:
                 out.anomalies.append(VerificationError(
                     f"entry {index}: {name} was already {kind}ed at entry {done[f'{kind}_index']}; ignored",
                     index=index, field="type", found=kind))
                 continue
             done[f"{kind}_index"] = index
-            if kind == "retire":
-                done["retire_reason"] = str(entry.get("reason"))
-                done["retired_at"] = _time(entry, "created_utc", index)
+            if isinstance(record, RetireEntry):
+                done["retire_reason"] = record.reason
+                done["retired_at"] = record.created
             else:
-                done["reveal_sha256"] = str(entry.get("reveal_sha256"))
-        elif kind == "bundle" and name in states:
-            bundles[str(name)].append(BundleRecord(
-                index=index, model_id=str(entry.get("model_id")), task=str(entry.get("task")),
-                created=_time(entry, "created_utc", index), leakage_bits=_bundle_bits(index, entry, blobs),
-                label_dependent=_label_dependent(entry)))
+                done["reveal_sha256"] = record.reveal_sha256
+        elif isinstance(record, BundleEntry) and record.generation in states:
+            bundles[record.generation].append(BundleRecord(
+                index=index, model_id=record.model_id, task=record.task, created=record.created,
+                leakage_bits=_bundle_bits(index, record, blobs), label_dependent=_label_dependent(record)))
     for name, state in states.items():
         out[name] = replace(state, **updates[name], bundles=tuple(bundles[name]))
     return out

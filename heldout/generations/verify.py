@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from heldout.entries import IntentEntry, PoolEntry, entry_record
 from heldout.generations.commitments import MemberProof
 from heldout.generations.draw import DrawRecord, recompute_seed
 from heldout.generations.reveal import verify_reveal
@@ -28,6 +29,7 @@ from heldout.store import Store
 from keys import PublicKey, TrustedKey, UsageError, VerificationError
 from keys.safeio import DOCUMENT_LIMIT, read_in
 from ledger import BlobStore, Ledger, verify_checkpoint
+from ledger.policy import Policy
 from ledger.public import PublicLog, is_public_log, open_public_log
 from seals import format_utc, parse_json_object, sha256_hex
 from seals.manifest import SealManifest
@@ -101,22 +103,25 @@ def check_draw_binding(manifest: SealManifest, state: GenerationState, entry_at:
         raise VerificationError(f"the seal manifest of {state.name} records no draw (not commit-then-draw)",
                                 index=state.seal_index, field="draw")
     draw = DrawRecord.from_json(manifest.draw)
-    intent = entry_at(draw.intent_index) if draw.intent_index < state.seal_index else None
-    if intent is None or intent.get("type") != "intent" or intent.get("generation") != state.name:
+    found = entry_at(draw.intent_index) if draw.intent_index < state.seal_index else None
+    intent = entry_record(draw.intent_index, found) if found is not None else None
+    if not isinstance(intent, IntentEntry) or intent.generation != state.name:
         raise VerificationError(f"the draw of {state.name} names entry {draw.intent_index}, which is not an intent "
                                 f"of {state.name} before its seal", index=state.seal_index, field="draw.intent_index",
                                 found=draw.intent_index)
+    logged = intent.to_entry()
     for member, expected in (("tasks", manifest.task_counts), ("expiry_utc", format_utc(manifest.expiry)),
                              ("release", manifest.release.to_json()),
                              ("pools", {task: ref.index for task, ref in draw.pools.items()})):
-        if intent.get(member) != expected:
+        if logged.get(member) != expected:
             raise VerificationError(f"the seal manifest of {state.name} disagrees with its intent entry "
                                     f"{draw.intent_index} on {member}", index=draw.intent_index, field=member,
-                                    expected=expected, found=intent.get(member))
+                                    expected=expected, found=logged.get(member))
     for task, ref in draw.pools.items():
-        pool = entry_at(ref.index) if ref.index < draw.intent_index else None
-        if pool is None or pool.get("type") != "pool" or pool.get("task") != task or \
-                pool.get("pool_root") != ref.pool_root or pool.get("pool_size") != ref.pool_size:
+        found = entry_at(ref.index) if ref.index < draw.intent_index else None
+        pool = entry_record(ref.index, found) if found is not None else None
+        if not isinstance(pool, PoolEntry) or pool.task != task or pool.pool_root != ref.pool_root or \
+                pool.pool_size != ref.pool_size:
             raise VerificationError(f"the draw of {state.name} names pool entry {ref.index} for {task}, which does "
                                     "not commit to that root and size", index=ref.index, field=f"draw.pools.{task}")
     if draw.checkpoint_size != draw.intent_index + 1:
@@ -205,10 +210,13 @@ def source_manifest_bytes(source: str | Path, generation: str) -> bytes:
 
 def verify_folder_reveal(source: str | Path, generation: str, trusted: PublicKey | TrustedKey,
                          now: datetime) -> RevealVerdict:
-    """A reveal from ``--from``: a published ledger (export, tiles directory or URL), bound to its entries; else
-    a plain folder holding the manifest and the reveal (checked against each other only)."""
+    """A reveal from ``--from``: a published ledger (export, tiles directory or URL), replayed (every checkpoint
+    signature, root and consistency proof) and then bound to its entries; else a plain folder holding the
+    manifest and the reveal (checked against each other only)."""
     if is_public_log(source):
-        return verify_published_reveal(open_public_log(source), generation, trusted, now, source=str(source))
+        log = open_public_log(source)
+        log.verify(check_blobs=False)  # nothing in a published log is trusted before its replay
+        return verify_published_reveal(log, generation, trusted, now, source=str(source))
     folder = Path(source)
     if not folder.is_dir():
         raise UsageError(f"--from {folder} is not a folder", path=str(folder))
@@ -231,6 +239,37 @@ def verify_published_reveal(log: PublicLog, generation: str, trusted: PublicKey 
     reveal_data = log.seal_bytes(name) if log.has_seal(name) else log.blob(str(state.reveal_sha256))
     return _verify(log.seal_bytes(f"{generation}.seal.json"), reveal_data, trusted, state=state, ledger=log,
                    blobs=log.blobs, source=source)
+
+def check_reveal(store: Store, generation: str, *, source: str | None, pinned: PublicKey | TrustedKey | None,
+                 ledger_id: str | None, now: datetime, policy: Policy | None = None) -> RevealVerdict:
+    """``heldout verify-reveal``: recompute ``generation``'s set hash from its reveal and check it against the
+    signed manifest (under ``pinned``, else the keyring's issuer key, else, for the store's own ledger without a
+    published manifest, that ledger's key), bound to the ledger's entries when there is a ledger: ``source``
+    (a published ledger, replayed first, or a plain folder), else ``store``'s ledger ``ledger_id``. With
+    ``policy``, ``source`` must be a published ledger whose latest checkpoint the policy's quorum cosigned."""
+    from heldout.generations.ledgers import open_ledger
+
+    def trusted_for(manifest_data: bytes) -> PublicKey | TrustedKey:
+        if pinned is not None:
+            return pinned
+        return store.issuer_key(parse_json_object(manifest_data, what="seal manifest"), what="seal manifest")
+
+    if policy is not None:
+        if source is None or not is_public_log(source):
+            raise UsageError("--policy checks a published ledger: give --from EXPORT_DIR or a tiles directory or "
+                             "URL", field="--from")
+        published_log = open_public_log(source)
+        report = published_log.verify(expected_id=ledger_id or published_log.ledger_id)
+        policy.evaluate(published_log.latest_checkpoint(), origin=report.origin)
+    if source is not None:
+        return verify_folder_reveal(source, generation, trusted_for(source_manifest_bytes(source, generation)), now)
+    published = read_first_in(store.seals, [f"{generation}.seal.json"], what="seal manifest")
+    with open_ledger(store, ledger_id, read_only=True) as opened:
+        # Without the published file the manifest comes from its blob; the operator's own ledger key (named by
+        # the genesis entry of the ledger the store holds) is then the trusted one.
+        trusted = trusted_for(published[0]) if published is not None else (pinned or opened.key)
+        return verify_store_reveal(store, opened, generation, trusted, now)
+
 
 def verify_member_proof(proof_doc: Any, manifest_data: bytes, trusted: PublicKey | TrustedKey) -> MemberProof:
     """Check a membership proof against the signed manifest of its generation; returns the parsed proof."""

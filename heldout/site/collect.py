@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from heldout.entries import PassportEntry, RevealEntry, SealEntry, records
 from heldout.generations import GenerationState, load_generations, open_ledger
 from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import Supersession, load_supersessions
@@ -160,10 +161,10 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
     _check_seal_files(export, entries)
     passports: list[PassportRecord] = []
     latest: dict[tuple[str, str], int] = {}
-    passport_entries = [(i, e) for i, e in entries if e.get("type") == "passport"]
-    for done, (index, entry) in enumerate(passport_entries, start=1):
+    passport_entries = records(entries, PassportEntry)
+    for done, entry in enumerate(passport_entries, start=1):
         progress("verifying passports", done, len(passport_entries))
-        digest = str(entry.get("passport_sha256"))
+        index, digest = int(entry.index or 0), entry.passport_sha256
         path = export.location(export.blob_file(digest))
         if not export.has_blob(digest):
             raise SiteBuildRefused(f"passport entry {index} names a blob the export does not hold", index=index,
@@ -175,7 +176,7 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
         except HeldoutError as exc:
             raise _refuse(f"passport of entry {index}", path, exc) from None
         heldout = verdict.passport.heldout or {}
-        if verdict.passport.model_id != entry.get("model_id") or heldout.get("generation") != entry.get("generation"):
+        if verdict.passport.model_id != entry.model_id or heldout.get("generation") != entry.generation:
             raise SiteBuildRefused(f"passport of entry {index} is not for the model and generation the entry names",
                                    index=index, file=str(path))
         if not int((heldout.get("checkpoint") or {}).get("size") or 0) <= index:
@@ -198,7 +199,8 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
 def _check_seal_files(export: PublicLog, entries: list[tuple[int, dict[str, Any]]]) -> None:
     """The export's ``seals/`` folder is published as is, so each file must be one the ledger names: a seal
     manifest (``manifest_sha256`` of a seal entry) or a reveal (``reveal_sha256`` of a reveal entry)."""
-    named = {str(e.get(m)) for _, e in entries for m in ("manifest_sha256", "reveal_sha256") if e.get(m)}
+    named = {r.manifest_sha256 if isinstance(r, SealEntry) else r.reveal_sha256
+             for r in records(entries, SealEntry, RevealEntry)}
     for name in export.seal_names():
         found = sha256_hex(export.seal_bytes(name))
         if found not in named:

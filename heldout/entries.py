@@ -1,0 +1,246 @@
+"""heldout's ledger entries as typed records, registered with the generic log (``ledger.entries``).
+
+The log itself knows only its own entry types (genesis, key, note). Every domain entry (a pool commitment,
+a seal's intent, a seal, a bundle, a retirement, a reveal, a passport, a spec supersession) is defined here: a
+frozen record whose constructor checks its members with the same checks the log applies on append and on
+replay (registered below, from the records' ``MEMBERS``), so a record that exists is a valid entry. Readers
+turn a decoded entry into its record with :func:`entry_record` and match on the class, instead of probing
+dictionaries for ``type`` and member names; writers build the record and append ``record.to_entry()``.
+
+Members beyond the required ones (a seal's task counts and release policy, a bundle's leakage charge) are
+kept in ``extra``, as the log keeps them: later versions may add members without breaking older readers.
+Importing :mod:`heldout` registers the types, so every command and the audit see them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, ClassVar
+
+from ledger.entries import (
+    Check,
+    check_hex64,
+    check_per_task,
+    check_positive_int,
+    check_text,
+    check_utc,
+    register_entry_type,
+)
+from ledger.errors import EntryRejected
+from seals import parse_utc
+
+_BASE_MEMBERS = frozenset({"type", "v"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class EntryRecord:
+    """One domain entry. ``index`` is where it is in the log (None for one not yet appended); ``v`` its
+    version; ``extra`` its members beyond the required ones."""
+
+    TYPE: ClassVar[str]
+    MEMBERS: ClassVar[Mapping[str, Check]]
+    OPTIONAL: ClassVar[Mapping[str, Check]] = {}
+
+    created_utc: str
+    index: int | None = None
+    v: int = 1
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = {} if self.index is None else {"index": self.index}
+        if isinstance(self.v, bool) or not isinstance(self.v, int) or self.v < 1:
+            raise EntryRejected("entry member v (version) must be a positive integer", field="v",
+                                    found=repr(self.v)[:60], **where)
+        for member, check in self.MEMBERS.items():
+            problem = check(getattr(self, member))
+            if problem:
+                raise EntryRejected(f"{self.TYPE} entry member {member!r} must be {problem}", field=member,
+                                        found=repr(getattr(self, member))[:80], **where)
+        clash = sorted(set(self.extra) & (set(self.MEMBERS) | _BASE_MEMBERS))
+        if clash:
+            raise EntryRejected(f"{self.TYPE} entry: {clash[0]!r} is a required member, not an extra one",
+                                    field=clash[0], **where)
+        for member, check in self.OPTIONAL.items():
+            problem = check(self.extra[member]) if member in self.extra else None
+            if problem:
+                raise EntryRejected(f"{self.TYPE} entry member {member!r} must be {problem}", field=member,
+                                        found=repr(self.extra[member])[:80], **where)
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any], *, index: int | None = None) -> EntryRecord:
+        """The record of a decoded entry of this type (raises EntryRejected naming the member at fault)."""
+        if entry.get("type") != cls.TYPE:
+            raise EntryRejected(f"not a {cls.TYPE} entry", field="type", found=str(entry.get("type"))[:60],
+                                    **({} if index is None else {"index": index}))
+        missing = [member for member in cls.MEMBERS if member not in entry]
+        if missing:
+            raise EntryRejected(f"{cls.TYPE} entry lacks the member {missing[0]!r}", field=missing[0],
+                                    **({} if index is None else {"index": index}))
+        required = {member: entry[member] for member in cls.MEMBERS}
+        extra = {k: v for k, v in entry.items() if k not in cls.MEMBERS and k not in _BASE_MEMBERS}
+        return cls(index=index, v=entry.get("v"), extra=extra, **required)  # type: ignore[arg-type]
+
+    def to_entry(self) -> dict[str, Any]:
+        """The entry as the log stores it (before canonicalisation)."""
+        return {"type": self.TYPE, "v": self.v, **{m: getattr(self, m) for m in self.MEMBERS}, **self.extra}
+
+    def get(self, member: str, default: Any = None) -> Any:
+        """An extra member (``default`` when absent)."""
+        return self.extra.get(member, default)
+
+    @property
+    def created(self) -> datetime:
+        return parse_utc(self.created_utc)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolEntry(EntryRecord):
+    """A task's pool committed before a draw: the RFC 6962 root of the salted commitments of its unused cases."""
+
+    TYPE = "pool"
+    MEMBERS: ClassVar[Mapping[str, Check]] = {
+        "task": check_text, "pool_root": check_hex64, "pool_size": check_positive_int, "created_utc": check_utc,
+    }
+
+    task: str
+    pool_root: str
+    pool_size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntentEntry(EntryRecord):
+    """A seal's intent, logged before its draw: the generation, its sizes per task and the pools drawn from."""
+
+    TYPE = "intent"
+    MEMBERS: ClassVar[Mapping[str, Check]] = {
+        "generation": check_text, "tasks": check_per_task, "pools": check_per_task, "expiry_utc": check_utc,
+        "created_utc": check_utc,
+    }
+
+    generation: str
+    tasks: Mapping[str, int]
+    pools: Mapping[str, int]
+    expiry_utc: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SealEntry(EntryRecord):
+    """A generation sealed: its manifest, set hash and expiry (task counts, release policy, budget in extra)."""
+
+    TYPE = "seal"
+    MEMBERS: ClassVar[Mapping[str, Check]] = {
+        "generation": check_text, "manifest_sha256": check_hex64, "set_hash": check_hex64, "expiry_utc": check_utc,
+        "created_utc": check_utc,
+    }
+
+    generation: str
+    manifest_sha256: str
+    set_hash: str
+    expiry_utc: str
+
+    @property
+    def expiry(self) -> datetime:
+        return parse_utc(self.expiry_utc)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BundleEntry(EntryRecord):
+    """A model's evaluation on a generation's task: its evaluation and stored predictions blobs."""
+
+    TYPE = "bundle"
+    MEMBERS: ClassVar[Mapping[str, Check]] = {
+        "generation": check_text, "model_id": check_text, "task": check_text, "evaluation_sha256": check_hex64,
+        "predictions_sha256": check_hex64, "created_utc": check_utc,
+    }
+
+    generation: str
+    model_id: str
+    task: str
+    evaluation_sha256: str
+    predictions_sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetireEntry(EntryRecord):
+    TYPE = "retire"
+    MEMBERS: ClassVar[Mapping[str, Check]] = {
+        "generation": check_text, "reason": check_text, "created_utc": check_utc,
+    }
+
+    generation: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RevealEntry(EntryRecord):
+    TYPE = "reveal"
+    MEMBERS: ClassVar[Mapping[str, Check]] = {
+        "generation": check_text, "reveal_sha256": check_hex64, "created_utc": check_utc,
+    }
+
+    generation: str
+    reveal_sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassportEntry(EntryRecord):
+    TYPE = "passport"
+    MEMBERS: ClassVar[Mapping[str, Check]] = {
+        "model_id": check_text, "generation": check_text, "passport_sha256": check_hex64, "created_utc": check_utc,
+    }
+
+    model_id: str
+    generation: str
+    passport_sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecEntry(EntryRecord):
+    """A spec version superseded from ``effective_utc`` on: passports on it lapse then (heldout/specs.py)."""
+
+    TYPE = "spec"
+    MEMBERS: ClassVar[Mapping[str, Check]] = {
+        "spec_version": check_text, "superseded_by": check_text, "effective_utc": check_utc,
+        "created_utc": check_utc,
+    }
+
+    spec_version: str
+    superseded_by: str
+    effective_utc: str
+
+    @property
+    def effective(self) -> datetime:
+        return parse_utc(self.effective_utc)
+
+
+RECORD_TYPES: dict[str, type[EntryRecord]] = {
+    cls.TYPE: cls for cls in (PoolEntry, IntentEntry, SealEntry, BundleEntry, RetireEntry, RevealEntry,
+                              PassportEntry, SpecEntry)}
+
+
+def entry_record(index: int | None, entry: Mapping[str, Any]) -> EntryRecord | None:
+    """The typed record of a decoded entry; None for the log's generic entries (genesis, key, note). Raises
+    EntryRejected for an entry of a domain type that is not a valid one (a decoded entry always is)."""
+    cls = RECORD_TYPES.get(str(entry.get("type")))
+    return None if cls is None else cls.from_entry(entry, index=index)
+
+
+def records(pairs: Any, *types: type[EntryRecord]) -> list[Any]:
+    """The records of ``(index, entry)`` pairs that are of ``types`` (every domain type when none is given),
+    in log order."""
+    wanted = {cls.TYPE for cls in types} if types else set(RECORD_TYPES)
+    return [RECORD_TYPES[str(entry["type"])].from_entry(entry, index=index)
+            for index, entry in pairs if entry.get("type") in wanted]
+
+
+def _check_registration() -> None:
+    for cls in RECORD_TYPES.values():
+        declared = {f.name for f in fields(cls)} - {"index", "v", "extra"}
+        if declared != set(cls.MEMBERS):  # pragma: no cover (a definition error, caught at import)
+            raise TypeError(f"{cls.__name__}: fields {sorted(declared)} differ from MEMBERS {sorted(cls.MEMBERS)}")
+        register_entry_type(cls.TYPE, cls.MEMBERS, cls.OPTIONAL)
+
+
+_check_registration()
