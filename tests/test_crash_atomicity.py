@@ -1,5 +1,6 @@
-"""Kill-at-every-step: ``seal``, ``retire --reveal``, ``evaluate`` and ``passport issue`` are atomic across
-SIGKILL (heldout/staging.py).
+"""Kill-at-every-step: ``seal``, ``retire --reveal``, plain ``retire`` (a retire entry and nothing to publish),
+``evaluate`` and ``passport issue`` are atomic across SIGKILL (heldout/staging.py). (``seal public`` shares the
+seal's staging path but needs a store without ``public``; it is not in this campaign.)
 
 Each case copies a prepared store, runs the real command in a subprocess (``python -m heldout``) and kills it:
 at a named step (``$HELDOUT_CRASH_AT``; the steps are discovered from an uncut run's ``$HELDOUT_CRASH_TRACE``, so
@@ -21,7 +22,7 @@ operation is run again and must complete. Kills inside the recovery itself are c
 
 Sizes: every named step always (40 kills today; 14 cases more kill an operation after its commit and then the
 next command at each step of its recovery: 28 kills); ``$HELDOUT_CRASH_KILLS`` random kills
-spread over the four operations (CI default 150: commands that finish before their random time are run again
+spread over the five operations (CI default 150: commands that finish before their random time are run again
 until that many were killed). The counts per operation and final state are printed at the end of the random campaign.
 """
 
@@ -66,7 +67,14 @@ WORKERS = max(1, int(os.environ.get("HELDOUT_CRASH_WORKERS", str(min(4, os.cpu_c
 SEED = int(os.environ.get("HELDOUT_CRASH_SEED", "20261201"))
 PUBLIC = ("seals", "passports", "blobs")
 NEW_TYPES = {"seal": ["pool", "intent", "seal"], "retire": ["retire", "reveal"], "evaluate": ["bundle"],
-             "passport": ["passport"]}
+             "passport": ["passport"], "retire-plain": ["retire"]}
+#: Operations run under another operation's staging name (the prefix of their crash points).
+STAGED_AS = {"retire-plain": "retire"}
+
+
+def step_prefix(op: str) -> str:
+    return STAGED_AS.get(op, op)
+
 #: Commit-then-draw logs the pool and the intent (one batch) before the draw, and the seal after it: a kill in
 #: between leaves a logged draw that was never sealed. To the log that is a draw thrown away, and it must stay
 #: visible (the audit reports it); nothing else may have been written.
@@ -78,6 +86,7 @@ def operation_args(op: str, fixture: AuditFixture) -> list[str]:
         "seal": ["seal", "gen3", "--tasks", TASK, "--per-task", "20", "--expires", "2027-05-01",
                  "--budget-bits", "1e9"],
         "retire": ["retire", "gen1", "--reason", "expired", "--reveal", "--with-images"],
+        "retire-plain": ["retire", "gen2", "--reason", "leaked"],  # a retire entry only: nothing to publish
         "evaluate": ["evaluate", "majority", "--generation", "gen2", "--tasks", TASK, "--data-root",
                      str(fixture.data_root)],
         "passport": ["passport", "issue", "model_0", "--generation", "gen2"],
@@ -332,10 +341,10 @@ def check_case(prepared: Prepared, case: Kill, returncode: int, stderr: str) -> 
     raw = classify(store, ledger_id, prepared.before, op)
     if killed and crash_at is not None and not timed:
         steps = prepared.steps[op]
-        if steps.index(crash_at) <= steps.index(f"{op}.intent"):
+        if steps.index(crash_at) <= steps.index(f"{step_prefix(op)}.intent"):
             assert raw in ("never-started", "draw-abandoned" if op in ABANDONED else "never-started"), \
                 f"{op} at {crash_at}: {raw}"
-        elif crash_at == f"{op}.done":
+        elif crash_at == f"{step_prefix(op)}.done":
             assert raw == "completed", f"{op} at {crash_at}: {raw}"
         else:
             assert raw in ("publishing", "completed"), f"{op} at {crash_at}: {raw}"
@@ -355,6 +364,8 @@ def check_case(prepared: Prepared, case: Kill, returncode: int, stderr: str) -> 
         assert ("gen3" in generations) == (settled == "completed")
     if op == "retire":
         assert (generations["gen1"]["state"] == "retired") == (settled == "completed")
+    if op == "retire-plain":
+        assert (generations["gen2"]["state"] == "retired") == (settled == "completed")
     if settled in ("never-started", "draw-abandoned"):  # the operation can simply be run again
         with command_clock(NOW):
             again = cli(*operation_args(op, prepared.fixture), store=store)
@@ -381,7 +392,10 @@ def test_uncut_runs_pass_every_kind_of_step(prepared: Prepared) -> None:
     for op, steps in prepared.steps.items():
         kinds = [s.split(".")[1] for s in steps]
         assert kinds[0] == "staging" and kinds[-1] == "done", (op, steps)
-        assert kinds.index("intent") < kinds.index("committed") < kinds.index("published"), (op, steps)
+        assert kinds.index("intent") < kinds.index("committed"), (op, steps)
+        # an operation that publishes files does so after its commit (a plain retire publishes none)
+        assert ("published" in kinds) == (op != "retire-plain"), (op, steps)
+        assert "published" not in kinds or kinds.index("committed") < kinds.index("published"), (op, steps)
         assert all(k == "staged" for k in kinds[1:kinds.index("before-intent")]), (op, steps)
 
 
@@ -400,11 +414,14 @@ def test_kill_at_every_step(prepared: Prepared, op: str, tmp_path: Path) -> None
 def test_kill_inside_recovery(prepared: Prepared, op: str, tmp_path: Path) -> None:
     """A kill after the commit, then a kill of the next command at each step of its recovery: the command
     after that still completes the operation."""
-    published = [s.removeprefix(f"{op}.") for s in prepared.steps[op] if s.startswith(f"{op}.published.")]
+    prefix = step_prefix(op)
+    published = [s.removeprefix(f"{prefix}.") for s in prepared.steps[op] if s.startswith(f"{prefix}.published.")]
     points = [f"recover.{label}" for label in published] + ["recover.finished"]
-    outcomes = run_cases(prepared, [Kill(op, tmp_path / f"{number}", crash_at=f"{op}.committed",
+    outcomes = run_cases(prepared, [Kill(op, tmp_path / f"{number}", crash_at=f"{prefix}.committed",
                                          recover_crash_at=point) for number, point in enumerate(points)])
-    assert outcomes == [("publishing", "completed")] * len(points)
+    # killed after its commit, an operation with files to publish is part-published; one without (a plain
+    # retire) is complete on disk already, its staging folder left for the next command to remove
+    assert outcomes == [("publishing" if published else "completed", "completed")] * len(points)
 
 
 @pytest.mark.slow
