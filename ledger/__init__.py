@@ -1,6 +1,6 @@
-"""The transparency log: SQLite or PostgreSQL storage, RFC 6962 tree (pymerkle for roots), RFC 9162 proofs, C2SP
-checkpoints, export and replay, and a checkpoint client that cannot be rolled back. Only this package touches the
-ledger database.
+"""The transparency log: SQLite or PostgreSQL storage, RFC 6962 tree (O(log n) roots from stored subtrees), RFC
+9162 proofs, C2SP checkpoints, export and replay, and a checkpoint client that cannot be rolled back. Only this
+package touches the ledger database.
 
 ``Ledger``, the backends (``LedgerBackend``, ``backend_at``, ``migrate``) and the export (``LedgerExport``,
 ``export_ledger``, ``open_export``) are imported on first use (PEP 562): they pull in sqlite-utils, which commands

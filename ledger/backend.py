@@ -111,7 +111,7 @@ def migrate(source: Ledger, destination: LedgerBackend) -> MigrationReport:
             storage.insert_meta([(k, v) for k, v in sorted(meta.items())
                                  if k not in ("schema_version", "min_node_level")])
             _copy_rows(source, storage)
-            cosignatures = source.storage.cosignature_rows()
+            cosignatures = list(source.storage.cosignature_rows())
             storage.insert_cosignatures(cosignatures)
             counts["cosignatures"] = len(cosignatures)
             _prove_identical(source, Ledger(storage))
@@ -127,25 +127,24 @@ def migrate(source: Ledger, destination: LedgerBackend) -> MigrationReport:
 
 def _copy_rows(source: Ledger, storage: LedgerStorage) -> None:
     """Entries, nodes and checkpoints in index order, each checkpoint inserted once its entries are (the
-    destination's triggers check the same growth rules as on the first write)."""
-    checkpoints = source.storage.checkpoint_rows()
-    nodes = list(source.storage.stored_nodes())
-    nodes.sort(key=lambda n: (n[1] + 1) << n[0])  # by the entry that completes each node
+    destination's triggers check the same growth rules as on the first write). All three are streamed; the
+    nodes come in the order their last entry completes them (``ledger.storage.NODE_ORDER``)."""
+    nodes = source.storage.stored_nodes()
+    waiting = next(nodes, None)
     done = 0
-    node_at = 0
-    for checkpoint in checkpoints:
+    for checkpoint in source.storage.checkpoint_rows():
         size = checkpoint[0]
         while done < size:
             stop = min(size, done + COPY_CHUNK)
             storage.insert_entries(list(source.storage.entry_rows(done, stop)))
             done = stop
             ready = []
-            while node_at < len(nodes) and (nodes[node_at][1] + 1) << nodes[node_at][0] <= done:
-                ready.append(nodes[node_at])
-                node_at += 1
+            while waiting is not None and (waiting[1] + 1) << waiting[0] <= done:
+                ready.append(waiting)
+                waiting = next(nodes, None)
             storage.insert_nodes(ready)
         storage.insert_checkpoint(checkpoint)
-    if done != source.size or node_at != len(nodes):
+    if done != source.size or waiting is not None:
         raise LedgerIntegrityError("the source holds entries or tree nodes past its last checkpoint",
                                    expected=done, found=source.size)
 
@@ -165,5 +164,5 @@ def _prove_identical(source: Ledger, copy: Ledger) -> None:
         if copy.root(checkpoint.size) != source.root(checkpoint.size) or copy.root(checkpoint.size) != \
                 checkpoint.root:
             raise LedgerIntegrityError("the copy has another root at a checkpoint size", size=checkpoint.size)
-    if copy.storage.cosignature_rows() != source.storage.cosignature_rows():
+    if list(copy.storage.cosignature_rows()) != list(source.storage.cosignature_rows()):
         raise LedgerIntegrityError("the copy holds other cosignatures")

@@ -53,7 +53,7 @@ from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
 from ledger.ledger import Ledger
 from ledger.published import EntryList, check_replayed_claims
-from ledger.replay import CheckpointClaim, ProgressFn, ReplayReport, replay
+from ledger.replay import CheckpointClaim, EntryFn, ProgressFn, ReplayReport, replay
 from ledger.rfc6962 import leaf_hash
 from ledger.tree import HashTree, MemoryNodes
 from seals import canonical_bytes, parse_json_object
@@ -397,16 +397,25 @@ class LedgerExport(EntryList):
                                            file=MANIFEST, field=member, expected=expected, found=m.get(member))
 
     def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
-               check_blobs: bool = True, check_manifest: bool = True) -> ReplayReport:
+               check_blobs: bool = True, check_manifest: bool = True, on_entry: EntryFn | None = None) -> ReplayReport:
         """Replay the export (``ledger.replay``) and check that the manifest describes what was replayed;
         with ``check_manifest`` also every other manifest member and file (:meth:`manifest_problems`; the
         audit reports them one by one instead); with ``check_blobs`` every exported blob is re-hashed (a
         missing referenced blob is listed in the manifest's ``missing_blobs``, not an error here: the audit
-        decides what it needs)."""
+        decides what it needs). ``on_entry`` receives each entry as the replay decodes it (``ledger.replay``)."""
         claims = [CheckpointClaim(size, self._note(size)) for size, _ in self._checkpoint_files()]
         entries = self._load()
-        report, nodes = replay(((data, None) for data in entries), len(entries), claims,
-                               expected_id=expected_id, progress=progress)
+        referenced: dict[str, None] = {}
+        nodes = MemoryNodes()  # the export holds its entries in memory anyway; its proofs come from this tree
+
+        def keep(index: int, data: bytes, entry: dict[str, Any]) -> None:
+            nodes.append(leaf_hash(data))
+            referenced.update(dict.fromkeys(blob_references(entry)))
+            if on_entry is not None:
+                on_entry(index, data, entry)
+
+        report = replay(((data, None) for data in entries), len(entries), claims, expected_id=expected_id,
+                        progress=progress, on_entry=keep)
         self._tree = HashTree(nodes)
         m = self.manifest
         check_replayed_claims(m, report, what="the export manifest", file=MANIFEST,
@@ -416,7 +425,7 @@ class LedgerExport(EntryList):
                 raise problem
         if check_blobs:
             listed = set(m.get("blobs") or []) | set(m.get("missing_blobs") or [])
-            for digest in report.blobs:
+            for digest in referenced:
                 if digest not in listed:
                     raise LedgerIntegrityError("an entry references a blob the manifest does not list",
                                                file=MANIFEST, found=digest)

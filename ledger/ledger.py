@@ -25,6 +25,7 @@ stored by :meth:`add_cosignature` (each verified first) and served by :meth:`cos
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,7 +53,6 @@ from ledger.errors import (
     AppendConflict,
     CheckpointError,
     EntryRejected,
-    LedgerError,
     LedgerIntegrityError,
     LedgerKeyError,
     LedgerUsageError,
@@ -60,15 +60,17 @@ from ledger.errors import (
     database_error,
 )
 from ledger.proving import ProvingLog
-from ledger.replay import CheckpointClaim, ProgressFn, ReplayReport, replay
-from ledger.rfc6962 import leaf_hash
+from ledger.replay import CheckpointClaim, EntryFn, ProgressFn, ReplayReport, replay
+from ledger.rfc6962 import LEAF_PREFIX, leaf_hash
 from ledger.storage import CheckpointRow, Fill, LedgerStorage
-from ledger.tree import HashTree, frontier_push, frontier_root
+from ledger.tree import CompactRange, HashTree
 from ledger.verify import verify_consistency
 
 if TYPE_CHECKING:  # ledger.db imports sqlite-utils its own way (without pandas)
     from sqlite_utils import Database
 from seals import format_utc, parse_json_object
+
+_sha256 = hashlib.sha256
 
 
 class Ledger(ProvingLog):
@@ -257,6 +259,9 @@ class Ledger(ProvingLog):
     def _write(self, *, durable: bool = True) -> Iterator[LedgerStorage]:
         try:
             with self.storage.write(durable=durable):
+                # every write reads the stored tree afresh: its self-check must see the nodes as they are in the
+                # database now (a node altered behind this process's back included), not as cached earlier
+                self._tree.cache_clear()
                 yield self.storage
         except BaseException:
             self._tree.cache_clear()  # it may hold nodes of the rolled-back transaction
@@ -274,10 +279,12 @@ class Ledger(ProvingLog):
                 if root != last.root:
                     raise CheckpointError("refusing to sign a second root for the same size", size=size)
                 return last, False
-            stored = self._tree.root_at(size)
-            if stored != root:
-                raise LedgerIntegrityError("the stored tree disagrees with the appended leaves", size=size)
+            # The self-check: a consistency proof read back from the stored tree (the nodes just inserted, the
+            # older ones, leaf hashes for the unstored low levels) must lead from the last signed root to the
+            # root computed in memory from the new leaves; so the stored tree and the new root agree.
             verify_consistency(last.size, size, last.root, root, self._tree.consistency_path(last.size, size))
+        elif self._tree.root_at(size) != root:
+            raise LedgerIntegrityError("the stored tree disagrees with the appended leaves", size=size)
         checkpoint = sign_checkpoint(self.origin, size, root, signer, created_utc=created)
         self.storage.insert_checkpoint((size, root, checkpoint.note, created))
         return checkpoint, True
@@ -354,21 +361,13 @@ class Ledger(ProvingLog):
                 raise AppendConflict("the ledger grew before this append: another writer came first",
                                      expected=expected_size, found=size)
             self._check_time(first_entry_time)
-            frontier = self._tree.frontier(size)
-            rows = []
-            nodes: list[tuple[int, int, bytes]] = []
-
-            def keep_node(level: int, index: int, digest: bytes) -> None:
-                if level >= MIN_NODE_LEVEL:
-                    nodes.append((level, index, digest))
-
-            for offset, (kind, data) in enumerate(encoded):
-                leaf = leaf_hash(data)
-                rows.append((size + offset, kind, data, leaf, created))
-                frontier_push(frontier, leaf, size + offset, keep_node)
+            tree = CompactRange.of(self._tree.frontier(size))
+            rows = [(size + offset, kind, data, _sha256(LEAF_PREFIX + data).digest(), created)
+                    for offset, (kind, data) in enumerate(encoded)]
+            nodes = tree.extend((row[3] for row in rows), MIN_NODE_LEVEL)
             storage.insert_entries(rows)
             storage.insert_nodes(nodes)
-            signed = self._sign_head(size + len(encoded), frontier_root(frontier), signer, created)
+            signed = self._sign_head(tree.size, tree.root(), signer, created)
         self._signed(*signed)
         return list(range(size, size + len(encoded)))
 
@@ -433,42 +432,36 @@ class Ledger(ProvingLog):
 
     # verifying --------------------------------------------------------------------------------------------
     def _verify_cosignatures(self) -> None:
-        """Every stored cosignature verifies, under the witness key stored with it, on its checkpoint."""
-        notes = {c.size: c for c in self.checkpoints()}
+        """Every stored cosignature verifies, under the witness key stored with it, on its checkpoint (both
+        streamed by size and merged: nothing held per checkpoint)."""
+        checkpoints = self.storage.checkpoint_rows()
+        current: CheckpointRow | None = None
         for size, _, _, _, line, vkey, _ in self.storage.cosignature_rows():
+            while current is None or current[0] < size:
+                current = next(checkpoints, None)
+                if current is None:
+                    break
             try:
-                Cosignature.parse_line(str(line)).verify(notes[int(size)], Cosigner.from_vkey(str(vkey)))
-            except (HeldoutError, KeyError) as exc:
+                if current is None or current[0] != size:
+                    raise LedgerIntegrityError("no checkpoint of that size", size=size)
+                Cosignature.parse_line(str(line)).verify(self._checkpoint_row(current), Cosigner.from_vkey(str(vkey)))
+            except HeldoutError as exc:
                 raise LedgerIntegrityError(f"a stored cosignature on checkpoint {size} does not verify: {exc}",
                                            checkpoint=int(size)) from None
 
-    def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None) -> ReplayReport:
-        """Replay the whole database: entry bytes against stored leaf hashes, every stored tree node against
-        the replayed tree, every checkpoint's signature, root and consistency (see ``ledger.replay``).
-        Reads one snapshot (a read transaction) so concurrent appends do not disturb it."""
+    def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
+               on_entry: EntryFn | None = None) -> ReplayReport:
+        """Replay the whole database in one streamed pass (``ledger.replay``): entry bytes against stored leaf
+        hashes, every stored tree node against the replayed tree, every checkpoint's signature, root and
+        consistency; then every cosignature. Reads one snapshot (a read transaction) so concurrent appends do
+        not disturb it; holds O(log n) tree state. ``on_entry`` receives each entry as it is decoded (for a
+        caller that needs per-entry data without a second pass)."""
         storage = self.storage
         with storage.snapshot():
-            total = self.size
-            claims = [CheckpointClaim(size, note, root) for size, root, note, _ in storage.checkpoint_rows()]
-            report, rebuilt = replay(storage.data_and_leaves(), total, claims, expected_id=expected_id,
-                                     progress=progress)
-            count = 0
-            for level, index, digest in storage.stored_nodes():
-                count += 1
-                try:
-                    if level < MIN_NODE_LEVEL:
-                        raise LedgerIntegrityError("unexpected low tree node", level=level)
-                    expected = rebuilt.node(level, index)
-                except LedgerError:
-                    raise LedgerIntegrityError("the database holds a tree node beyond the entries", level=level,
-                                               index=index) from None
-                if expected != digest:
-                    raise LedgerIntegrityError("a stored tree node does not match the entries", level=level,
-                                               index=index)
-            expected_count = sum(len(level) // 32 for level in rebuilt.levels[MIN_NODE_LEVEL:])
-            if count != expected_count:
-                raise LedgerIntegrityError("tree nodes are missing from the database", expected=expected_count,
-                                           found=count)
+            claims = (CheckpointClaim(size, note, root) for size, root, note, _ in storage.checkpoint_rows())
+            report = replay(storage.data_and_leaves(), self.size, claims, expected_id=expected_id,
+                            progress=progress, stored_nodes=storage.stored_nodes(), min_node_level=MIN_NODE_LEVEL,
+                            on_entry=on_entry)
             self._verify_cosignatures()
             meta = storage.meta()
             if meta.get("ledger_id") != report.ledger_id or meta.get("origin") != report.origin:

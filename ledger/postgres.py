@@ -35,7 +35,7 @@ from typing import Any
 from ledger.db import MIN_NODE_LEVEL, SCHEMA_VERSION
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerError, LedgerIntegrityError, LedgerStorageError, LedgerUsageError
-from ledger.storage import CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
+from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
 
 WRITER_ROLE = "heldout_writer"
 SCHEMA_PREFIX = "ledger_"
@@ -189,12 +189,14 @@ class PostgresStorage:
             yield bytes(data), bytes(leaf)
 
     def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]:
-        for level, index, digest in self._stream("SELECT level, idx, hash FROM {s}.nodes ORDER BY level, idx"):
+        for level, index, digest in self._stream(f"SELECT level, idx, hash FROM {{s}}.nodes ORDER BY {NODE_ORDER}"):
             yield int(level), int(index), bytes(digest)
 
-    def checkpoint_rows(self) -> list[CheckpointRow]:
-        rows = self._q("SELECT size, root, note, created_utc FROM {s}.checkpoints ORDER BY size").fetchall()
-        return [r for r in map(checkpoint_row, rows) if r is not None]
+    def checkpoint_rows(self) -> Iterator[CheckpointRow]:
+        for row in self._stream("SELECT size, root, note, created_utc FROM {s}.checkpoints ORDER BY size"):
+            checkpoint = checkpoint_row(row)
+            assert checkpoint is not None
+            yield checkpoint
 
     def checkpoint_row(self, size: int) -> CheckpointRow | None:
         return checkpoint_row(self._q(
@@ -209,10 +211,10 @@ class PostgresStorage:
                        (size,)).fetchall()
         return [str(row[0]) for row in rows]
 
-    def cosignature_rows(self) -> list[CosignatureRow]:
-        rows = self._q("SELECT size, witness, key_id, timestamp, line, vkey, received_utc FROM {s}.cosignatures "
-                       "ORDER BY size, witness, key_id, timestamp").fetchall()
-        return [(int(a), str(b), str(c), int(d), str(e), str(f), str(g)) for a, b, c, d, e, f, g in rows]
+    def cosignature_rows(self) -> Iterator[CosignatureRow]:
+        for a, b, c, d, e, f, g in self._stream("SELECT size, witness, key_id, timestamp, line, vkey, received_utc "
+                                                "FROM {s}.cosignatures ORDER BY size, witness, key_id, timestamp"):
+            yield int(a), str(b), str(c), int(d), str(e), str(f), str(g)
 
     def witness_sizes(self) -> dict[str, int]:
         rows = self._q("SELECT vkey, MAX(size) FROM {s}.cosignatures GROUP BY vkey").fetchall()

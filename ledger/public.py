@@ -15,7 +15,7 @@ from ledger.errors import LedgerIntegrityError, LedgerUsageError
 from ledger.export import MANIFEST as EXPORT_MANIFEST
 from ledger.export import open_export
 from ledger.log import LogReader
-from ledger.replay import ProgressFn, ReplayReport
+from ledger.replay import EntryFn, ProgressFn, ReplayReport
 from ledger.tiles import is_tiles_dir, is_url, open_tiles
 
 
@@ -59,7 +59,8 @@ class PublicLog(LogReader, Protocol):
     def manifest_problems(self) -> Iterator[LedgerIntegrityError]: ...
 
     def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
-               check_blobs: bool = True, check_manifest: bool = True) -> ReplayReport: ...
+               check_blobs: bool = True, check_manifest: bool = True, on_entry: EntryFn | None = None) -> ReplayReport:
+        ...
 
 
 def is_public_log(source: str | Path) -> bool:

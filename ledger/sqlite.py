@@ -22,7 +22,7 @@ from keys.files import fsync_dir
 from ledger.db import MIN_NODE_LEVEL, connect
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
-from ledger.storage import CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
+from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
 
 if TYPE_CHECKING:  # ledger.db imports sqlite-utils its own way (without pandas)
     from sqlite_utils import Database
@@ -91,16 +91,20 @@ class SqliteStorage:
             yield int(index), str(kind), bytes(data), bytes(leaf), str(created)
 
     def data_and_leaves(self) -> Iterator[tuple[bytes, bytes]]:
-        for data, leaf in self.conn.execute("SELECT data, leaf_hash FROM entries ORDER BY idx"):
-            yield bytes(data), bytes(leaf)
+        # the cursor itself: SQLite steps it one row at a time (nothing accumulates), and BLOB columns arrive as
+        # bytes, so no per-row generator stands between the replay and the database
+        cursor: Iterator[tuple[bytes, bytes]] = self.conn.execute("SELECT data, leaf_hash FROM entries ORDER BY idx")
+        return cursor
 
     def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]:
-        for level, index, digest in self.conn.execute("SELECT level, idx, hash FROM nodes ORDER BY level, idx"):
+        for level, index, digest in self.conn.execute(f"SELECT level, idx, hash FROM nodes ORDER BY {NODE_ORDER}"):
             yield int(level), int(index), bytes(digest)
 
-    def checkpoint_rows(self) -> list[CheckpointRow]:
-        rows = self.conn.execute("SELECT size, root, note, created_utc FROM checkpoints ORDER BY size").fetchall()
-        return [r for r in map(checkpoint_row, rows) if r is not None]
+    def checkpoint_rows(self) -> Iterator[CheckpointRow]:
+        for row in self.conn.execute("SELECT size, root, note, created_utc FROM checkpoints ORDER BY size"):
+            checkpoint = checkpoint_row(row)
+            assert checkpoint is not None
+            yield checkpoint
 
     def checkpoint_row(self, size: int) -> CheckpointRow | None:
         return checkpoint_row(self.conn.execute(
@@ -115,10 +119,11 @@ class SqliteStorage:
                                  "timestamp", (size,)).fetchall()
         return [str(row[0]) for row in rows]
 
-    def cosignature_rows(self) -> list[CosignatureRow]:
-        rows = self.conn.execute("SELECT size, witness, key_id, timestamp, line, vkey, received_utc "
-                                 "FROM cosignatures ORDER BY size, witness, key_id, timestamp").fetchall()
-        return [(int(a), str(b), str(c), int(d), str(e), str(f), str(g)) for a, b, c, d, e, f, g in rows]
+    def cosignature_rows(self) -> Iterator[CosignatureRow]:
+        for a, b, c, d, e, f, g in self.conn.execute("SELECT size, witness, key_id, timestamp, line, vkey, "
+                                                     "received_utc FROM cosignatures ORDER BY size, witness, "
+                                                     "key_id, timestamp"):
+            yield int(a), str(b), str(c), int(d), str(e), str(f), str(g)
 
     def witness_sizes(self) -> dict[str, int]:
         rows = self.conn.execute("SELECT vkey, MAX(size) FROM cosignatures GROUP BY vkey").fetchall()

@@ -27,6 +27,10 @@ EntryRow = tuple[int, str, bytes, bytes, str]
 CheckpointRow = tuple[int, bytes, str, str]
 #: ``(size, witness, key id hex, timestamp, line, vkey, received_utc)``: one row of ``cosignatures``.
 CosignatureRow = tuple[int, str, str, int, str, str, str]
+#: The order of ``nodes`` rows that a streamed replay meets them in: by the size whose last leaf completes the
+#: node (``(idx + 1) << level``), lower levels first among nodes completed by the same leaf. The same SQL on
+#: both backends.
+NODE_ORDER = "(idx + 1) << level, level"
 
 
 class LedgerStorage(Protocol):
@@ -61,9 +65,13 @@ class LedgerStorage(Protocol):
 
     def data_and_leaves(self) -> Iterator[tuple[bytes, bytes]]: ...
 
-    def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]: ...
+    def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]:
+        """Every stored tree node, in the order appends complete them (``NODE_ORDER``), streamed."""
+        ...
 
-    def checkpoint_rows(self) -> list[CheckpointRow]: ...
+    def checkpoint_rows(self) -> Iterator[CheckpointRow]:
+        """Every checkpoint by size, streamed (a log signed per append has as many as entries)."""
+        ...
 
     def checkpoint_row(self, size: int) -> CheckpointRow | None: ...
 
@@ -71,7 +79,9 @@ class LedgerStorage(Protocol):
 
     def cosignature_lines(self, size: int) -> list[str]: ...
 
-    def cosignature_rows(self) -> list[CosignatureRow]: ...
+    def cosignature_rows(self) -> Iterator[CosignatureRow]:
+        """Every cosignature by size (then witness, key id, timestamp), streamed."""
+        ...
 
     def witness_sizes(self) -> dict[str, int]: ...
 

@@ -71,7 +71,7 @@ from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
 from ledger.export import BLOBS, CHECKPOINTS, KEYS, SEALS, key_file_bytes
 from ledger.ledger import Ledger
 from ledger.published import EntryList, check_replayed_claims
-from ledger.replay import CheckpointClaim, ProgressFn, ReplayReport, replay
+from ledger.replay import CheckpointClaim, EntryFn, ProgressFn, ReplayReport, replay
 from ledger.rfc6962 import HASH_SIZE, leaf_hash, node_hash
 from ledger.tree import HashTree, MemoryNodes, frontier_root
 from seals import canonical_bytes, parse_json_object
@@ -871,14 +871,14 @@ class TilesLog(EntryList):
                                            file=f"{BLOBS}/", field="blobs")
 
     def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
-               check_blobs: bool = True, check_manifest: bool = True) -> ReplayReport:
+               check_blobs: bool = True, check_manifest: bool = True, on_entry: EntryFn | None = None) -> ReplayReport:
         """Replay the entries the tiles give (checked against them on reading) with every checkpoint the
         manifest lists, check the ``checkpoint`` file is the latest of them, then the manifest as an
         export's (:meth:`manifest_problems` with ``check_manifest``, every listed blob with ``check_blobs``)."""
         entries = self._load()
         claims = [CheckpointClaim(size, self._note(size)) for size in self._checkpoint_sizes()]
-        report, _ = replay(((data, None) for data in entries), len(entries), claims, expected_id=expected_id,
-                           progress=progress)
+        report = replay(((data, None) for data in entries), len(entries), claims, expected_id=expected_id,
+                        progress=progress, on_entry=on_entry)
         latest = verify_checkpoint(self._checkpoint.note, name=report.key.name, key=report.key.public_key,
                                    origin=report.origin)
         if latest.size != report.size or latest.root != report.root:

@@ -1,38 +1,42 @@
-"""The Merkle tree over a ledger's entries: pymerkle's tree machinery on top of stored perfect-subtree nodes,
-plus RFC 9162 audit paths.
+"""The Merkle tree over a ledger's entries: O(log n) roots and RFC 9162 audit paths from stored perfect-subtree
+nodes, and the compact range a streamed replay holds.
 
 Storage model. Level 0 holds the leaf hashes; level ``l`` holds the root of every *complete* perfect subtree
 of width ``2**l``, node ``(l, i)`` covering leaves ``[i * 2**l, (i + 1) * 2**l)``. A node is written once, when
 its last leaf is appended, and never changes. A source may leave out the lowest interior levels (below
 ``min_stored_level``): such a subtree has at most ``2**min_stored_level`` leaves and is rehashed from its
 leaf hashes in one range read when needed. The ledger stores levels >= 4 (about n/8 rows for n leaves, which
-keeps appends cheap); the in-memory replay tree stores every level. The root for any size is the fold of at
-most ``log2(n)`` subtree roots (one per bit of the size), and every range in a proof is a left-aligned range
-whose root is again such a fold, so a root or a proof costs ``O(log n)`` lookups (plus at most 15 leaf
+keeps appends cheap); the in-memory tree of an export stores every level. The root for any size is the fold
+of at most ``log2(n)`` subtree roots (one per bit of the size), and every range in a proof is a left-aligned
+range whose root is again such a fold, so a root or a proof costs ``O(log n)`` lookups (plus at most 15 leaf
 hashes per small subtree), never a rehash of the log.
 
-pymerkle (``BaseMerkleTree``) supplies the root computation: its ``_get_root(start, end)`` decomposes a range
-into maximal perfect subtrees and folds their roots, asking ``_get_subroot(offset, width)``, which we answer
-from the stored nodes (and which pymerkle caches: a complete subtree never changes). pymerkle's own proof
-format is not RFC 9162, so the audit paths are laid out here (the RFC's PATH and SUBPROOF recursions,
-unrolled) and each path element is a range root from pymerkle.
+:class:`HashTree` does that decomposition itself (it replaced pymerkle's generic root machinery here, which cost
+about a fifth of a single append's CPU; the tests still cross-check every root against pymerkle's own tree and
+the RFC's reference recursions). Complete subtrees are cached, since they never change; a write clears the cache
+first, so that its self-check reads the stored tree as it is.
+
+:class:`CompactRange` is the whole state a streamed replay needs: the roots of the maximal perfect subtrees of
+``[0, size)``, one per set bit of the size (RFC 9162's "compact range", the right edge of the tree), so
+verifying a log of any length holds ``O(log n)`` hashes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
-
-from pymerkle.core import BaseMerkleTree
+import hashlib
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
-from ledger.rfc6962 import EMPTY_ROOT, HASH_SIZE, node_hash, split_point
+from ledger.rfc6962 import EMPTY_ROOT, HASH_SIZE, NODE_PREFIX, node_hash, split_point
 
-#: pymerkle's subroot cache: 16 MiB holds far more than the O(log n) nodes a root or proof touches.
-SUBROOT_CACHE_BYTES = 16 * 1024 * 1024
+#: Complete subtrees kept in a tree's cache; far more than the O(log n) nodes a root or proof touches.
+SUBTREE_CACHE_ENTRIES = 65536
 
 Frontier = list[tuple[int, bytes]]
 """The compact range of a tree: roots of its maximal perfect subtrees, left to right, as (level, hash)."""
+
+_sha256 = hashlib.sha256
 
 
 class NodeSource(Protocol):
@@ -47,45 +51,62 @@ class NodeSource(Protocol):
     def leaf_range(self, offset: int, width: int) -> list[bytes]: ...
 
 
-class HashTree(BaseMerkleTree):
-    """A read-only pymerkle tree whose storage hooks read a :class:`NodeSource`. Appending goes through the
-    owner of the storage (the ledger's transaction), never through pymerkle."""
+def fold_perfect(hashes: list[bytes]) -> bytes:
+    """The root of a perfect subtree from its ``2**k`` leaf hashes, level by level."""
+    level = hashes
+    while len(level) > 1:
+        level = [_sha256(NODE_PREFIX + level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
+    return level[0]
+
+
+class HashTree:
+    """Roots and audit paths of the tree a :class:`NodeSource` stores. Read-only: appending goes through the
+    owner of the storage (the ledger's transaction)."""
 
     def __init__(self, source: NodeSource) -> None:
         self.source = source
-        super().__init__("sha256", capacity=SUBROOT_CACHE_BYTES)
+        self._cache: dict[tuple[int, int], bytes] = {}
 
-    # pymerkle storage interface ---------------------------------------------------------------------------
-    def _encode_entry(self, data: bytes) -> bytes:
-        return data
+    def cache_clear(self) -> None:
+        """Forget cached subtrees (after a rolled-back write whose nodes may be in the cache)."""
+        self._cache.clear()
 
-    def _store_leaf(self, data: Any, digest: bytes) -> int:
-        raise NotImplementedError("ledger trees are appended to by the ledger, not through pymerkle")
-
-    def _get_leaf(self, index: int) -> bytes:  # pymerkle counts leaves from one
-        return self.source.node(0, index - 1)
-
-    def _get_leaves(self, offset: int, width: int) -> list[bytes]:
-        return self.source.leaf_range(offset, width)
-
-    def _get_size(self) -> int:
-        return self.source.tree_size()
-
-    def _get_subroot_uncached(self, offset: int, width: int) -> bytes:
-        level = width.bit_length() - 1
-        if 0 < level < self.source.min_stored_level:  # not stored: pymerkle rehashes it from the leaves
-            return bytes(super()._get_subroot_uncached(offset, width))
-        return self.source.node(level, offset >> level)
-
-    # what the ledger uses ---------------------------------------------------------------------------------
-    def root_at(self, size: int) -> bytes:
-        """MTH of the first ``size`` leaves; the caller has checked ``size`` against the tree."""
-        if size == 0:
-            return EMPTY_ROOT
-        return bytes(self._get_root(0, size))
+    def subtree_root(self, level: int, index: int) -> bytes:
+        """The root of the complete perfect subtree ``(level, index)`` (stored, or rehashed from its leaves)."""
+        key = (level, index)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        if 0 < level < self.source.min_stored_level:  # not stored: rehashed from at most 2**level leaf hashes
+            digest = fold_perfect(self.source.leaf_range(index << level, 1 << level))
+        else:
+            digest = self.source.node(level, index)
+        if len(self._cache) >= SUBTREE_CACHE_ENTRIES:
+            self._cache.clear()
+        self._cache[key] = digest
+        return digest
 
     def range_root(self, start: int, end: int) -> bytes:
-        return bytes(self._get_root(start, end))
+        """The root of leaves ``[start, end)`` for a range aligned as the RFC's recursion makes them (``start``
+        a multiple of the largest power of two below ``end - start``): the right-to-left fold of its maximal
+        aligned perfect subtrees."""
+        if end <= start:
+            return EMPTY_ROOT
+        parts: list[bytes] = []
+        while start < end:
+            level = (end - start).bit_length() - 1
+            if start:
+                level = min(level, (start & -start).bit_length() - 1)
+            parts.append(self.subtree_root(level, start >> level))
+            start += 1 << level
+        root = parts[-1]
+        for left in reversed(parts[:-1]):
+            root = node_hash(left, root)
+        return root
+
+    def root_at(self, size: int) -> bytes:
+        """MTH of the first ``size`` leaves; the caller has checked ``size`` against the tree."""
+        return self.range_root(0, size)
 
     def inclusion_path(self, index: int, size: int) -> list[bytes]:
         return [self.range_root(start, end) for start, end in inclusion_ranges(index, size)]
@@ -99,9 +120,97 @@ class HashTree(BaseMerkleTree):
         offset = 0
         for level in range(size.bit_length() - 1, -1, -1):
             if size >> level & 1:
-                out.append((level, bytes(self._get_subroot(offset, 1 << level))))
+                out.append((level, self.subtree_root(level, offset >> level)))
                 offset += 1 << level
         return out
+
+
+class CompactRange:
+    """The compact range ``[0, size)`` of a growing tree: one hash per set bit of ``size``, highest level
+    first. ``hashes`` and ``size`` are public so that a hot loop can push leaves inline (:meth:`push` is the
+    same step); everything else reads them through the methods."""
+
+    __slots__ = ("hashes", "size")
+
+    def __init__(self, size: int = 0, hashes: list[bytes] | None = None) -> None:
+        self.hashes: list[bytes] = [] if hashes is None else hashes
+        self.size = size
+        if len(self.hashes) != size.bit_count():
+            raise LedgerUsageError("a compact range holds one hash per set bit of its size", size=size,
+                                   found=len(self.hashes))
+
+    @classmethod
+    def of(cls, frontier: Frontier) -> CompactRange:
+        """The compact range a :data:`Frontier` describes."""
+        return cls(sum(1 << level for level, _ in frontier), [digest for _, digest in frontier])
+
+    def extend(self, leaves: Iterable[bytes], keep_level: int) -> list[tuple[int, int, bytes]]:
+        """Append leaf hashes; returns the nodes they complete at ``keep_level`` and above (the nodes a ledger
+        stores), as (level, index, hash), in the order they complete."""
+        kept: list[tuple[int, int, bytes]] = []
+        stack, size, sha256 = self.hashes, self.size, _sha256
+        for leaf in leaves:
+            digest, n, level = leaf, size, 0
+            while n & 1:
+                digest = sha256(NODE_PREFIX + stack.pop() + digest).digest()
+                n >>= 1
+                level += 1
+                if level >= keep_level:
+                    kept.append((level, size >> level, digest))
+            stack.append(digest)
+            size += 1
+        self.size = size
+        return kept
+
+    def push(self, leaf: bytes) -> list[tuple[int, int, bytes]]:
+        """Append a leaf hash; returns every node it completes, the leaf itself first, as (level, index,
+        hash)."""
+        completed = [(0, self.size, leaf)]
+        digest, n, level, stack = leaf, self.size, 0, self.hashes
+        while n & 1:
+            digest = _sha256(NODE_PREFIX + stack.pop() + digest).digest()
+            n >>= 1
+            level += 1
+            completed.append((level, self.size >> level, digest))
+        stack.append(digest)
+        self.size += 1
+        return completed
+
+    def root(self) -> bytes:
+        if not self.hashes:
+            return EMPTY_ROOT
+        root = self.hashes[-1]
+        for left in reversed(self.hashes[:-1]):
+            root = node_hash(left, root)
+        return root
+
+    def frontier(self) -> Frontier:
+        levels = [level for level in range(self.size.bit_length() - 1, -1, -1) if self.size >> level & 1]
+        return list(zip(levels, self.hashes, strict=True))
+
+    def subtree(self, start: int) -> bytes:
+        """The root of the perfect subtree of this range that starts at leaf ``start``."""
+        offset = 0
+        for level, digest in self.frontier():
+            if offset == start:
+                return digest
+            offset += 1 << level
+        raise LedgerUsageError("no subtree of the compact range starts there", start=start, size=self.size)
+
+    def suffix_root(self, start: int) -> bytes:
+        """The root of leaves ``[start, size)`` where ``start`` is a subtree boundary of this range."""
+        offset, parts, aligned = 0, [], False
+        for level, digest in self.frontier():
+            aligned = aligned or offset == start
+            if aligned:
+                parts.append(digest)
+            offset += 1 << level
+        if not parts:
+            raise LedgerUsageError("no subtree of the compact range starts there", start=start, size=self.size)
+        root = parts[-1]
+        for left in reversed(parts[:-1]):
+            root = node_hash(left, root)
+        return root
 
 
 def inclusion_ranges(index: int, size: int) -> list[tuple[int, int]]:

@@ -76,8 +76,7 @@ from ledger import blob_references, verify_checkpoint
 from ledger.cosignature import time_of
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.policy import Policy
-from ledger.rfc6962 import leaf_hash
-from ledger.tree import HashTree, MemoryNodes
+from ledger.replay import locate_damage
 from ledger.verify import verify_consistency
 from seals import format_utc, parse_json_object, parse_utc, sha256_hex
 from seals.manifest import SealManifest
@@ -121,6 +120,11 @@ class _Context:
 
     def find(self, check: str, error: HeldoutError, *, index: int | None = None, file: str | None = None) -> None:
         self.report.findings.append(Finding.from_error(check, error, index=index, file=file))
+
+    def keep_entry(self, index: int, data: bytes, entry: dict[str, Any]) -> None:
+        """Each entry as the replay decodes it (``ledger.replay``'s ``on_entry``)."""
+        self.entry_bytes[index] = data
+        self.entries[index] = entry
 
     def count(self, what: str, n: int = 1) -> None:
         self.report.counts[what] = self.report.counts.get(what, 0) + n
@@ -247,7 +251,7 @@ def _replay(ctx: _Context, tick: AuditProgress) -> None:
         ctx.find("ledger", exc)
         return
     try:
-        replayed = ctx.source.replay(lambda done, _total: tick("replay", done, total))
+        replayed = ctx.source.replay(lambda done, _total: tick("replay", done, total), ctx.keep_entry)
     except HeldoutError as exc:
         report.findings.append(_ledger_finding(ctx, exc))
         report.ledger_entries = total
@@ -342,56 +346,35 @@ def _ledger_finding(ctx: _Context, exc: HeldoutError) -> Finding:
 
 
 def _walk_checkpoints(source: AuditSource) -> tuple[set[int], tuple[int, int] | None] | None:
-    """Walk the checkpoints that verify under the genesis key in size order, recomputing each root from the
-    entry bytes. Returns the sizes that verify and the first and last index of the entries that break the
-    signed history: those after the last checkpoint that still holds, up to the first that does not (or the
-    unsigned tail); None for the range when every verified checkpoint holds and nothing is unsigned. None
-    when the entries or the checkpoints cannot be read at all."""
-    nodes = MemoryNodes()
-    genesis = b""
+    """``ledger.replay.locate_damage`` over the source (streamed): the checkpoint sizes that verify under the
+    genesis key and the entries that break the signed history. None when the entries or the checkpoints cannot
+    be read at all."""
     try:
-        for index, data in source.entries_bytes():
-            if index == 0:
-                genesis = data
-            nodes.append(leaf_hash(data))
+        _, genesis = next(iter(source.entries_bytes()), (0, b""))
         key = genesis_key(decode_entry(genesis, index=0))
         checkpoints = sorted(source.checkpoints(), key=lambda c: c.size)
+        return locate_damage((data for _, data in source.entries_bytes()), checkpoints, key,
+                             origin_of(ledger_id_of(genesis)))
     except HeldoutError:
         return None
-    origin = origin_of(ledger_id_of(genesis))
-    tree = HashTree(nodes)
-    size = nodes.tree_size()
-    verified: set[int] = set()
-    good = 0
-    damaged: tuple[int, int] | None = None
-    for checkpoint in checkpoints:
-        try:
-            verify_checkpoint(checkpoint.note, name=key.name, key=key.public_key, origin=origin)
-        except HeldoutError:
-            continue  # a note that does not verify says nothing about the entries
-        verified.add(checkpoint.size)
-        if damaged is not None or checkpoint.size <= good:
-            continue
-        if checkpoint.size > size or tree.root_at(checkpoint.size) != checkpoint.root:
-            damaged = (good, checkpoint.size - 1)
-        else:
-            good = checkpoint.size
-    if damaged is None and size > good:
-        damaged = (good, size - 1)
-    return verified, damaged
 
 
 def _decode_entries(ctx: _Context) -> None:
-    try:
-        for index, data in ctx.source.entries_bytes():
-            ctx.entry_bytes[index] = data
-            try:
-                ctx.entries[index] = decode_entry(data, index=index)
-            except HeldoutError as exc:
-                ctx.find("entry", exc, index=index, file=ctx.source.entries_file)
-    except HeldoutError as exc:
-        ctx.find("entry", exc)
-        return
+    """The entries as the intact replay decoded them (each entry is decoded once); after a failed replay, which
+    stops at the first fault, every entry is read and decoded on its own so that each damaged one is named."""
+    if not ctx.report.ledger_intact:
+        ctx.entries.clear()
+        ctx.entry_bytes.clear()
+        try:
+            for index, data in ctx.source.entries_bytes():
+                ctx.entry_bytes[index] = data
+                try:
+                    ctx.entries[index] = decode_entry(data, index=index)
+                except HeldoutError as exc:
+                    ctx.find("entry", exc, index=index, file=ctx.source.entries_file)
+        except HeldoutError as exc:
+            ctx.find("entry", exc)
+            return
     ctx.count("entries", len(ctx.entries))
     genesis = ctx.entries.get(0)
     if genesis is None or genesis.get("type") != "genesis":

@@ -19,7 +19,7 @@ from ledger import BlobMissing, BlobStore, Checkpoint, ConsistencyProof, Ledger,
 from ledger.export import CHECKPOINTS, ENTRIES, SEALS
 from ledger.policy import Policy
 from ledger.public import PublicLog, open_public_log
-from ledger.replay import ProgressFn
+from ledger.replay import EntryFn, ProgressFn
 from seals import sha256_hex
 
 
@@ -28,7 +28,7 @@ class AuditSource(Protocol):
     ledger_id: str
     origin: str
 
-    def replay(self, progress: ProgressFn | None) -> ReplayReport: ...
+    def replay(self, progress: ProgressFn | None, on_entry: EntryFn | None = None) -> ReplayReport: ...
 
     def entries_bytes(self) -> Iterator[tuple[int, bytes]]: ...
 
@@ -81,8 +81,8 @@ class OperatorSource:
         self.blobs = BlobStore(store.blobs)
         self.withheld = BlobStore(withheld_blobs_path(store, ledger.ledger_id))
 
-    def replay(self, progress: ProgressFn | None) -> ReplayReport:
-        return self.ledger.verify(expected_id=self.ledger_id, progress=progress)
+    def replay(self, progress: ProgressFn | None, on_entry: EntryFn | None = None) -> ReplayReport:
+        return self.ledger.verify(expected_id=self.ledger_id, progress=progress, on_entry=on_entry)
 
     def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
         return self.ledger.entries_bytes()
@@ -198,10 +198,10 @@ class ExportSource:
     def open(cls, source: str | Path, expected_id: str) -> ExportSource:
         return cls(open_public_log(source), expected_id)
 
-    def replay(self, progress: ProgressFn | None) -> ReplayReport:
+    def replay(self, progress: ProgressFn | None, on_entry: EntryFn | None = None) -> ReplayReport:
         # the manifest's other members are reported one by one (export_problems), not as the replay's failure
         return self.export.verify(expected_id=self.expected_id, progress=progress, check_blobs=False,
-                                  check_manifest=False)
+                                  check_manifest=False, on_entry=on_entry)
 
     def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
         return self.export.entries_bytes()
