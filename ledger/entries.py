@@ -23,7 +23,7 @@ from keys import HeldoutError, MalformedInput, PublicKey, Signer, TrustedKey
 from keys.signer import check_key_id, check_key_name
 from ledger.errors import EntryRejected, LedgerIntegrityError
 from seals import canonical_bytes, format_utc, jcs_bytes, parse_json
-from seals.canonical import plain_canonical_bytes
+from seals.canonical import canonical_value, plain_canonical_bytes
 
 MAX_ENTRY_BYTES = 64 * 1024
 LEDGER_ID_HEX_CHARS = 20
@@ -225,6 +225,14 @@ def decode_entry(data: bytes, *, index: int) -> dict[str, Any]:
     if len(data) > MAX_ENTRY_BYTES:
         raise LedgerIntegrityError(f"entry {index} is {len(data)} bytes, over the limit", index=index,
                                    expected=MAX_ENTRY_BYTES, found=len(data))
+    fast = canonical_value(data)  # the common case, decided in C; else the full path names what is wrong
+    if fast is not None:
+        try:
+            validate_entry(fast, index=index)
+        except EntryRejected as exc:
+            raise LedgerIntegrityError(f"entry {index}: {exc.message}", index=index,
+                                       **{k: v for k, v in exc.evidence.items() if k != "index"}) from None
+        return fast
     try:
         value = parse_json(data, what=f"entry {index}")
     except MalformedInput as exc:

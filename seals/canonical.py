@@ -22,8 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import json.encoder
+import json.scanner
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import rfc8785
@@ -325,6 +326,53 @@ def parse_json(data: bytes | str, *, what: str = "document") -> Any:
         ) from None
     except ValueError as exc:
         raise MalformedInput(f"{what} is not acceptable JSON: {exc}") from None
+
+
+class _Declined(Exception):
+    pass
+
+
+def _plain_float(text: str) -> float:
+    # A float token that Python and RFC 8785 (ECMAScript) write alike when Python writes it back unchanged:
+    # fixed notation (Python uses it for 1e-4 <= |x| < 1e16, ECMAScript for 1e-6 <= |x| < 1e21), the same
+    # shortest round-trip digits, and not integral (Python writes 12.0, ECMAScript 12). Exponents and ".0"
+    # decline to the full path.
+    if "e" in text or "E" in text or text.endswith(".0"):
+        raise _Declined
+    return float(text)
+
+
+# Integers are read as parse_json reads them (beyond 2^53 as a float, which never writes back unchanged).
+_CANONICAL_DECODER = json.JSONDecoder(parse_float=_plain_float, parse_int=_parse_int,
+                                      parse_constant=_refuse_constant)
+_CANONICAL_SCAN: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(_CANONICAL_DECODER)  # type: ignore[arg-type]
+
+
+def canonical_value(data: bytes) -> Any | None:
+    """The value of ``data`` when ``data`` is exactly the RFC 8785 bytes of a value :func:`parse_json` accepts
+    and :func:`jcs_bytes` writes back unchanged, decided in C; ``None`` when this cannot tell, and the caller
+    takes the full path (:func:`parse_json`, then :func:`jcs_bytes` and a comparison), which accepts everything
+    this accepts and names the fault of anything else. The ledger's replay reads every entry through it.
+
+    Why it is sound: the text is ASCII (so key order by code point is RFC 8785's UTF-16 order; an escaped lone
+    surrogate cannot be encoded back and declines) and nested within the depth limit; NaN and Infinity are
+    refused; integers are read as :func:`parse_json` reads them (beyond 2^53: a float, whose Python text is
+    never RFC 8785's, so it declines); a float token is taken only where Python's and RFC 8785's number texts
+    coincide (``_plain_float``). For such values the compact, sorted C encoder writes exactly RFC 8785's bytes,
+    so equality with ``data`` also rules out duplicate members (the parser keeps one and
+    the bytes would differ), whitespace, escapes RFC 8785 does not use, and non-canonical numbers. Tests check
+    with hypothesis that it never accepts what the full path refuses, nor reads a value differently.
+    """
+    if not data.isascii():
+        return None
+    try:
+        check_json_depth(data, what="entry")
+        text = data.decode("ascii")
+        value, end = _CANONICAL_SCAN(text, 0)  # the C scanner, without decode()'s wrappers
+        written = _encode(value).encode("utf-8")
+    except (_Declined, MalformedInput, ValueError, TypeError, RecursionError, StopIteration):
+        return None
+    return value if end == len(text) and written == data else None
 
 
 def parse_json_object(data: bytes | str, *, what: str = "document") -> dict[str, Any]:

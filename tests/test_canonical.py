@@ -209,3 +209,98 @@ def test_the_one_walk_equals_prepare_then_jcs(value: object, exact_integers: boo
     except MalformedInput as exc:
         found = f"refused: {type(exc).__name__}"
     assert found == two_steps(value, exact_integers)
+
+
+# --- canonical_value: the ledger replay's one-pass reader of canonical bytes --------------------------------------
+
+def _full_path(data: bytes) -> object:
+    """What decode_entry's full path accepts: strict parse, then the bytes must be its RFC 8785 bytes."""
+    value = parse_json(data)
+    if jcs_bytes(value) != data:
+        raise MalformedInput("not canonical")
+    return value
+
+
+def _typed(value: object) -> object:
+    """A value with its number types made visible (1 == 1.0 == True in Python)."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, repr(value))
+
+
+def _agrees_with_full_path(data: bytes) -> bool:
+    """canonical_value never accepts what the full path refuses, nor reads a value differently; returns
+    whether it decided (True) or declined (False)."""
+    from seals.canonical import canonical_value
+
+    fast = canonical_value(data)
+    if fast is None:
+        return False
+    try:
+        full = _full_path(data)
+    except MalformedInput as exc:
+        raise AssertionError(f"canonical_value accepted {data!r}, which the full path refuses: {exc}") from None
+    assert _typed(full) == _typed(fast), data
+    return True
+
+
+ascii_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False, allow_infinity=False, width=64)
+    | st.floats(min_value=-1e7, max_value=1e7, allow_nan=False).map(lambda x: round(x, 6))
+    | st.text(alphabet=st.characters(codec="ascii")),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(alphabet=st.characters(codec="ascii"), max_size=5), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(fast_path_values)
+def test_canonical_value_agrees_with_the_full_path_on_canonical_bytes(value: object) -> None:
+    _agrees_with_full_path(jcs_bytes(value))
+
+
+@settings(max_examples=400, deadline=None)
+@given(ascii_values, st.data())
+def test_canonical_value_never_accepts_what_the_full_path_refuses(value: object, data: st.DataObject) -> None:
+    """Mutated canonical bytes (a byte changed, inserted or dropped; a member duplicated), and Python's own
+    JSON of the value (exponents, 12.0, big integers, other escapes): each is either declined or read as the
+    full path reads it."""
+    import json
+
+    try:
+        canonical = jcs_bytes(value)
+    except CanonicalError:  # an integer beyond 2^53 has no RFC 8785 text: take Python's
+        canonical = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    candidates = [canonical, json.dumps(value).encode()]
+    position = data.draw(st.integers(0, len(canonical)))
+    byte = data.draw(st.sampled_from(list(b' "\\,:[]{}0123456789.eE-+tfnul\x00\x7fa')))
+    candidates += [canonical[:position] + bytes([byte]) + canonical[position + 1:],
+                   canonical[:position] + bytes([byte]) + canonical[position:],
+                   canonical[:position] + canonical[position + 1:]]
+    if canonical.startswith(b'{"') and b"," not in canonical[1:-1]:
+        candidates.append(canonical[:-1] + b"," + canonical[1:])  # its one member twice
+    for candidate in candidates:
+        _agrees_with_full_path(candidate)
+
+
+@pytest.mark.parametrize("text", [
+    b'{"a":1,"a":1}', b'{"a":12.0}', b'{"a":1e-7}', b'{"a":1E+21}', b'{"a":1e21}', b'{"a":0.00001}',
+    b'{"a":NaN}', b'{"a":-0}', b'{"a":-0.0}', b'{"a":9007199254740993}', b'{"a":"\\u00e9"}', b'{"a":"\\/"}',
+    b'{"b":1,"a":2}', b'{"a" :1}', b'{"a":"\\ud800"}', b'[' * 70 + b']' * 70, b'{"a":1.50}', b'{"a":0.1}',
+    b'{"a":"\\u001f"}', b'{"a":"\\u007f"}', b'{"e":1,"\\u00e9":2}'])
+def test_canonical_value_edges(text: bytes) -> None:
+    """Each either declined or read as the full path reads it."""
+    _agrees_with_full_path(text)
+
+
+def test_canonical_value_decides_the_common_case() -> None:
+    """Ledger entries (ASCII, short decimals, integers) are read in one pass, not declined."""
+    from seals.canonical import canonical_value
+
+    entry = {"type": "bundle", "v": 1, "leakage_bits": 12.5, "n_test": 200, "ok": True, "none": None,
+             "nested": {"x": [1, 2.25, "\u0001"]}, "created_utc": "2026-03-01T00:00:00Z"}
+    assert canonical_value(jcs_bytes(entry)) == entry
