@@ -87,8 +87,18 @@ class EntryRecord:
         return {"type": self.TYPE, "v": self.v, **{m: getattr(self, m) for m in self.MEMBERS}, **self.extra}
 
     def get(self, member: str, default: Any = None) -> Any:
-        """An extra member (``default`` when absent)."""
+        """A member, required or extra, as the entry holds it (``default`` when absent)."""
+        if member in self.MEMBERS:
+            return getattr(self, member)
         return self.extra.get(member, default)
+
+    def __contains__(self, member: object) -> bool:
+        return member in self.MEMBERS or member in self.extra
+
+    def __getitem__(self, member: str) -> Any:
+        if member not in self:
+            raise KeyError(member)
+        return self.get(member)
 
     @property
     def created(self) -> datetime:

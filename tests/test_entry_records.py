@@ -132,3 +132,12 @@ def test_bundle_records_round_trip_through_the_log_bytes(generation: str, model:
     assert kind == "bundle" and isinstance(back, BundleEntry)
     assert (back.generation, back.model_id, back.task, back.created_utc) == (generation, model, task, created)
     assert isinstance(back, EntryRecord) and back.index == 9
+
+
+def test_a_record_reads_its_members_like_the_entry() -> None:
+    record = BundleEntry.from_entry({**entry("bundle"), "leakage_bits": 3.5}, index=4)
+    assert record["task"] == "pathmnist" == record.get("task") and record["leakage_bits"] == 3.5
+    assert "task" in record and "leakage_bits" in record and "release" not in record
+    assert record.get("release", "absent") == "absent"
+    with pytest.raises(KeyError):
+        record["release"]

@@ -43,13 +43,14 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.metrics import labels_bytes
 from harness.metrics.registry import metrics_for
 from heldout.audit.rederive import Pending, RederiveJob, Submit, bundle_rederiver
 from heldout.audit.report import REPORT_FORMAT, REPORT_VERSION, AuditReport, Finding, SinceLink, Unrederived
 from heldout.audit.sources import AuditSource
+from heldout.entries import BundleEntry, EntryRecord, IntentEntry, PassportEntry, entry_record
 from heldout.generations import (
     WITHHOLDING_MODES,
     GenerationState,
@@ -78,10 +79,11 @@ from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.policy import Policy
 from ledger.replay import locate_damage
 from ledger.verify import verify_consistency
-from seals import format_utc, parse_json_object, parse_utc, sha256_hex
+from seals import format_utc, parse_json_object, sha256_hex
 from seals.manifest import SealManifest
 
 AuditProgress = Callable[[str, int, int], None]
+R = TypeVar("R", bound=EntryRecord)
 
 
 def _noop(phase: str, done: int, total: int) -> None:
@@ -117,6 +119,25 @@ class _Context:
     labels: dict[tuple[str, str], tuple[Any, str]] = field(default_factory=dict)
     #: Entries below this index were covered by the earlier clean report an incremental audit trusts.
     trusted_size: int = 0
+    _records: dict[int, EntryRecord | None] = field(default_factory=dict)
+    _by_type: dict[type[EntryRecord], list[Any]] = field(default_factory=dict)
+
+    def record(self, index: int) -> EntryRecord | None:
+        """Entry ``index`` as its typed record (None for a generic entry or one the ledger lacks)."""
+        if index not in self._records:
+            entry = self.entries.get(index)
+            try:
+                self._records[index] = None if entry is None else entry_record(index, entry)
+            except HeldoutError:
+                self._records[index] = None  # not a valid entry of its type: the replay has reported it
+        return self._records[index]
+
+    def records(self, kind: type[R]) -> list[R]:
+        """The entries of one domain type as typed records, in ledger order (derived once per type)."""
+        if kind not in self._by_type:
+            self._by_type[kind] = [r for i in sorted(self.entries) if self.entries[i].get("type") == kind.TYPE
+                                   for r in [self.record(i)] if isinstance(r, kind)]
+        return self._by_type[kind]
 
     def find(self, check: str, error: HeldoutError, *, index: int | None = None, file: str | None = None) -> None:
         self.report.findings.append(Finding.from_error(check, error, index=index, file=file))
@@ -227,10 +248,9 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
             continue
         if cosigned:
             witnessed.append((checkpoint.size, time_of(max(c.timestamp for c in cosigned.values()))))
-    for index, entry in sorted(ctx.entries.items()):
-        if entry.get("type") != "bundle":
-            continue
-        state = ctx.generations.get(str(entry.get("generation")))
+    for bundle in ctx.records(BundleEntry):
+        index = int(bundle.index or 0)
+        state = ctx.generations.get(bundle.generation)
         if state is None:
             continue
         before = [(size, at) for size, at in witnessed if size <= index and at >= state.expiry]
@@ -317,7 +337,7 @@ def _trust_since(ctx: _Context, data: bytes) -> None:
                                     f"(consistency from {checkpoint.size} to {size}): {exc.message}",
                                     old_size=checkpoint.size, new_size=size, old_root=checkpoint.root.hex(),
                                     new_root=ctx.report.ledger_head) from None
-        below = sum(1 for i, e in ctx.entries.items() if i < checkpoint.size and e.get("type") == "bundle")
+        below = sum(1 for bundle in ctx.records(BundleEntry) if int(bundle.index or 0) < checkpoint.size)
         if below != bundles:
             raise VerificationError("the --since report's bundle count is not the ledger's below its size",
                                     expected=below, found=bundles)
@@ -439,9 +459,8 @@ def _check_intents(ctx: _Context) -> None:
     """Every seal intent is logged, so a retried draw shows: a generation whose intent was logged more than once,
     and an intent that no seal manifest draws from (abandoned, or a draw thrown away), are findings."""
     intents: dict[str, list[int]] = {}
-    for index, entry in sorted(ctx.entries.items()):
-        if entry.get("type") == "intent":
-            intents.setdefault(str(entry.get("generation")), []).append(index)
+    for intent in ctx.records(IntentEntry):
+        intents.setdefault(intent.generation, []).append(int(intent.index or 0))
     used = {manifest.draw.get("intent_index") for manifest in ctx.manifests.values() if manifest.draw}
     for name, indices in intents.items():
         if len(indices) > 1:
@@ -543,7 +562,7 @@ def _checked_labels(ctx: _Context, state: GenerationState, task: str) -> Any:
 class _Started:
     """A bundle whose checks before the re-derivation passed, with its re-derivation under way."""
 
-    entry: Mapping[str, Any]
+    entry: BundleEntry
     state: GenerationState
     evaluation: dict[str, Any]
     pending: Pending
@@ -553,9 +572,9 @@ def _check_bundles(ctx: _Context, tick: AuditProgress, jobs: int) -> None:
     """Each bundle is checked in three steps: what needs the audit's state (this process), its re-derivation
     (in a worker when ``jobs`` > 1), then what follows from the re-derived evaluation, in ledger order, so
     the findings and the report are the same whatever ``jobs`` is."""
-    bundles = [(i, e) for i, e in sorted(ctx.entries.items()) if e.get("type") == "bundle"]
+    bundles = [(int(b.index or 0), b) for b in ctx.records(BundleEntry)]
     ctx.report.bundles = len(bundles)
-    started: deque[tuple[int, Mapping[str, Any], _Started | HeldoutError]] = deque()
+    started: deque[tuple[int, BundleEntry, _Started | HeldoutError]] = deque()
     done = 0
 
     def finish_one() -> None:
@@ -567,8 +586,8 @@ def _check_bundles(ctx: _Context, tick: AuditProgress, jobs: int) -> None:
             _finish_bundle(ctx, index, begun)
         except IncompleteError as exc:
             ctx.report.not_rederived.append(Unrederived(
-                index=index, generation=str(entry.get("generation")), task=str(entry.get("task")),
-                model_id=str(entry.get("model_id")), reason=exc.message,
+                index=index, generation=entry.generation, task=entry.task, model_id=entry.model_id,
+                reason=exc.message,
                 evidence={k: v for k, v in exc.evidence.items() if k != "index" and isinstance(v, (str, int))}))
         except HeldoutError as exc:
             ctx.find("bundle", exc, index=index)
@@ -600,9 +619,9 @@ def _expect(index: int, member: str, expected: Any, found: Any) -> None:
                                 index=index, field=member, expected=expected, found=found)
 
 
-def _start_bundle(ctx: _Context, index: int, entry: Mapping[str, Any], submit: Submit) -> _Started:
+def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit) -> _Started:
     """The checks that need the audit's state, then the re-derivation submitted."""
-    name = str(entry.get("generation"))
+    name = entry.generation
     state = ctx.generations.get(name)
     if state is None or state.seal_index > index:
         raise VerificationError(f"bundle entry {index} is on {name}, which no earlier entry seals", index=index,
@@ -610,7 +629,7 @@ def _start_bundle(ctx: _Context, index: int, entry: Mapping[str, Any], submit: S
     if state.retire_index is not None and state.retire_index < index:
         raise VerificationError(f"bundle entry {index} was appended after {name} was retired (entry "
                                 f"{state.retire_index})", index=index, field="generation")
-    created = parse_utc(str(entry.get("created_utc")), what=f"entry {index} created_utc")
+    created = entry.created
     if not state.created <= created < state.expiry:
         raise VerificationError(f"bundle entry {index} was evaluated while {name} was not current",
                                 index=index, field="created_utc", expected=f"{format_utc(state.created)} .. "
@@ -618,9 +637,9 @@ def _start_bundle(ctx: _Context, index: int, entry: Mapping[str, Any], submit: S
     withholding = state.release_mode in WITHHOLDING_MODES
     if withholding:
         _check_release_record(ctx, index, entry, state)
-        for member in ("evaluation_sha256", "predictions_sha256"):
-            digest = entry.get(member)
-            if isinstance(digest, str) and not ctx.source.has_blob(digest):
+        for member, digest in (("evaluation_sha256", entry.evaluation_sha256),
+                               ("predictions_sha256", entry.predictions_sha256)):
+            if not ctx.source.has_blob(digest):
                 raise IncompleteError(
                     f"bundle entry {index}: its evaluation and predictions are withheld under {state.release_mode} "
                     f"release until {name} is retired" if state.retire_index is None else
@@ -629,19 +648,19 @@ def _start_bundle(ctx: _Context, index: int, entry: Mapping[str, Any], submit: S
     elif "release" in entry:
         raise VerificationError(f"bundle entry {index} carries a release record on a full-release generation",
                                 index=index, field="release")
-    evaluation_data = ctx.blob(entry.get("evaluation_sha256"), index=index, what="evaluation_sha256")
+    evaluation_data = ctx.blob(entry.evaluation_sha256, index=index, what="evaluation_sha256")
     evaluation = parse_json_object(evaluation_data, what=f"evaluation of entry {index}")
     _require_spec_in_force(ctx, index, "bundle", evaluation.get("spec_version"), created)
     for member in ("task", "seed", "code_fingerprint", "n_test", "split_origin", "device"):
         if member in entry:
             _expect(index, member, entry[member], evaluation.get(member))
-    _expect(index, "split_origin", state.split_origin(str(entry.get("task"))), evaluation.get("split_origin"))
+    _expect(index, "split_origin", state.split_origin(entry.task), evaluation.get("split_origin"))
     if "leakage_bits" in entry:
         _check_charge(index, entry, evaluation, state)
-    predictions_data = ctx.blob(entry.get("predictions_sha256"), index=index, what="predictions_sha256")
-    labels, labels_hash = _labels_for(ctx, state, str(entry.get("task")))
+    predictions_data = ctx.blob(entry.predictions_sha256, index=index, what="predictions_sha256")
+    labels, labels_hash = _labels_for(ctx, state, entry.task)
     if "labels_hash" in entry and labels_hash != entry["labels_hash"]:
-        raise VerificationError(f"bundle entry {index}: the labels of {name}/{entry.get('task')} are not the ones "
+        raise VerificationError(f"bundle entry {index}: the labels of {name}/{entry.task} are not the ones "
                                 "the bundle was scored against", index=index, field="labels_hash",
                                 expected=entry["labels_hash"], found=labels_hash)
     # The bundle is re-derived under the spec version its evaluation names (unknown: incomplete, exit 5).
@@ -651,7 +670,7 @@ def _start_bundle(ctx: _Context, index: int, entry: Mapping[str, Any], submit: S
 
 
 def _finish_bundle(ctx: _Context, index: int, begun: _Started) -> None:
-    begun.pending.result().raise_problem(lambda: ctx.source.blob_file(str(begun.entry["evaluation_sha256"])))
+    begun.pending.result().raise_problem(lambda: ctx.source.blob_file(begun.entry.evaluation_sha256))
     if begun.state.release_mode in WITHHOLDING_MODES:
         _check_release_value(ctx, index, begun.entry, begun.state, begun.evaluation)
     ctx.report.rederived += 1
@@ -661,11 +680,11 @@ def _history(ctx: _Context, state: GenerationState, index: int) -> list[tuple[in
     return [(i, e) for i, e in sorted(ctx.entries.items()) if state.seal_index < i < index]
 
 
-def _check_release_record(ctx: _Context, index: int, entry: Mapping[str, Any], state: GenerationState) -> None:
+def _check_release_record(ctx: _Context, index: int, entry: BundleEntry, state: GenerationState) -> None:
     """What anyone can check of a withheld bundle from public data: its release record is one the mechanism
     could have produced after the transcript before it, and its charge is that answer's description length."""
     release = entry.get("release")
-    task = str(entry.get("task"))
+    task = entry.task
     step = state.release_step
     if not isinstance(release, dict) or release.get("mode") != state.release_mode or step is None:
         raise VerificationError(f"bundle entry {index} on {state.name} lacks its {state.release_mode} release record",
@@ -686,14 +705,14 @@ def _check_release_record(ctx: _Context, index: int, entry: Mapping[str, Any], s
     else:
         estimate = release.get("public_estimate")
         public_index = release.get("public_bundle")
-        public_entry = ctx.entries.get(public_index) if isinstance(public_index, int) else None
-        if public_entry is None or not isinstance(public_index, int) or public_entry.get("type") != "bundle" \
-                or public_entry.get("generation") != "public" \
-                or public_entry.get("model_id") != entry.get("model_id") or public_entry.get("task") != task \
+        public_entry = ctx.record(public_index) if isinstance(public_index, int) else None
+        if not isinstance(public_entry, BundleEntry) or not isinstance(public_index, int) \
+                or public_entry.generation != "public" \
+                or public_entry.model_id != entry.model_id or public_entry.task != task \
                 or public_index >= index:
             raise VerificationError(f"bundle entry {index}: its public estimate cites no earlier public bundle of "
                                     "the same model and task", index=index, field="release.public_bundle")
-        public_eval = parse_json_object(ctx.blob(public_entry.get("evaluation_sha256"), index=public_index,
+        public_eval = parse_json_object(ctx.blob(public_entry.evaluation_sha256, index=public_index,
                                                  what="evaluation_sha256"), what=f"evaluation of entry {public_index}")
         score = released_score(public_eval)
         if score is None or estimate != round(score, 6) or (not dependent and value != estimate):
@@ -708,12 +727,12 @@ def _check_release_record(ctx: _Context, index: int, entry: Mapping[str, Any], s
                                 index=index, field="leakage_bits", expected=bits, found=entry.get("leakage_bits"))
 
 
-def _check_release_value(ctx: _Context, index: int, entry: Mapping[str, Any], state: GenerationState,
+def _check_release_value(ctx: _Context, index: int, entry: BundleEntry, state: GenerationState,
                          evaluation: Mapping[str, Any]) -> None:
     """With the withheld evaluation at hand (operator, or after retirement): the released value is the
     mechanism's answer for the score the evaluation holds."""
     release = entry["release"]
-    task = str(entry.get("task"))
+    task = entry.task
     step = state.release_step
     assert step is not None
     history = _history(ctx, state, index)
@@ -738,7 +757,7 @@ def _check_release_value(ctx: _Context, index: int, entry: Mapping[str, Any], st
                                 found=release.get("value"))
 
 
-def _check_charge(index: int, entry: Mapping[str, Any], evaluation: dict[str, Any], state: GenerationState) -> None:
+def _check_charge(index: int, entry: BundleEntry, evaluation: dict[str, Any], state: GenerationState) -> None:
     found = entry["leakage_bits"]
     if state.release_mode in WITHHOLDING_MODES:
         return  # checked against the transcript by _check_release_record
@@ -749,10 +768,8 @@ def _check_charge(index: int, entry: Mapping[str, Any], evaluation: dict[str, An
 
 
 def _check_passports(ctx: _Context) -> None:
-    for index, entry in sorted(ctx.entries.items()):
-        if entry.get("type") != "passport":
-            continue
-        digest = entry.get("passport_sha256")
+    for passport in ctx.records(PassportEntry):
+        index, digest = int(passport.index or 0), passport.passport_sha256
         try:
             data = ctx.blob(digest, index=index, what="passport_sha256")
             check_passport_document(ctx, index, parse_json_object(data, what=f"passport of entry {index}"))
