@@ -266,7 +266,7 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
 def _replay(ctx: _Context, tick: AuditProgress) -> None:
     report = ctx.report
     try:
-        total = ctx.source.size
+        total = ctx.source.log.size
     except HeldoutError as exc:
         ctx.find("ledger", exc)
         return
@@ -330,7 +330,7 @@ def _trust_since(ctx: _Context, data: bytes) -> None:
                                     "it was rolled back", expected=f">= {checkpoint.size}", found=size)
         current = bytes.fromhex(ctx.report.ledger_head)
         try:
-            proof = ctx.source.consistency_proof(checkpoint.size, size)
+            proof = ctx.source.log.consistency_proof(checkpoint.size, size)
             verify_consistency(checkpoint.size, size, checkpoint.root, current, proof.path)
         except HeldoutError as exc:
             raise VerificationError(f"the ledger is not an extension of the tree the --since report audited "
@@ -370,10 +370,10 @@ def _walk_checkpoints(source: AuditSource) -> tuple[set[int], tuple[int, int] | 
     genesis key and the entries that break the signed history. None when the entries or the checkpoints cannot
     be read at all."""
     try:
-        _, genesis = next(iter(source.entries_bytes()), (0, b""))
+        _, genesis = next(iter(source.log.entries_bytes()), (0, b""))
         key = genesis_key(decode_entry(genesis, index=0))
         checkpoints = sorted(source.checkpoints(), key=lambda c: c.size)
-        return locate_damage((data for _, data in source.entries_bytes()), checkpoints, key,
+        return locate_damage((data for _, data in source.log.entries_bytes()), checkpoints, key,
                              origin_of(ledger_id_of(genesis)))
     except HeldoutError:
         return None
@@ -386,7 +386,7 @@ def _decode_entries(ctx: _Context) -> None:
         ctx.entries.clear()
         ctx.entry_bytes.clear()
         try:
-            for index, data in ctx.source.entries_bytes():
+            for index, data in ctx.source.log.entries_bytes():
                 ctx.entry_bytes[index] = data
                 try:
                     ctx.entries[index] = decode_entry(data, index=index)
@@ -447,7 +447,7 @@ def _check_seals(ctx: _Context) -> None:
             if not ctx.keys:
                 raise VerificationError("no ledger key is known to check the draw's checkpoint",
                                         index=state.seal_index)
-            check_draw_binding(manifest, state, ctx.entries.get, ctx.source.root, ctx.keys[0], ctx.source.origin)
+            check_draw_binding(manifest, state, ctx.entries.get, ctx.source.log.root, ctx.keys[0], ctx.source.origin)
         except HeldoutError as exc:
             ctx.find("seal", exc, index=state.seal_index, file=file)
             continue
@@ -813,7 +813,7 @@ def check_passport_document(ctx: _Context, index: int, doc: dict[str, Any]) -> N
     """The passport logged at ``index`` against this ledger, by the one passport-vs-log verifier
     (``heldout.passports.check_passport_on_ledger``) that ``passport verify`` uses too."""
     facts = LedgerFacts(ledger_id=ctx.source.ledger_id, origin=ctx.source.origin, entries=ctx.entries,
-                        entry_bytes=ctx.entry_bytes.__getitem__, root=ctx.source.root)
+                        entry_bytes=ctx.entry_bytes.__getitem__, root=ctx.source.log.root)
     check_passport_on_ledger(doc, facts, at=ctx.now)
 
 

@@ -15,8 +15,9 @@ from heldout.store import Store
 from keys import HeldoutError, IncompleteError, TrustedKey, UsageError, VerificationError
 from keys.files import read_private_file
 from keys.safeio import DOCUMENT_LIMIT, read_in
-from ledger import BlobMissing, BlobStore, Checkpoint, ConsistencyProof, Ledger, ReplayReport
+from ledger import BlobMissing, BlobStore, Checkpoint, Ledger, ReplayReport
 from ledger.export import CHECKPOINTS, ENTRIES, SEALS
+from ledger.log import LogReader
 from ledger.policy import Policy
 from ledger.public import PublicLog, open_public_log
 from ledger.replay import EntryFn, ProgressFn
@@ -24,13 +25,15 @@ from seals import sha256_hex
 
 
 class AuditSource(Protocol):
+    """The log (``log``: any :class:`ledger.log.LogReader`: entries, roots, proofs), how it is replayed, its
+    checkpoints with their cosignatures, its blobs, the files findings name, and the documents beside it."""
+
     mode: str
     ledger_id: str
     origin: str
+    log: LogReader
 
     def replay(self, progress: ProgressFn | None, on_entry: EntryFn | None = None) -> ReplayReport: ...
-
-    def entries_bytes(self) -> Iterator[tuple[int, bytes]]: ...
 
     def checkpoints(self) -> list[Checkpoint]: ...
 
@@ -38,13 +41,6 @@ class AuditSource(Protocol):
     def entries_file(self) -> str: ...
 
     def checkpoint_file(self, size: int) -> str: ...
-
-    @property
-    def size(self) -> int: ...
-
-    def root(self, size: int) -> bytes: ...
-
-    def consistency_proof(self, old_size: int, new_size: int) -> ConsistencyProof: ...
 
     def blob(self, digest: str) -> bytes: ...
 
@@ -76,6 +72,7 @@ class OperatorSource:
     def __init__(self, store: Store, ledger: Ledger) -> None:
         self.store = store
         self.ledger = ledger
+        self.log: LogReader = ledger
         self.ledger_id = ledger.ledger_id
         self.origin = ledger.origin
         self.blobs = BlobStore(store.blobs)
@@ -83,9 +80,6 @@ class OperatorSource:
 
     def replay(self, progress: ProgressFn | None, on_entry: EntryFn | None = None) -> ReplayReport:
         return self.ledger.verify(expected_id=self.ledger_id, progress=progress, on_entry=on_entry)
-
-    def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
-        return self.ledger.entries_bytes()
 
     def checkpoints(self) -> list[Checkpoint]:
         return self.ledger.cosigned_checkpoints()
@@ -104,16 +98,6 @@ class OperatorSource:
             return str(path.relative_to(self.store.root))
         except ValueError:
             return str(path)
-
-    @property
-    def size(self) -> int:
-        return self.ledger.size
-
-    def root(self, size: int) -> bytes:
-        return self.ledger.root(size)
-
-    def consistency_proof(self, old_size: int, new_size: int) -> ConsistencyProof:
-        return self.ledger.consistency_proof(old_size, new_size)
 
     def _holder(self, digest: str) -> BlobStore:
         """The published blobs, else the ones withheld until their generation is retired (operator only)."""
@@ -190,6 +174,7 @@ class ExportSource:
 
     def __init__(self, export: PublicLog, expected_id: str) -> None:
         self.export = export
+        self.log: LogReader = export
         self.expected_id = expected_id  # the id the auditor pinned: the replay checks entry 0 hashes to it
         self.ledger_id = expected_id
         self.origin = export.origin
@@ -203,9 +188,6 @@ class ExportSource:
         return self.export.verify(expected_id=self.expected_id, progress=progress, check_blobs=False,
                                   check_manifest=False, on_entry=on_entry)
 
-    def entries_bytes(self) -> Iterator[tuple[int, bytes]]:
-        return self.export.entries_bytes()
-
     def checkpoints(self) -> list[Checkpoint]:
         return self.export.checkpoints()
 
@@ -215,16 +197,6 @@ class ExportSource:
 
     def checkpoint_file(self, size: int) -> str:
         return f"{CHECKPOINTS}/{size}.note"
-
-    @property
-    def size(self) -> int:
-        return self.export.size
-
-    def root(self, size: int) -> bytes:
-        return self.export.root(size)
-
-    def consistency_proof(self, old_size: int, new_size: int) -> ConsistencyProof:
-        return self.export.consistency_proof(old_size, new_size)
 
     def blob(self, digest: str) -> bytes:
         return self.export.blob(digest)
