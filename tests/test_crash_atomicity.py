@@ -1,6 +1,6 @@
-"""Kill-at-every-step: ``seal``, ``retire --reveal``, plain ``retire`` (a retire entry and nothing to publish),
-``evaluate`` and ``passport issue`` are atomic across SIGKILL (heldout/staging.py). (``seal public`` shares the
-seal's staging path but needs a store without ``public``; it is not in this campaign.)
+"""Kill-at-every-step: ``seal``, ``seal public`` (on a new store: its seal and reveal in one batch), ``retire
+--reveal``, plain ``retire`` (a retire entry and nothing to publish), ``evaluate`` and ``passport issue`` are
+atomic across SIGKILL (heldout/staging.py).
 
 Each case copies a prepared store, runs the real command in a subprocess (``python -m heldout``) and kills it:
 at a named step (``$HELDOUT_CRASH_AT``; the steps are discovered from an uncut run's ``$HELDOUT_CRASH_TRACE``, so
@@ -22,7 +22,7 @@ operation is run again and must complete. Kills inside the recovery itself are c
 
 Sizes: every named step always (40 kills today; 14 cases more kill an operation after its commit and then the
 next command at each step of its recovery: 28 kills); ``$HELDOUT_CRASH_KILLS`` random kills
-spread over the five operations (CI default 150: commands that finish before their random time are run again
+spread over the six operations (CI default 150: commands that finish before their random time are run again
 until that many were killed). The counts per operation and final state are printed at the end of the random campaign.
 """
 
@@ -67,9 +67,11 @@ WORKERS = max(1, int(os.environ.get("HELDOUT_CRASH_WORKERS", str(min(4, os.cpu_c
 SEED = int(os.environ.get("HELDOUT_CRASH_SEED", "20261201"))
 PUBLIC = ("seals", "passports", "blobs")
 NEW_TYPES = {"seal": ["pool", "intent", "seal"], "retire": ["retire", "reveal"], "evaluate": ["bundle"],
-             "passport": ["passport"], "retire-plain": ["retire"]}
+             "passport": ["passport"], "retire-plain": ["retire"], "seal-public": ["seal", "reveal"]}
 #: Operations run under another operation's staging name (the prefix of their crash points).
-STAGED_AS = {"retire-plain": "retire"}
+STAGED_AS = {"retire-plain": "retire", "seal-public": "seal"}
+#: Operations that run on a store holding only its genesis entry (``public`` is sealed once per ledger).
+ON_NEW_STORE = frozenset({"seal-public"})
 
 
 def step_prefix(op: str) -> str:
@@ -87,6 +89,9 @@ def operation_args(op: str, fixture: AuditFixture) -> list[str]:
                  "--budget-bits", "1e9"],
         "retire": ["retire", "gen1", "--reason", "expired", "--reveal", "--with-images"],
         "retire-plain": ["retire", "gen2", "--reason", "leaked"],  # a retire entry only: nothing to publish
+        # the public generation: its seal and its reveal in one batch, manifest and reveal published together
+        "seal-public": ["seal", "public", "--tasks", TASK, "--data-root", str(fixture.data_root), "--expires",
+                        "2027-06-01"],
         "evaluate": ["evaluate", "majority", "--generation", "gen2", "--tasks", TASK, "--data-root",
                      str(fixture.data_root)],
         "passport": ["passport", "issue", "model_0", "--generation", "gen2"],
@@ -254,12 +259,28 @@ def run_cli(store: Path, args: list[str], **env: str) -> subprocess.Popen[bytes]
 
 
 @dataclass(frozen=True)
+class Base:
+    """The store an operation starts from: its ledger, and its picture and export before the operation."""
+
+    store: Path
+    ledger_id: str
+    before: Picture
+    export: dict[str, bytes]
+
+
+@dataclass(frozen=True)
 class Prepared:
     fixture: AuditFixture
     before: Picture
     export: dict[str, bytes]
     steps: dict[str, list[str]]  # operation -> crash points in the order an uncut run meets them
     windows: dict[str, tuple[float, float]]  # operation -> seconds: the whole uncut run, its first to last step
+    new_store: Base  # a store with its genesis entry only (ON_NEW_STORE operations start there)
+
+    def base(self, op: str) -> Base:
+        if op in ON_NEW_STORE:
+            return self.new_store
+        return Base(self.fixture.store, self.fixture.ledger_id, self.before, self.export)
 
 
 @pytest.fixture(scope="module")
@@ -273,12 +294,18 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Prepared:
     assert result.exit_code == 0, result.output
     before = picture(fixture.store, fixture.ledger_id)
     export = export_files(fixture.store, fixture.ledger_id, root / "export-before")
+    with command_clock(NOW):
+        new_id = init_store(root / "new-store")
+    new_store = Base(root / "new-store", new_id, picture(root / "new-store", new_id),
+                     export_files(root / "new-store", new_id, root / "export-new"))
+    bases = {op: new_store if op in ON_NEW_STORE else Base(fixture.store, fixture.ledger_id, before, export)
+             for op in NEW_TYPES}
     steps: dict[str, list[str]] = {}
     windows: dict[str, tuple[float, float]] = {}
     for op in NEW_TYPES:
         for attempt in range(2):  # the second run is warm (compiled modules, disk cache): its times count
             copy = root / f"uncut-{op}-{attempt}"
-            shutil.copytree(fixture.store, copy)
+            shutil.copytree(bases[op].store, copy)
             trace = root / f"trace-{op}-{attempt}"
             start = time.monotonic()
             proc = run_cli(copy, operation_args(op, fixture), HELDOUT_CRASH_TRACE=str(trace))
@@ -289,9 +316,9 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Prepared:
             steps[op] = [name for name, _ in lines]
             busy = float(lines[-1][1]) - float(lines[0][1])
             windows[op] = (min(whole, windows[op][0]), min(busy, windows[op][1])) if op in windows else (whole, busy)
-            assert classify(copy, fixture.ledger_id, before, op) == "completed"
+            assert classify(copy, bases[op].ledger_id, bases[op].before, op) == "completed"
             shutil.rmtree(copy)
-    return Prepared(fixture, before, export, steps, windows)
+    return Prepared(fixture, before, export, steps, windows, new_store)
 
 
 @dataclass(frozen=True)
@@ -308,7 +335,7 @@ class Kill:
 def launch(prepared: Prepared, case: Kill) -> tuple[int, str]:
     """Copy the store, run the command and kill it; returns its exit status and the end of its stderr."""
     case.work.mkdir()
-    shutil.copytree(prepared.fixture.store, case.work / "store")
+    shutil.copytree(prepared.base(case.op).store, case.work / "store")
     proc = run_cli(case.work / "store", operation_args(case.op, prepared.fixture),
                    **({"HELDOUT_CRASH_AT": case.crash_at} if case.crash_at else {}))
     if case.delay is not None:
@@ -331,14 +358,15 @@ def check_case(prepared: Prepared, case: Kill, returncode: int, stderr: str) -> 
     or ('not-killed', state) when a random delay outlived the command."""
     op, work, crash_at = case.op, case.work, case.crash_at
     store = work / "store"
-    ledger_id = prepared.fixture.ledger_id
+    base = prepared.base(op)
+    ledger_id = base.ledger_id
     killed = returncode == -signal.SIGKILL
     timed = crash_at is not None and "+" in crash_at  # a kill at a random time after the step
     if crash_at is not None and not timed:
         assert killed, f"{op} at {crash_at}: exit {returncode}: {stderr}"
     elif not killed:
         assert returncode == 0, (op, returncode, stderr)
-    raw = classify(store, ledger_id, prepared.before, op)
+    raw = classify(store, ledger_id, base.before, op)
     if killed and crash_at is not None and not timed:
         steps = prepared.steps[op]
         if steps.index(crash_at) <= steps.index(f"{step_prefix(op)}.intent"):
@@ -354,11 +382,11 @@ def check_case(prepared: Prepared, case: Kill, returncode: int, stderr: str) -> 
                               stderr=subprocess.PIPE) as nested:
             nested.communicate(timeout=120)
         assert nested.returncode == -signal.SIGKILL, f"recovery did not reach {case.recover_crash_at}"
-        assert classify(store, ledger_id, prepared.before, op) in ("publishing", "completed")
+        assert classify(store, ledger_id, base.before, op) in ("publishing", "completed")
     with command_clock(NOW):
         status = cli("status", "--json", store=store)
     assert status.exit_code == 0, status.output
-    settled = check_settled(store, ledger_id, prepared.before, prepared.export, op, raw, work)
+    settled = check_settled(store, ledger_id, base.before, base.export, op, raw, work)
     generations = {g["generation"]: g for g in json.loads(status.output)["generations"]}
     if op == "seal":
         assert ("gen3" in generations) == (settled == "completed")
@@ -366,12 +394,14 @@ def check_case(prepared: Prepared, case: Kill, returncode: int, stderr: str) -> 
         assert (generations["gen1"]["state"] == "retired") == (settled == "completed")
     if op == "retire-plain":
         assert (generations["gen2"]["state"] == "retired") == (settled == "completed")
+    if op == "seal-public":
+        assert ("public" in generations) == (settled == "completed")
     if settled in ("never-started", "draw-abandoned"):  # the operation can simply be run again
         with command_clock(NOW):
             again = cli(*operation_args(op, prepared.fixture), store=store)
         assert again.exit_code == 0, (op, again.output)
         if settled == "never-started":
-            assert classify(store, ledger_id, prepared.before, op) == "completed"
+            assert classify(store, ledger_id, base.before, op) == "completed"
     shutil.rmtree(work)
     return (raw if killed else "not-killed"), settled
 
