@@ -10,6 +10,7 @@ and has the same root at every checkpoint size.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -96,10 +97,22 @@ class MigrationReport:
                 "identical": True}
 
 
-def migrate(source: Ledger, destination: LedgerBackend) -> MigrationReport:
+#: ``progress(phase, done, total)``: the migration's three phases (source replay, copy, proof of the copy).
+MigrationProgress = Callable[[str, int, int], None]
+
+
+def _silent(phase: str, done: int, total: int) -> None:
+    return None
+
+
+def migrate(source: Ledger, destination: LedgerBackend, *,
+            progress: MigrationProgress | None = None) -> MigrationReport:
     """Copy ``source`` into ``destination`` (which must not hold that ledger yet) and prove the copy identical;
-    the copy appears only once proven (it is built and checked inside the creation transaction)."""
-    source.verify()  # a copy of a broken log would prove nothing
+    the copy appears only once proven (it is built and checked inside the creation transaction). ``progress``
+    hears each phase: the source's replay, the copy (entries written), the replay and comparison of the copy."""
+    tick = progress or _silent
+    # a copy of a broken log would prove nothing
+    source.verify(progress=lambda done, total: tick("verifying the source", done, total))
     if source.ledger_id in destination.list_ids():
         raise LedgerUsageError(f"{destination.description} already holds ledger {source.ledger_id}; a migration "
                                "writes only to a backend without it", found=source.ledger_id)
@@ -110,11 +123,11 @@ def migrate(source: Ledger, destination: LedgerBackend) -> MigrationReport:
             meta = source.storage.meta()
             storage.insert_meta([(k, v) for k, v in sorted(meta.items())
                                  if k not in ("schema_version", "min_node_level")])
-            _copy_rows(source, storage)
+            _copy_rows(source, storage, tick)
             cosignatures = list(source.storage.cosignature_rows())
             storage.insert_cosignatures(cosignatures)
             counts["cosignatures"] = len(cosignatures)
-            _prove_identical(source, Ledger(storage))
+            _prove_identical(source, Ledger(storage), tick)
 
     copy = Ledger.open_storage(destination.create_storage(source.ledger_id, fill))
     try:
@@ -125,7 +138,7 @@ def migrate(source: Ledger, destination: LedgerBackend) -> MigrationReport:
     return report
 
 
-def _copy_rows(source: Ledger, storage: LedgerStorage) -> None:
+def _copy_rows(source: Ledger, storage: LedgerStorage, tick: MigrationProgress = _silent) -> None:
     """Entries, nodes and checkpoints in index order, each checkpoint inserted once its entries are (the
     destination's triggers check the same growth rules as on the first write). All three are streamed; the
     nodes come in the order their last entry completes them (``ledger.storage.NODE_ORDER``)."""
@@ -138,6 +151,7 @@ def _copy_rows(source: Ledger, storage: LedgerStorage) -> None:
             stop = min(size, done + COPY_CHUNK)
             storage.insert_entries(list(source.storage.entry_rows(done, stop)))
             done = stop
+            tick("copying", done, source.size)
             ready = []
             while waiting is not None and (waiting[1] + 1) << waiting[0] <= done:
                 ready.append(waiting)
@@ -149,8 +163,9 @@ def _copy_rows(source: Ledger, storage: LedgerStorage) -> None:
                                    expected=done, found=source.size)
 
 
-def _prove_identical(source: Ledger, copy: Ledger) -> None:
-    report = copy.verify(expected_id=source.ledger_id)
+def _prove_identical(source: Ledger, copy: Ledger, tick: MigrationProgress = _silent) -> None:
+    report = copy.verify(expected_id=source.ledger_id,
+                         progress=lambda done, total: tick("proving the copy", done, total))
     if report.size != source.size:
         raise LedgerIntegrityError("the copy has another size", expected=source.size, found=report.size)
     for (index, original), (_, copied) in zip(source.entries_bytes(), copy.entries_bytes(), strict=True):

@@ -245,8 +245,14 @@ def test_migrate_sqlite_to_postgresql_and_back(tmp_path: Path, postgres_url: str
     with LedgerBackend(database=postgres_url).open(original.ledger_id) as copy:
         assert _roots(copy) == expected
         assert copy.cosigned_checkpoint().note == cosigned
-        back = migrate(copy, LedgerBackend(folder=tmp_path / "b"))
+        heard: list[tuple[str, int, int]] = []
+        back = migrate(copy, LedgerBackend(folder=tmp_path / "b"), progress=lambda *tick: heard.append(tick))
         assert back.size == 41
+        # each phase is reported, and each ends at the ledger's size
+        phases = ["verifying the source", "copying", "proving the copy"]
+        assert [phase for phase in phases if phase in {p for p, _, _ in heard}] == phases
+        assert [p for p, _, _ in heard] == sorted((p for p, _, _ in heard), key=phases.index)
+        assert all(max(d for p, d, _ in heard if p == phase) == 41 for phase in phases)
     with Ledger.open(tmp_path / "b" / f"{original.ledger_id}.sqlite") as again:
         assert _roots(again) == expected
         assert [d for _, d in again.entries_bytes()] == entries

@@ -26,6 +26,7 @@ from heldout.cli.common import (
     err_console,
     handle_errors,
     open_store,
+    phase_progress,
     print_json,
     reference_time,
     table,
@@ -534,8 +535,9 @@ def migrate(
     root at every checkpoint size. The copy appears only once proven.
 
     Example: heldout ledger migrate ~/.local/share/heldout/ledgers postgresql://lab@db.example/heldout"""
-    with open_migration_source(source, ledger) as opened:
-        report = migrate_ledger(opened, backend_at(destination))
+    with open_migration_source(source, ledger) as opened, \
+            phase_progress(disable=as_json or not err_console.is_terminal) as tick:
+        report = migrate_ledger(opened, backend_at(destination), progress=tick)
     if as_json:
         print_json(report.to_json())
         return
