@@ -55,7 +55,6 @@ from heldout.generations import (
     WITHHOLDING_MODES,
     GenerationState,
     RevealDocument,
-    Transcript,
     answer_bits,
     charge_bits,
     check_draw_binding,
@@ -64,11 +63,10 @@ from heldout.generations import (
     load_generations,
     released_score,
     revealed_labels,
-    transcripts,
     verify_reveal,
 )
 from heldout.generations.access import check_opening
-from heldout.generations.release import last_over_threshold, thresholdout_answer
+from heldout.generations.release import ReleaseLog, thresholdout_answer
 from heldout.generations.reveal import verify_draw
 from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import Supersession, load_supersessions
@@ -120,6 +118,7 @@ class _Context:
     #: Entries below this index were covered by the earlier clean report an incremental audit trusts.
     trusted_size: int = 0
     _records: dict[int, EntryRecord | None] = field(default_factory=dict)
+    release_logs: dict[str, ReleaseLog] = field(default_factory=dict)
     _by_type: dict[type[EntryRecord], list[Any]] = field(default_factory=dict)
 
     def record(self, index: int) -> EntryRecord | None:
@@ -676,8 +675,13 @@ def _finish_bundle(ctx: _Context, index: int, begun: _Started) -> None:
     ctx.report.rederived += 1
 
 
-def _history(ctx: _Context, state: GenerationState, index: int) -> list[tuple[int, dict[str, Any]]]:
-    return [(i, e) for i, e in sorted(ctx.entries.items()) if state.seal_index < i < index]
+def _release_log(ctx: _Context, state: GenerationState) -> ReleaseLog:
+    """The public answers on ``state``'s generation, read once per audit (each bundle asks for the transcript
+    before it)."""
+    if state.name not in ctx.release_logs:
+        ctx.release_logs[state.name] = ReleaseLog.of(
+            ((i, ctx.entries[i]) for i in sorted(ctx.entries) if i > state.seal_index), state.name)
+    return ctx.release_logs[state.name]
 
 
 def _check_release_record(ctx: _Context, index: int, entry: BundleEntry, state: GenerationState) -> None:
@@ -689,7 +693,7 @@ def _check_release_record(ctx: _Context, index: int, entry: BundleEntry, state: 
     if not isinstance(release, dict) or release.get("mode") != state.release_mode or step is None:
         raise VerificationError(f"bundle entry {index} on {state.name} lacks its {state.release_mode} release record",
                                 index=index, field="release")
-    transcript = transcripts(_history(ctx, state, index), state.name).get(task, Transcript())
+    transcript = _release_log(ctx, state).before(task, index)
     dependent = release.get("label_dependent")
     value = release.get("value")
     if not isinstance(dependent, bool):
@@ -735,8 +739,8 @@ def _check_release_value(ctx: _Context, index: int, entry: BundleEntry, state: G
     task = entry.task
     step = state.release_step
     assert step is not None
-    history = _history(ctx, state, index)
-    transcript = transcripts(history, state.name).get(task, Transcript())
+    log = _release_log(ctx, state)
+    transcript = log.before(task, index)
     score = released_score(evaluation)
     if state.release_mode == "ladder":
         expected = None if score is None else ladder_release(score, transcript.best(), step)
@@ -745,7 +749,7 @@ def _check_release_value(ctx: _Context, index: int, entry: BundleEntry, state: G
         answer = thresholdout_answer(score if score is not None else float("nan"), float(release["public_estimate"]),
                                      secret=secret, threshold=float(state.release["threshold"]),
                                      sigma=float(state.release["sigma"]), step=step, task=task, bundle=index,
-                                     last_over_threshold=last_over_threshold(history, state.name, task))
+                                     last_over_threshold=log.last_over_threshold(task, index))
         expected = answer.value
         if answer.over_threshold != release.get("label_dependent"):
             raise VerificationError(f"bundle entry {index}: the Thresholdout branch is not the one its noise gives",

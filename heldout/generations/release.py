@@ -43,10 +43,11 @@ with ``bundle`` = the index of that answer's entry (the initial one with ``bundl
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,19 +159,69 @@ def worst_case_bits(mode: str, transcript: Transcript, step: float) -> float:
     return answer_bits(mode, transcript, True, step)
 
 
-def transcripts(entries: Iterable[tuple[int, Mapping[str, Any]]], generation: str) -> dict[str, Transcript]:
-    """The transcript of every task of ``generation`` from its bundle entries (``release`` members)."""
-    out: dict[str, Transcript] = {}
+def _answers(entries: Iterable[tuple[int, Mapping[str, Any]]],
+             generation: str) -> Iterator[tuple[int, str, float | None, Any]]:
+    """(index, task, released value, label_dependent as logged) of each bundle of ``generation`` that carries a
+    release record, in ledger order."""
     for bundle in records(entries, BundleEntry):
         release = bundle.get("release")
         if bundle.generation != generation or not isinstance(release, Mapping):
             continue
-        task = bundle.task
         value = release.get("value")
-        out[task] = out.get(task, Transcript()).then(
-            float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
-            bool(release.get("label_dependent")))
-    return out
+        answer = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        yield int(bundle.index or 0), bundle.task, answer, release.get("label_dependent")
+
+
+def transcripts(entries: Iterable[tuple[int, Mapping[str, Any]]], generation: str) -> dict[str, Transcript]:
+    """The transcript of every task of ``generation`` from its bundle entries (``release`` members)."""
+    answers: dict[str, list[float | None]] = {}
+    flags: dict[str, list[bool]] = {}
+    for _, task, answer, dependent in _answers(entries, generation):
+        answers.setdefault(task, []).append(answer)
+        flags.setdefault(task, []).append(bool(dependent))
+    return {task: Transcript(tuple(answers[task]), tuple(flags[task])) for task in answers}
+
+
+@dataclass(frozen=True)
+class ReleaseLog:
+    """Every public answer on one generation, per task in ledger order with its entry index, read once: the
+    transcript before any bundle (and Thresholdout's last over-threshold answer) by a binary search, where
+    rebuilding it from the entries for each bundle would make an audit quadratic in the bundles."""
+
+    indices: Mapping[str, tuple[int, ...]]
+    answers: Mapping[str, tuple[float | None, ...]]
+    dependent: Mapping[str, tuple[Any, ...]]  # label_dependent as logged (the audit reports a non-boolean)
+
+    @classmethod
+    def of(cls, entries: Iterable[tuple[int, Mapping[str, Any]]], generation: str) -> ReleaseLog:
+        indices: dict[str, list[int]] = {}
+        answers: dict[str, list[float | None]] = {}
+        dependent: dict[str, list[Any]] = {}
+        for index, task, answer, flag in _answers(entries, generation):
+            indices.setdefault(task, []).append(index)
+            answers.setdefault(task, []).append(answer)
+            dependent.setdefault(task, []).append(flag)
+        return cls({t: tuple(v) for t, v in indices.items()}, {t: tuple(v) for t, v in answers.items()},
+                   {t: tuple(v) for t, v in dependent.items()})
+
+    def _position(self, task: str, index: int) -> int:
+        return bisect.bisect_left(self.indices.get(task, ()), index)
+
+    def before(self, task: str, index: int) -> Transcript:
+        """The transcript of ``task`` from the answers logged before entry ``index``
+        (``transcripts(<those entries>)[task]``)."""
+        position = self._position(task, index)
+        return Transcript(self.answers.get(task, ())[:position],
+                          tuple(bool(flag) for flag in self.dependent.get(task, ())[:position]))
+
+    def last_over_threshold(self, task: str, index: int) -> int | None:
+        """``last_over_threshold(<entries before index>, generation, task)``."""
+        position = self._position(task, index)
+        flags = self.dependent.get(task, ())
+        for at in range(position - 1, -1, -1):
+            if flags[at] is True:
+                return self.indices[task][at]
+        return None
 
 
 # --- Thresholdout ----------------------------------------------------------------------------------------
@@ -259,11 +310,9 @@ def release_record(mode: str, *, step: float, transcript: Transcript, score: flo
 def last_over_threshold(entries: Sequence[tuple[int, Mapping[str, Any]]], generation: str, task: str) -> int | None:
     """Index of the last over-threshold (label-dependent) Thresholdout answer on (generation, task)."""
     last = None
-    for bundle in records(entries, BundleEntry):
-        release = bundle.get("release")
-        if bundle.generation == generation and bundle.task == task and isinstance(release, Mapping) \
-                and release.get("label_dependent") is True:
-            last = bundle.index
+    for index, answered, _, dependent in _answers(entries, generation):
+        if answered == task and dependent is True:
+            last = index
     return last
 
 
