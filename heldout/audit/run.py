@@ -247,14 +247,20 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
             continue
         if cosigned:
             witnessed.append((checkpoint.size, time_of(max(c.timestamp for c in cosigned.values()))))
+    # Per generation, the first checkpoint (by size) the witnesses cosigned at or after its expiry: a bundle at
+    # or after that size was logged once the witnesses had attested the expiry (one scan per generation, not
+    # one per bundle).
+    first_after: dict[str, tuple[int, datetime] | None] = {}
     for bundle in ctx.records(BundleEntry):
         index = int(bundle.index or 0)
         state = ctx.generations.get(bundle.generation)
         if state is None:
             continue
-        before = [(size, at) for size, at in witnessed if size <= index and at >= state.expiry]
-        if before:
-            size, at = before[0]
+        if state.name not in first_after:
+            first_after[state.name] = next(((size, at) for size, at in witnessed if at >= state.expiry), None)
+        found = first_after[state.name]
+        if found is not None and found[0] <= index:
+            size, at = found
             ctx.find("witnessed-time", VerificationError(
                 f"bundle entry {index} was logged after the witnesses attested {format_utc(at)} (checkpoint "
                 f"{size} does not contain it), past the expiry of {state.name} ({format_utc(state.expiry)})",
