@@ -119,6 +119,7 @@ class _Context:
     trusted_size: int = 0
     _records: dict[int, EntryRecord | None] = field(default_factory=dict)
     release_logs: dict[str, ReleaseLog] = field(default_factory=dict)
+    facts: LedgerFacts | None = None
     _by_type: dict[type[EntryRecord], list[Any]] = field(default_factory=dict)
 
     def record(self, index: int) -> EntryRecord | None:
@@ -822,9 +823,10 @@ def _check_export(ctx: _Context) -> None:
 def check_passport_document(ctx: _Context, index: int, doc: dict[str, Any]) -> None:
     """The passport logged at ``index`` against this ledger, by the one passport-vs-log verifier
     (``heldout.passports.check_passport_on_ledger``) that ``passport verify`` uses too."""
-    facts = LedgerFacts(ledger_id=ctx.source.ledger_id, origin=ctx.source.origin, entries=ctx.entries,
-                        entry_bytes=ctx.entry_bytes.__getitem__, root=ctx.source.log.root)
-    check_passport_on_ledger(doc, facts, at=ctx.now)
+    if ctx.facts is None:  # one set of facts for every passport: what each check derives is derived once
+        ctx.facts = LedgerFacts(ledger_id=ctx.source.ledger_id, origin=ctx.source.origin, entries=ctx.entries,
+                                entry_bytes=ctx.entry_bytes.__getitem__, root=ctx.source.log.root)
+    check_passport_on_ledger(doc, ctx.facts, at=ctx.now)
 
 
 def _generation_summary(state: GenerationState) -> dict[str, Any]:
