@@ -14,7 +14,7 @@ Importing :mod:`heldout` registers the types, so every command and the audit see
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, ClassVar
@@ -27,6 +27,7 @@ from ledger.entries import (
     check_text,
     check_utc,
     register_entry_type,
+    validate_entry,
 )
 from ledger.errors import EntryRejected
 from seals import parse_utc
@@ -49,24 +50,17 @@ class EntryRecord:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        where = {} if self.index is None else {"index": self.index}
-        if isinstance(self.v, bool) or not isinstance(self.v, int) or self.v < 1:
-            raise EntryRejected("entry member v (version) must be a positive integer", field="v",
-                                    found=repr(self.v)[:60], **where)
-        for member, check in self.MEMBERS.items():
-            problem = check(getattr(self, member))
-            if problem:
-                raise EntryRejected(f"{self.TYPE} entry member {member!r} must be {problem}", field=member,
-                                        found=repr(getattr(self, member))[:80], **where)
+        # The log's own validator (the checks registered below), so a record is valid exactly when its entry is.
         clash = sorted(set(self.extra) & (set(self.MEMBERS) | _BASE_MEMBERS))
-        if clash:
-            raise EntryRejected(f"{self.TYPE} entry: {clash[0]!r} is a required member, not an extra one",
-                                    field=clash[0], **where)
-        for member, check in self.OPTIONAL.items():
-            problem = check(self.extra[member]) if member in self.extra else None
-            if problem:
-                raise EntryRejected(f"{self.TYPE} entry member {member!r} must be {problem}", field=member,
-                                        found=repr(self.extra[member])[:80], **where)
+        try:
+            if clash:
+                raise EntryRejected(f"{self.TYPE} entry: {clash[0]!r} is a required member, not an extra one",
+                                    field=clash[0])
+            validate_entry(self.to_entry())
+        except EntryRejected as exc:
+            if self.index is None:
+                raise
+            raise EntryRejected(exc.message, **{**exc.evidence, "index": self.index}) from None
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any], *, index: int | None = None) -> EntryRecord:
@@ -237,7 +231,7 @@ def entry_record(index: int | None, entry: Mapping[str, Any]) -> EntryRecord | N
     return None if cls is None else cls.from_entry(entry, index=index)
 
 
-def records(pairs: Any, *types: type[EntryRecord]) -> list[Any]:
+def records(pairs: Iterable[tuple[int, Mapping[str, Any]]], *types: type[EntryRecord]) -> list[Any]:
     """The records of ``(index, entry)`` pairs that are of ``types`` (every domain type when none is given),
     in log order."""
     wanted = {cls.TYPE for cls in types} if types else set(RECORD_TYPES)

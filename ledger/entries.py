@@ -225,25 +225,20 @@ def decode_entry(data: bytes, *, index: int) -> dict[str, Any]:
     if len(data) > MAX_ENTRY_BYTES:
         raise LedgerIntegrityError(f"entry {index} is {len(data)} bytes, over the limit", index=index,
                                    expected=MAX_ENTRY_BYTES, found=len(data))
-    fast = canonical_value(data)  # the common case, decided in C; else the full path names what is wrong
-    if fast is not None:
+    value = canonical_value(data)  # the common case, decided in C; None: the full strict path names the fault
+    canonical = value is not None
+    if value is None:
         try:
-            validate_entry(fast, index=index)
-        except EntryRejected as exc:
-            raise LedgerIntegrityError(f"entry {index}: {exc.message}", index=index,
-                                       **{k: v for k, v in exc.evidence.items() if k != "index"}) from None
-        return fast
-    try:
-        value = parse_json(data, what=f"entry {index}")
-    except MalformedInput as exc:
-        raise LedgerIntegrityError(exc.message, index=index) from None
+            value = parse_json(data, what=f"entry {index}")
+        except MalformedInput as exc:
+            raise LedgerIntegrityError(exc.message, index=index) from None
     try:
         validate_entry(value, index=index)
-        canonical = jcs_bytes(value)
+        canonical = canonical or jcs_bytes(value) == data
     except (EntryRejected, MalformedInput) as exc:
         raise LedgerIntegrityError(f"entry {index}: {exc.message}", index=index,
                                    **{k: v for k, v in exc.evidence.items() if k != "index"}) from None
-    if canonical != data:
+    if not canonical:
         raise LedgerIntegrityError(f"entry {index} is not in canonical form", index=index)
     return value
 
