@@ -254,13 +254,19 @@ def check_reveal(store: Store, generation: str, *, source: str | None, pinned: P
             return pinned
         return store.issuer_key(parse_json_object(manifest_data, what="seal manifest"), what="seal manifest")
 
-    if policy is not None:
-        if source is None or not is_public_log(source):
-            raise UsageError("--policy checks a published ledger: give --from EXPORT_DIR or a tiles directory or "
-                             "URL", field="--from")
-        published_log = open_public_log(source)
-        report = published_log.verify(expected_id=ledger_id or published_log.ledger_id)
-        policy.evaluate(published_log.latest_checkpoint(), origin=report.origin)
+    if policy is not None and (source is None or not is_public_log(source)):
+        raise UsageError("--policy checks a published ledger: give --from EXPORT_DIR or a tiles directory or URL",
+                         field="--from")
+    if source is not None and is_public_log(source):
+        # Opened and replayed once: the entries the reveal is judged by, and with a policy its quorum.
+        log = open_public_log(source)
+        if policy is not None:
+            report = log.verify(expected_id=ledger_id or log.ledger_id)
+            policy.evaluate(log.latest_checkpoint(), origin=report.origin)
+        else:
+            log.verify(check_blobs=False)
+        manifest = log.seal_bytes(f"{generation}.seal.json")
+        return verify_published_reveal(log, generation, trusted_for(manifest), now, source=str(source))
     if source is not None:
         return verify_folder_reveal(source, generation, trusted_for(source_manifest_bytes(source, generation)), now)
     published = read_first_in(store.seals, [f"{generation}.seal.json"], what="seal manifest")
