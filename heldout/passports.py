@@ -493,10 +493,9 @@ def _check_cited_bundles(passport: Passport, heldout: Mapping[str, Any], facts: 
             raise VerificationError("the passport cites a bundle outside its checkpoint", index=index, field=where,
                                     found=bundle_index)
         logged = facts.entries.get(bundle_index, {})
-        bundle = logged if logged.get("type") == BundleEntry.TYPE else None
-        record = None if bundle is None else BundleEntry.from_entry(bundle, index=bundle_index)
-        if not isinstance(record, BundleEntry) or bundle is None or record.model_id != passport.model_id or \
-                record.generation != heldout.get("generation"):
+        bundle = entry_record(bundle_index, logged) if logged else None
+        if not isinstance(bundle, BundleEntry) or bundle.model_id != passport.model_id or \
+                bundle.generation != heldout.get("generation"):
             raise VerificationError(f"the passport cites entry {bundle_index}, not a bundle of {passport.model_id} on "
                                     f"{heldout.get('generation')}", index=index, field=where)
         # The citation must name this very bundle (task, blobs, leaf hash): otherwise a passport could carry
@@ -512,7 +511,7 @@ def _check_cited_bundles(passport: Passport, heldout: Mapping[str, Any], facts: 
                                     "entry's leaf hash", index=index, field=f"{where}.leaf_hash_b64")
         proof = [b64decode_strict(h, what="inclusion proof") for h in ref.get("inclusion_proof") or []]
         verify_inclusion(bundle_index, size, leaf_hash(data), proof, root)
-        if not cited_evaluation_matches(evaluation, bundle, lambda e: sha256_hex(canonical_bytes(e))):
+        if not cited_evaluation_matches(evaluation, logged, lambda e: sha256_hex(canonical_bytes(e))):
             raise VerificationError(f"evaluation {position} of the passport is not the one bundle {bundle_index} "
                                     "logged", index=index, field=f"computed.evaluations[{position}]")
 
