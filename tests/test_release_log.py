@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from heldout.entries import BundleEntry, records
 from heldout.generations.release import ReleaseLog, Transcript, last_over_threshold, transcripts
 
 HEX = "ab" * 32
@@ -36,7 +37,7 @@ def bundle(index: int, fields: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 @given(st.lists(answer, max_size=40))
 def test_the_release_log_equals_rebuilding_from_the_entries_before_each_bundle(answers: list[dict[str, Any]]) -> None:
     entries = [bundle(index, fields) for index, fields in enumerate(answers, start=3)]
-    log = ReleaseLog.of(entries, "gen1")
+    log = ReleaseLog.of(records(entries, BundleEntry), "gen1")
     for index in range(3, 3 + len(answers) + 1):
         before = [(i, e) for i, e in entries if i < index]
         for task in ("bloodmnist", "pathmnist"):

@@ -687,7 +687,7 @@ def _release_log(ctx: _Context, state: GenerationState) -> ReleaseLog:
     before it)."""
     if state.name not in ctx.release_logs:
         ctx.release_logs[state.name] = ReleaseLog.of(
-            ((i, ctx.entries[i]) for i in sorted(ctx.entries) if i > state.seal_index), state.name)
+            (b for b in ctx.records(BundleEntry) if int(b.index or 0) > state.seal_index), state.name)
     return ctx.release_logs[state.name]
 
 

@@ -159,11 +159,10 @@ def worst_case_bits(mode: str, transcript: Transcript, step: float) -> float:
     return answer_bits(mode, transcript, True, step)
 
 
-def _answers(entries: Iterable[tuple[int, Mapping[str, Any]]],
-             generation: str) -> Iterator[tuple[int, str, float | None, Any]]:
+def _answers(bundles: Iterable[BundleEntry], generation: str) -> Iterator[tuple[int, str, float | None, Any]]:
     """(index, task, released value, label_dependent as logged) of each bundle of ``generation`` that carries a
     release record, in ledger order."""
-    for bundle in records(entries, BundleEntry):
+    for bundle in bundles:
         release = bundle.get("release")
         if bundle.generation != generation or not isinstance(release, Mapping):
             continue
@@ -176,7 +175,7 @@ def transcripts(entries: Iterable[tuple[int, Mapping[str, Any]]], generation: st
     """The transcript of every task of ``generation`` from its bundle entries (``release`` members)."""
     answers: dict[str, list[float | None]] = {}
     flags: dict[str, list[bool]] = {}
-    for _, task, answer, dependent in _answers(entries, generation):
+    for _, task, answer, dependent in _answers(records(entries, BundleEntry), generation):
         answers.setdefault(task, []).append(answer)
         flags.setdefault(task, []).append(bool(dependent))
     return {task: Transcript(tuple(answers[task]), tuple(flags[task])) for task in answers}
@@ -193,11 +192,12 @@ class ReleaseLog:
     dependent: Mapping[str, tuple[Any, ...]]  # label_dependent as logged (the audit reports a non-boolean)
 
     @classmethod
-    def of(cls, entries: Iterable[tuple[int, Mapping[str, Any]]], generation: str) -> ReleaseLog:
+    def of(cls, bundles: Iterable[BundleEntry], generation: str) -> ReleaseLog:
+        """From the log's bundle records in ledger order (those of other generations are passed over)."""
         indices: dict[str, list[int]] = {}
         answers: dict[str, list[float | None]] = {}
         dependent: dict[str, list[Any]] = {}
-        for index, task, answer, flag in _answers(entries, generation):
+        for index, task, answer, flag in _answers(bundles, generation):
             indices.setdefault(task, []).append(index)
             answers.setdefault(task, []).append(answer)
             dependent.setdefault(task, []).append(flag)
@@ -310,7 +310,7 @@ def release_record(mode: str, *, step: float, transcript: Transcript, score: flo
 def last_over_threshold(entries: Sequence[tuple[int, Mapping[str, Any]]], generation: str, task: str) -> int | None:
     """Index of the last over-threshold (label-dependent) Thresholdout answer on (generation, task)."""
     last = None
-    for index, answered, _, dependent in _answers(entries, generation):
+    for index, answered, _, dependent in _answers(records(entries, BundleEntry), generation):
         if answered == task and dependent is True:
             last = index
     return last
