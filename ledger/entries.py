@@ -23,7 +23,7 @@ from keys import HeldoutError, MalformedInput, PublicKey, Signer, TrustedKey
 from keys.signer import check_key_id, check_key_name
 from ledger.errors import EntryRejected, LedgerIntegrityError
 from seals import canonical_bytes, format_utc, jcs_bytes, parse_json
-from seals.canonical import canonical_value, plain_canonical_bytes
+from seals.canonical import canonical_value, canonical_values, plain_canonical_bytes
 
 MAX_ENTRY_BYTES = 64 * 1024
 LEDGER_ID_HEX_CHARS = 20
@@ -136,6 +136,59 @@ def register_entry_type(kind: str, required: Mapping[str, Check], optional: Mapp
     ENTRY_TYPES[kind] = required
     if optional:
         OPTIONAL_MEMBERS[kind] = optional
+    _compile_rules(kind)
+
+
+def entry_type_registry() -> tuple[dict[str, dict[str, Check]], dict[str, dict[str, Check]]]:
+    """The registered types (required and optional member checks), for :func:`install_entry_types` in another
+    process (the replay's decoding workers)."""
+    return ({kind: dict(checks) for kind, checks in ENTRY_TYPES.items()},
+            {kind: dict(checks) for kind, checks in OPTIONAL_MEMBERS.items()})
+
+
+def install_entry_types(required: Mapping[str, Mapping[str, Check]],
+                        optional: Mapping[str, Mapping[str, Check]]) -> None:
+    """Register every type of :func:`entry_type_registry`'s answer (in a worker process started without the
+    parent's imports)."""
+    for kind, checks in required.items():
+        if kind not in GENERIC_TYPES:
+            register_entry_type(kind, checks, optional.get(kind))
+
+
+#: Each registered type's checks as flat tuples (required, optional), for :func:`_entry_is_valid`: the same
+#: checks :func:`validate_entry` runs, without building its error evidence (the replay's and the append's
+#: per-entry cost).
+_RULES: dict[str, tuple[tuple[tuple[str, Check], ...], tuple[tuple[str, Check], ...]]] = {}
+
+
+def _compile_rules(kind: str) -> None:
+    _RULES[kind] = (tuple(ENTRY_TYPES[kind].items()), tuple(OPTIONAL_MEMBERS.get(kind, {}).items()))
+
+
+for _kind in ENTRY_TYPES:
+    _compile_rules(_kind)
+
+
+def _entry_is_valid(entry: Any, index: int | None) -> bool:
+    """Whether ``entry`` passes :func:`validate_entry` (a plain dict; anything else answers False and takes the
+    path that names the fault). The same checks, in a loop that builds nothing: a True here is a pass there."""
+    if type(entry) is not dict:
+        return False
+    kind = entry.get("type")
+    rules = _RULES.get(kind) if type(kind) is str else None
+    if rules is None:
+        return False
+    version = entry.get("v")
+    if type(version) is not int or version < 1:
+        return False
+    required, optional = rules
+    for member, check in required:
+        if member not in entry or check(entry[member]) is not None:
+            return False
+    for member, check in optional:
+        if member in entry and check(entry[member]) is not None:
+            return False
+    return index is None or (index == 0) == (kind == "genesis")
 
 
 #: Types the raw ``heldout ledger append`` may write: generic notes, and ``key`` (no other command declares a
@@ -162,6 +215,8 @@ def validate_entry(entry: Any, *, index: int | None = None) -> str:
 
     ``index`` is where the entry is (or would be): genesis is allowed at index 0 only, and only genesis there.
     """
+    if _entry_is_valid(entry, index):
+        return str(entry["type"])
     where = {} if index is None else {"index": index}
     if not isinstance(entry, Mapping):
         raise EntryRejected("a ledger entry is a JSON object", found=type(entry).__name__, **where)
@@ -241,6 +296,30 @@ def decode_entry(data: bytes, *, index: int) -> dict[str, Any]:
     if not canonical:
         raise LedgerIntegrityError(f"entry {index} is not in canonical form", index=index)
     return value
+
+
+def decode_entries(items: list[bytes], *, first: int) -> tuple[list[dict[str, Any]], LedgerIntegrityError | None]:
+    """:func:`decode_entry` of each item (item ``k`` is entry ``first + k``), the canonical form decided for the
+    whole batch at once (``seals.canonical.canonical_values``) where it can be. Returns the entries decoded
+    before the first that fails, and that failure (``None`` when every item passes): the replay raises it at
+    the point the entry-by-entry order would."""
+    values = canonical_values(items) if items and max(map(len, items)) <= MAX_ENTRY_BYTES else None
+    decoded: list[dict[str, Any]] = []
+    if values is not None:
+        index = first
+        for value in values:
+            if not _entry_is_valid(value, index):
+                break
+            index += 1
+        if index - first == len(values):
+            return values, None
+        decoded = values[:index - first]
+    for k in range(len(decoded), len(items)):
+        try:
+            decoded.append(decode_entry(items[k], index=first + k))
+        except LedgerIntegrityError as exc:
+            return decoded, exc
+    return decoded, None
 
 
 def ledger_id_of(genesis_bytes: bytes) -> str:

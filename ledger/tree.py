@@ -125,6 +125,11 @@ class HashTree:
         return out
 
 
+def _completion_order(node: tuple[int, int, bytes]) -> tuple[int, int]:
+    level, index, _ = node
+    return (index + 1) << level, level
+
+
 class CompactRange:
     """The compact range ``[0, size)`` of a growing tree: one hash per set bit of ``size``, highest level
     first. ``hashes`` and ``size`` are public so that a hot loop can push leaves inline (:meth:`push` is the
@@ -146,20 +151,38 @@ class CompactRange:
 
     def extend(self, leaves: Iterable[bytes], keep_level: int) -> list[tuple[int, int, bytes]]:
         """Append leaf hashes; returns the nodes they complete at ``keep_level`` and above (the nodes a ledger
-        stores), as (level, index, hash), in the order they complete."""
+        stores), as (level, index, hash), in the order they complete (:data:`NODE_ORDER`: by the last leaf
+        under them, then by level).
+
+        A level at a time: the new nodes of a level are paired in one pass (with the range's own node of that
+        level first, when the level's first new node is a right child), their parents are the next level's
+        new nodes, and an unpaired last node joins the range. A loop of list passes instead of a loop per leaf:
+        this is on the append path and the replay's."""
+        nodes = list(leaves)
+        if not nodes:
+            return []
+        count = len(nodes)
+        stack, size, sha256, prefix = self.hashes, self.size, _sha256, NODE_PREFIX
         kept: list[tuple[int, int, bytes]] = []
-        stack, size, sha256 = self.hashes, self.size, _sha256
-        for leaf in leaves:
-            digest, n, level = leaf, size, 0
-            while n & 1:
-                digest = sha256(NODE_PREFIX + stack.pop() + digest).digest()
-                n >>= 1
-                level += 1
-                if level >= keep_level:
-                    kept.append((level, size >> level, digest))
-            stack.append(digest)
-            size += 1
-        self.size = size
+        unpaired: list[bytes] = []  # the range's new hashes, lowest level first
+        start, level = size, 0  # index (at ``level``) of nodes[0]
+        while nodes:
+            if start & 1:  # a right child: its left sibling is the range's hash of this level (the last one)
+                nodes = [stack.pop(), *nodes]
+                start -= 1
+            if len(nodes) & 1:
+                unpaired.append(nodes.pop())
+            if not nodes:
+                break
+            pairs = zip(nodes[::2], nodes[1::2], strict=True)  # an even count: the unpaired one is off
+            nodes = [sha256(prefix + left + right).digest() for left, right in pairs]
+            start >>= 1
+            level += 1
+            if level >= keep_level:
+                kept.extend(zip([level] * len(nodes), range(start, start + len(nodes)), nodes, strict=True))
+        stack.extend(reversed(unpaired))
+        self.size = size + count
+        kept.sort(key=_completion_order)
         return kept
 
     def push(self, leaf: bytes) -> list[tuple[int, int, bytes]]:

@@ -304,3 +304,71 @@ def test_canonical_value_decides_the_common_case() -> None:
     entry = {"type": "bundle", "v": 1, "leakage_bits": 12.5, "n_test": 200, "ok": True, "none": None,
              "nested": {"x": [1, 2.25, "\u0001"]}, "created_utc": "2026-03-01T00:00:00Z"}
     assert canonical_value(jcs_bytes(entry)) == entry
+
+
+# --- canonical_values: the same decision for a batch at once ---------------------------------------------------
+
+def _batch_agrees_item_by_item(items: list[bytes]) -> bool:
+    """canonical_values either declines the batch or reads every item exactly as canonical_value reads it
+    alone, and accepts only batches whose every item canonical_value accepts; returns whether it decided."""
+    from seals.canonical import canonical_value, canonical_values
+
+    batch = canonical_values(items)
+    if batch is None:
+        return False
+    singles = [canonical_value(item) for item in items]
+    # it accepted no item that does not stand alone (canonical_value's None is also the value of b"null")
+    assert all(single is not None or item == b"null" for item, single in zip(items, singles, strict=True)), items
+    assert [_typed(v) for v in batch] == [_typed(v) for v in singles], items
+    return True
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(fast_path_values, min_size=1, max_size=6))
+def test_canonical_values_reads_a_batch_of_canonical_items_as_each_alone(values: list[object]) -> None:
+    _batch_agrees_item_by_item([jcs_bytes(v) for v in values])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ascii_values, min_size=2, max_size=5), st.data())
+def test_canonical_values_declines_items_that_straddle_their_boundaries(values: list[object],
+                                                                       data: st.DataObject) -> None:
+    """The batch's items re-cut at arbitrary places (an item carrying the next one's start, or ``1,2`` as
+    one item) and mutated: never accepted unless each item stands alone as canonical_value reads it."""
+    import json
+
+    canonical = []
+    for value in values:
+        try:
+            canonical.append(jcs_bytes(value))
+        except CanonicalError:  # an integer beyond 2^53 has no RFC 8785 text: take Python's
+            canonical.append(json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
+    joined = b",".join(canonical)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(joined)), min_size=len(values) - 1,
+                                     max_size=len(values) - 1)))
+    items = [joined[a:b] for a, b in zip([0, *cuts], [*cuts, len(joined)], strict=True)]
+    _batch_agrees_item_by_item(items)
+    position = data.draw(st.integers(0, max(0, len(items) - 1)))
+    byte = data.draw(st.sampled_from(list(b' "\\,:[]{}0123456789.eE-+')))
+    mutated = list(items)
+    mutated[position] = mutated[position] + bytes([byte])
+    _batch_agrees_item_by_item(mutated)
+
+
+@pytest.mark.parametrize("items", [
+    # the boundaries move but the element count and the whole text stay canonical
+    [b'{"a":1},{"b":2}', b'{"c":[{"d":1}', b'{"e":2}]}'],
+    [b'1,2', b'3'], [b'{"a":"x', b'y"}'], [b'{"a":1}', b'{"a":1,"a":1}'], [b'{"a":1}', b'[' * 70 + b']' * 70],
+    [b'{"a":1}', b'{"a":9007199254740993}'], [b'{"a":1}', b' {"a":1}'], [b'{"a":1}', b'']])
+def test_canonical_values_edges(items: list[bytes]) -> None:
+    from seals.canonical import canonical_values
+
+    assert canonical_values(items) is None
+    _batch_agrees_item_by_item(items)
+
+
+def test_canonical_values_decides_the_common_case() -> None:
+    from seals.canonical import canonical_values
+
+    entries = [{"type": "bundle", "v": 1, "n": i, "x": [1, 2.25, {"y": None}], "ok": True} for i in range(50)]
+    assert canonical_values([jcs_bytes(e) for e in entries]) == entries

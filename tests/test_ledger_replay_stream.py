@@ -138,10 +138,12 @@ def _bulk(folder: Path, size: int) -> Path:
 
 
 def test_verify_memory_does_not_grow_with_the_log(tmp_path: Path) -> None:
-    """Python memory the verify allocates (tracemalloc's peak) is the same for 2,000 and 20,000 entries: no
-    per-entry map or list of leaf hashes (the replay before streaming held 64 bytes a leaf, 1.2 MB more here)."""
-    small = _peak_during_verify(_bulk(tmp_path / "small", 2_000))
-    large = _peak_during_verify(_bulk(tmp_path / "large", 20_000))
+    """Python memory the verify allocates (tracemalloc's peak) is the same for 10,000 and 30,000 entries: no
+    per-entry map or list of leaf hashes (the replay before streaming held 64 bytes a leaf, 1.3 MB more here).
+    Both logs are longer than two chunks (``replay.CHUNK``), the batch the replay holds at once."""
+    assert 2 * replay_module.CHUNK < 10_000
+    small = _peak_during_verify(_bulk(tmp_path / "small", 10_000))
+    large = _peak_during_verify(_bulk(tmp_path / "large", 30_000))
     assert large < small + 256 * 1024, (small, large)
 
 
@@ -166,3 +168,76 @@ def test_many_checkpoints_and_cosignature_free_ledger_verifies(tmp_path: Path) -
             ledger.append(bundle_entry(i), signer=signer, now=T0)
         report = ledger.verify()
     assert report.size == 60 and report.checkpoints == 60
+
+
+# --- chunked and parallel walks fail where the entry-by-entry walk fails ----------------------------------------
+
+def _outcome(entries: list[bytes], stored: list[bytes | None], claims: list[CheckpointClaim], chunk: int,
+             jobs: int, monkeypatch: pytest.MonkeyPatch) -> object:
+    """The replay's report, or its error's message and evidence, with chunks of ``chunk`` entries decoded in
+    ``jobs`` processes (1: here)."""
+    monkeypatch.setattr(replay_module, "CHUNK", chunk)
+    try:
+        report = replay(zip(entries, stored, strict=True), len(entries), iter(claims), jobs=jobs)
+    except LedgerIntegrityError as exc:
+        return exc.message, exc.evidence
+    return report.to_json()
+
+
+def _faulty_log(signer: Signer, faults: list[tuple[str, int]]) -> tuple[list[bytes], list[bytes | None],
+                                                                        list[CheckpointClaim]]:
+    """A 60-entry log with stored leaf hashes and a checkpoint every 5 entries, then the ``faults``: an entry
+    that is not canonical, one of no known type, a stored leaf hash that is not the entry's, a checkpoint
+    whose signature is not the log key's."""
+    entries = signed_log(signer, 60)
+    stored: list[bytes | None] = [leaf_hash(data) for data in entries]
+    claims = claims_for(entries, list(range(5, 61, 5)), signer)
+    for kind, where in faults:
+        if kind == "not canonical":
+            entries[where] = entries[where].replace(b'{"', b'{ "', 1)
+        elif kind == "unknown type":
+            entries[where] = entries[where].replace(b'"type":"bundle"', b'"type":"bungle"')
+        elif kind == "stored leaf":
+            stored[where] = leaf_hash(b"another entry")
+        elif kind == "checkpoint":
+            size = claims[where].size
+            claims[where] = claims_for(entries, [size], Signer.from_seed(bytes([9]) * 32, name=signer.name,
+                                                                        key_id="other"))[0]
+    return entries, stored, claims
+
+
+@pytest.mark.parametrize("faults", [
+    [], [("not canonical", 13)], [("unknown type", 37)], [("stored leaf", 22)], [("checkpoint", 4)],
+    [("checkpoint", 2), ("not canonical", 13)],  # entry 13 is read before the checkpoint of size 15
+    [("checkpoint", 1), ("not canonical", 13)],  # size 10 is checked before entry 13 is read
+    [("not canonical", 10), ("checkpoint", 1)],  # entry 10 is read before the checkpoint of size 10
+    [("stored leaf", 10), ("checkpoint", 1)],    # the checkpoint of size 10 comes before leaf 10's check
+    [("stored leaf", 9), ("checkpoint", 1)],     # leaf 9 is checked before the checkpoint of size 10
+    [("stored leaf", 30), ("not canonical", 30)], [("stored leaf", 29), ("unknown type", 30)],
+], ids=str)
+def test_chunked_and_parallel_walks_fail_where_the_entry_by_entry_walk_does(
+        faults: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of one entry are the entry-by-entry walk; chunks of 7 and 4096, decoded here and in two worker
+    processes, give the same report or the same error (message and evidence), whichever fault comes first."""
+    entries, stored, claims = _faulty_log(ledger_signer(), faults)
+    expected = _outcome(entries, stored, claims, 1, 1, monkeypatch)
+    assert (expected == _outcome(entries, stored, claims, 1, 1, monkeypatch)) and bool(faults) != isinstance(
+        expected, dict)
+    for chunk in (7, 4096):
+        for jobs in (1, 2):
+            assert _outcome(entries, stored, claims, chunk, jobs, monkeypatch) == expected, (chunk, jobs)
+
+
+def test_parallel_verify_of_a_database_matches_the_walk_here(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Ledger.verify`` with decoding workers (forced on a small log) reports what it reports without them,
+    and still refuses a tampered entry by its index."""
+    path = _bulk(tmp_path / "db", 3_000)
+    monkeypatch.setattr(replay_module, "PARALLEL_MIN_ENTRIES", 1)
+    monkeypatch.setattr(replay_module, "_cpus", lambda: 2)
+    with Ledger.open(path, read_only=True) as opened:
+        parallel = opened.verify().to_json()
+    monkeypatch.setattr(replay_module, "_cpus", lambda: 1)
+    with Ledger.open(path, read_only=True) as opened:
+        assert opened.verify().to_json() == parallel
+    assert parallel["size"] == 3_000 and parallel["entry_types"]["bundle"] == 2_999

@@ -20,7 +20,7 @@ from ledger.rfc6962 import (
     reference_inclusion_path,
     reference_root,
 )
-from ledger.tree import HashTree, MemoryNodes, consistency_ranges, inclusion_ranges
+from ledger.tree import CompactRange, HashTree, MemoryNodes, consistency_ranges, inclusion_ranges
 from tests.conftest import LEDGER_BACKENDS, fresh_backend
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
 
@@ -129,3 +129,23 @@ def test_range_layouts_refuse_impossible_requests() -> None:
     with pytest.raises(LedgerUsageError):
         consistency_ranges(4, 3)
     assert consistency_ranges(3, 3) == [] and consistency_ranges(0, 5) == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=70), min_size=1, max_size=8),
+       keep_level=st.integers(min_value=1, max_value=5))
+def test_compact_range_extend_is_pushing_leaf_by_leaf(cuts: list[int], keep_level: int) -> None:
+    """``CompactRange.extend`` (a level at a time) leaves the range that pushing each leaf leaves, and returns
+    the nodes at ``keep_level`` and above that the pushes complete, in the order they complete, whatever the
+    batches (including empty ones and batches that start on a right child at any level)."""
+    leaves = [leaf_hash(b"%d" % i) for i in range(sum(cuts))]
+    batched, single = CompactRange(), CompactRange()
+    start = 0
+    for cut in cuts:
+        batch = leaves[start:start + cut]
+        kept = batched.extend(iter(batch), keep_level)  # any iterable, not only a list
+        expected = [node for leaf in batch for node in single.push(leaf)[1:] if node[0] >= keep_level]
+        assert kept == expected
+        assert (batched.size, batched.hashes) == (single.size, single.hashes)
+        start += cut
+    assert batched.root() == reference_root(leaves)
