@@ -23,7 +23,7 @@ from keys import HeldoutError, MalformedInput, PublicKey, Signer, TrustedKey
 from keys.signer import check_key_id, check_key_name
 from ledger.errors import EntryRejected, LedgerIntegrityError
 from seals import canonical_bytes, format_utc, jcs_bytes, parse_json
-from seals.canonical import canonical_value, canonical_values, plain_canonical_bytes
+from seals.canonical import canonical_value, canonical_values, plain_canonical_bytes, plain_canonical_many
 
 MAX_ENTRY_BYTES = 64 * 1024
 LEDGER_ID_HEX_CHARS = 20
@@ -272,6 +272,20 @@ def encode_entry(entry: Mapping[str, Any], *, index: int | None = None) -> tuple
             "and reference its SHA-256", expected=MAX_ENTRY_BYTES, found=len(data),
             **({} if index is None else {"index": index}))
     return kind, data
+
+
+def encode_entries(entries: list[dict[str, Any]]) -> list[bytes]:
+    """The canonical bytes of validated entries (:func:`encode_entry` without the validation, which the caller
+    has done in order), the plain ones encoded in one pass over the batch; refuses one over 64 KiB."""
+    encoded = plain_canonical_many(entries)
+    for position, (entry, data) in enumerate(zip(entries, encoded, strict=True)):
+        if data is None or len(data) > MAX_ENTRY_BYTES:
+            try:
+                encoded[position] = encode_entry(entry)[1]
+            except EntryRejected as exc:
+                raise EntryRejected(exc.message, position=position,
+                                    **{k: v for k, v in exc.evidence.items() if k != "position"}) from None
+    return [data for data in encoded if data is not None]
 
 
 def decode_entry(data: bytes, *, index: int) -> dict[str, Any]:

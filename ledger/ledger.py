@@ -43,11 +43,13 @@ from ledger.db import MIN_NODE_LEVEL
 from ledger.entries import (
     NONCE_BYTES,
     decode_entry,
+    encode_entries,
     encode_entry,
     genesis_key,
     ledger_id_of,
     make_genesis,
     origin_of,
+    validate_entry,
 )
 from ledger.errors import (
     AppendConflict,
@@ -328,10 +330,14 @@ class Ledger(ProvingLog):
         self._check_signer(signer)
         if not entries:
             raise LedgerUsageError("nothing to append")
-        encoded = []
+        kinds = []
+        plain: list[dict[str, Any]] = []
         previous: str | None = None
         for position, entry in enumerate(entries):
-            kind, data = encode_entry(entry)
+            try:
+                kind = validate_entry(entry)
+            except EntryRejected as exc:
+                raise EntryRejected(exc.message, position=position, **exc.evidence) from None
             if kind == "genesis":
                 raise EntryRejected("a ledger has one genesis entry, written when it is created", field="type",
                                     position=position)
@@ -341,7 +347,9 @@ class Ledger(ProvingLog):
                                      field="created_utc", position=position, expected=f">= {previous}",
                                      found=stamp)
             previous = stamp if isinstance(stamp, str) else previous
-            encoded.append((kind, data))
+            kinds.append(kind)
+            plain.append(entry if type(entry) is dict else dict(entry))
+        encoded = list(zip(kinds, encode_entries(plain), strict=True))
         first = entries[0].get("created_utc")
         return self._append_encoded(encoded, signer=signer, now=now, expected_size=expected_size,
                                     first_entry_time=first if isinstance(first, str) else None)

@@ -255,6 +255,21 @@ def plain_canonical_bytes(value: Any) -> bytes | None:
     return _fast_jcs(value, floats=False)
 
 
+def plain_canonical_many(values: list[Any]) -> list[bytes | None]:
+    """:func:`plain_canonical_bytes` of each value (``None`` where it answers ``None``), the encoder mapped over
+    the batch in C when every value is in the domain (the ledger's batched appends)."""
+    try:
+        plain = all([_direct(value, floats=False) for value in values])
+    except RecursionError:
+        plain = False
+    if plain and _C_ENCODER is not None and not any(type(value) is str for value in values):
+        try:
+            return list(map(str.encode, map("".join, map(_C_ENCODER, values, repeat(0)))))
+        except (_OutsideFastDomain, UnicodeEncodeError, RecursionError, ValueError, TypeError):
+            pass
+    return [plain_canonical_bytes(value) for value in values]
+
+
 def jcs_bytes(value: Any) -> bytes:
     """RFC 8785 canonical bytes of a JSON value, unchanged (no rounding)."""
     fast = _fast_jcs(value)

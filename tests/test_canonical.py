@@ -372,3 +372,21 @@ def test_canonical_values_decides_the_common_case() -> None:
 
     entries = [{"type": "bundle", "v": 1, "n": i, "x": [1, 2.25, {"y": None}], "ok": True} for i in range(50)]
     assert canonical_values([jcs_bytes(e) for e in entries]) == entries
+
+
+plain_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(alphabet=st.characters(codec="utf-8")),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(alphabet=st.characters(codec="utf-8"), max_size=5), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(plain_values, max_size=6) | st.lists(fast_path_values | one_walk_values, max_size=6))
+def test_plain_canonical_many_is_plain_canonical_bytes_of_each(values: list[object]) -> None:
+    """The ledger's batched encoder answers, for every value, what the one-value encoder answers (bytes, or
+    None outside its domain), whether the batch is all plain or mixed."""
+    from seals.canonical import plain_canonical_bytes, plain_canonical_many
+
+    assert plain_canonical_many(values) == [plain_canonical_bytes(value) for value in values]
