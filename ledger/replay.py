@@ -22,7 +22,8 @@ pair of checkpoints (``O(log n)`` hashes), a count per entry type and a few chun
 
 Entries are taken a chunk at a time: decoded as a batch (``ledger.entries.decode_entries``), by default in
 worker processes for a long log (``jobs``; decoding is most of the CPU), hashed in one pass, then pushed
-into the tree between the sizes where a checkpoint, a consistency proof or a progress tick needs the tree.
+into the tree between the sizes where a checkpoint or a progress tick needs the tree (the subtrees a
+consistency proof needs are caught as the tree completes them).
 Failures are raised in the order an entry-by-entry walk would meet them, so the error names the same entry
 or checkpoint whatever the chunking or the number of workers.
 """
@@ -284,14 +285,14 @@ class _PendingProof:
     """The consistency proof from a verified checkpoint (``old``) to the next claimed size, filled in as the
     stream passes the subtrees it needs: those left of ``old`` come from the old compact range at once, the
     perfect subtrees right of it when their last leaf is pushed, the ragged right edge from the new compact
-    range at the new size."""
+    range at the new size. The tree fills ``wanted`` in as its pushes complete those subtrees."""
 
     def __init__(self, old: Checkpoint, tree: CompactRange, new_size: int) -> None:
         self.old = old
         self.new_size = new_size
         self.path: list[bytes | None] = []
-        self.wanted: dict[tuple[int, int], int] = {}  # (level, index) -> slot
-        self.captures: list[int] = []  # leaf indices whose push completes a wanted subtree
+        self.slots: dict[tuple[int, int], int] = {}  # (level, index) -> slot
+        self.wanted: dict[tuple[int, int], bytes | None] = {}  # (level, index) -> hash, once a push completes it
         self.edge: tuple[int, int] | None = None  # (slot, start) of the ragged range ending at new_size
         for start, end in consistency_ranges(old.size, new_size):
             slot = len(self.path)
@@ -301,18 +302,14 @@ class _PendingProof:
                 self.path[slot] = tree.subtree(start)
             elif width & (width - 1) == 0:
                 level = width.bit_length() - 1
-                self.wanted[(level, start >> level)] = slot
-                self.captures.append(end - 1)
+                self.slots[(level, start >> level)] = slot
+                self.wanted[(level, start >> level)] = None
             else:
                 self.edge = (slot, start)
 
-    def take(self, completed: list[tuple[int, int, bytes]]) -> None:
-        for level, index, digest in completed:
-            slot = self.wanted.get((level, index))
-            if slot is not None:
-                self.path[slot] = digest
-
     def proof(self, tree: CompactRange) -> list[bytes]:
+        for key, digest in self.wanted.items():
+            self.path[self.slots[key]] = digest
         if self.edge is not None:
             self.path[self.edge[0]] = tree.suffix_root(self.edge[1])
         missing = [slot for slot, item in enumerate(self.path) if item is None]
@@ -347,7 +344,6 @@ class Replay:
         self.verified = 0
         self.pending: _PendingProof | None = None
         self._next_claim: CheckpointClaim | None = next(self._claims, None)
-        self._captures: list[int] = []
         self.report: ReplayReport | None = None
 
     # the stream ---------------------------------------------------------------------------------------------
@@ -355,7 +351,7 @@ class Replay:
         """The walk, a chunk of entries at a time: each chunk is decoded as a batch (in worker processes when
         the replay has a decoder pool, see :class:`_DecoderPool`), its leaves hashed in one pass and compared
         with the stored ones, and its leaves pushed into the tree between the sizes where something else
-        happens (a claimed checkpoint, a node a consistency proof needs, a progress tick). A failure is raised
+        happens (a claimed checkpoint, a progress tick). A failure is raised
         where the entry-by-entry walk would raise it: a fault in entry ``i`` after every checkpoint of size up
         to ``i`` (a leaf hash mismatch: up to ``i + 1``) has been checked, and before any later one."""
         state = _Walk()
@@ -414,10 +410,7 @@ class Replay:
                     on_entry(start + k, datas[k], entries[k])
                 reported = pos
             yield from self._stop(state, index, datas[pos], entries[pos] if entries is not None else None)
-            if self._captures and self._captures[0] == index:
-                self._push_capturing(leaves[pos])
-            else:
-                pending.append(leaves[pos])
+            pending.append(leaves[pos])
             state.stop = self._next_stop(index)
             pos += 1
         if on_entry is not None and entries is not None:
@@ -448,7 +441,7 @@ class Replay:
 
     def _extend(self, leaves: list[bytes]) -> None:
         """Push the pending leaf hashes and check the nodes they complete against the stored ones."""
-        kept = self.tree.extend(leaves, self.min_node_level)
+        kept = self.tree.extend(leaves, self.min_node_level, self.pending.wanted if self.pending else None)
         leaves.clear()
         if not kept:
             return
@@ -471,9 +464,6 @@ class Replay:
         stops = [((size // PROGRESS_EVERY) + 1) * PROGRESS_EVERY]
         if self._next_claim is not None and self._next_claim.size > size:
             stops.append(self._next_claim.size)
-        later = [index for index in self._captures if index > size]  # one at ``size`` is pushed right after
-        if later:
-            stops.append(later[0])
         return min(stops)
 
     def _events(self, size: int) -> Iterator[Checkpoint]:
@@ -487,17 +477,6 @@ class Replay:
         assert claim is not None
         self._next_claim = next(self._claims, None)
         return claim
-
-    def _push_capturing(self, leaf: bytes) -> None:
-        index = self.tree.size
-        completed = self.tree.push(leaf)
-        while self._captures and self._captures[0] == index:
-            self._captures.pop(0)
-        if self.pending is not None:
-            self.pending.take(completed)
-        for level, node_index, digest in completed[1:]:
-            if level >= self.min_node_level:
-                self._check_node(level, node_index, digest)
 
     def _check_node(self, level: int, index: int, digest: bytes) -> None:
         """The next stored node (``NODE_ORDER``) must be this one: a later one means this one is missing, an
@@ -550,11 +529,9 @@ class Replay:
         self.previous = checkpoint
         self.verified += 1
         self.pending = None
-        self._captures = []
         upcoming = self._next_claim
         if upcoming is not None and upcoming.size > checkpoint.size:
             self.pending = _PendingProof(checkpoint, self.tree, upcoming.size)
-            self._captures = sorted(self.pending.captures)
         return checkpoint
 
     def _finish(self, size: int) -> None:

@@ -149,7 +149,8 @@ class CompactRange:
         """The compact range a :data:`Frontier` describes."""
         return cls(sum(1 << level for level, _ in frontier), [digest for _, digest in frontier])
 
-    def extend(self, leaves: Iterable[bytes], keep_level: int) -> list[tuple[int, int, bytes]]:
+    def extend(self, leaves: Iterable[bytes], keep_level: int,
+               want: dict[tuple[int, int], bytes | None] | None = None) -> list[tuple[int, int, bytes]]:
         """Append leaf hashes; returns the nodes they complete at ``keep_level`` and above (the nodes a ledger
         stores), as (level, index, hash), in the order they complete (:data:`NODE_ORDER`: by the last leaf
         under them, then by level).
@@ -157,7 +158,8 @@ class CompactRange:
         A level at a time: the new nodes of a level are paired in one pass (with the range's own node of that
         level first, when the level's first new node is a right child), their parents are the next level's
         new nodes, and an unpaired last node joins the range. A loop of list passes instead of a loop per leaf:
-        this is on the append path and the replay's."""
+        this is on the append path and the replay's. ``want``: (level, index) of subtrees whose hashes the caller
+        needs (a consistency proof's), filled in where these leaves complete them."""
         nodes = list(leaves)
         if not nodes:
             return []
@@ -170,6 +172,10 @@ class CompactRange:
             if start & 1:  # a right child: its left sibling is the range's hash of this level (the last one)
                 nodes = [stack.pop(), *nodes]
                 start -= 1
+            if want:
+                for wanted_level, wanted_index in want:
+                    if wanted_level == level and start <= wanted_index < start + len(nodes):
+                        want[(wanted_level, wanted_index)] = nodes[wanted_index - start]
             if len(nodes) & 1:
                 unpaired.append(nodes.pop())
             if not nodes:
