@@ -68,6 +68,9 @@ EntryFn = Callable[[int, bytes, dict[str, Any]], None]
 PROGRESS_EVERY = 4096
 #: Entries read, decoded and hashed as one batch (a progress tick falls on each chunk's first entry).
 CHUNK = PROGRESS_EVERY
+#: ... or fewer, once their bytes reach this: a chunk of the largest entries (64 KiB) would otherwise hold
+#: 256 MiB, several times over with the chunks in flight to the workers.
+CHUNK_BYTES = 4 << 20
 #: A replay of at least this many entries decodes in worker processes by default (below it, starting them
 #: costs more than they save).
 PARALLEL_MIN_ENTRIES = 65_536
@@ -132,6 +135,20 @@ class _Walk:
 #: of each type, and the first failure as (offset in the chunk, the error).
 _Decoded = tuple["list[dict[str, Any]] | None", "dict[str, int]", "tuple[int, LedgerIntegrityError] | None"]
 _TYPE_OF = itemgetter("type")
+
+
+def _take_chunk(entries: Iterator[tuple[bytes, bytes | None]]) -> tuple[list[bytes], list[bytes | None]]:
+    """The next chunk of the stream: :data:`CHUNK` entries, or fewer once they hold :data:`CHUNK_BYTES`."""
+    datas: list[bytes] = []
+    stored: list[bytes | None] = []
+    held = 0
+    for data, leaf in entries:
+        datas.append(data)
+        stored.append(leaf)
+        held += len(data)
+        if held >= CHUNK_BYTES or len(datas) == CHUNK:
+            break
+    return datas, stored
 
 
 def _decode_here(datas: list[bytes], first: int) -> _Decoded:
@@ -265,11 +282,10 @@ class _DecoderPool:
         more = True
         while True:
             while more and len(in_flight) < 2 * len(self.workers):
-                chunk = list(islice(entries, CHUNK))
-                if not chunk:
+                datas, stored = _take_chunk(entries)
+                if not datas:
                     more = False
                     break
-                datas, stored = (list(column) for column in zip(*chunk, strict=True))
                 connection = self.workers[sent % len(self.workers)][1]
                 connection.send_bytes(b"".join((_HEADER.pack(first, len(datas)),
                                                 array("I", map(len, datas)).tobytes(), *datas)))
@@ -374,8 +390,8 @@ class Replay:
         first = 0
         pool = _DecoderPool.start(self.jobs, self.total) if self.on_entry is None else None
         if pool is None:
-            while chunk := list(islice(entries, CHUNK)):
-                datas, stored = (list(column) for column in zip(*chunk, strict=True))
+            while (chunk := _take_chunk(entries))[0]:
+                datas, stored = chunk
                 yield datas, stored, _decode_here(datas, first)
                 first += len(datas)
             return

@@ -226,6 +226,9 @@ def test_chunked_and_parallel_walks_fail_where_the_entry_by_entry_walk_does(
     for chunk in (7, 4096):
         for jobs in (1, 2):
             assert _outcome(entries, stored, claims, chunk, jobs, monkeypatch) == expected, (chunk, jobs)
+    monkeypatch.setattr(replay_module, "CHUNK_BYTES", 1_000)  # chunks cut by their bytes (a few entries each)
+    for jobs in (1, 2):
+        assert _outcome(entries, stored, claims, 4096, jobs, monkeypatch) == expected, ("bytes", jobs)
 
 
 def test_parallel_verify_of_a_database_matches_the_walk_here(tmp_path: Path,
@@ -241,3 +244,24 @@ def test_parallel_verify_of_a_database_matches_the_walk_here(tmp_path: Path,
     with Ledger.open(path, read_only=True) as opened:
         assert opened.verify().to_json() == parallel
     assert parallel["size"] == 3_000 and parallel["entry_types"]["bundle"] == 2_999
+
+
+def _big_entries_log(folder: Path, count: int) -> Path:
+    signer = ledger_signer()
+    with new_ledger(folder) as ledger:
+        for start in range(1, count, 60):
+            batch = [dict(bundle_entry(start + k), pad="p" * 40_000) for k in range(min(60, count - start))]
+            ledger.append_batch(batch, signer=signer, now=T0)
+        assert ledger.path is not None
+        return ledger.path
+
+
+def test_replay_memory_is_bounded_by_chunk_bytes_not_entry_count(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large entries: the replay holds a few ``CHUNK_BYTES`` of them at once (the chunk, its joined text and
+    decoded values), not ``CHUNK`` entries (4,096 of 64 KiB would be 256 MiB): with 1 MiB chunks, logs of 9.6
+    and 19.2 MB of entries replay in the same, small, peak."""
+    monkeypatch.setattr(replay_module, "CHUNK_BYTES", 1 << 20)
+    small = _peak_during_verify(_big_entries_log(tmp_path / "small", 241))
+    large = _peak_during_verify(_big_entries_log(tmp_path / "large", 481))
+    assert large < small + (1 << 20) and large < 12 << 20, (small, large)
