@@ -1,3 +1,4 @@
 from heldout.cli import main
 
-main()
+if __name__ == "__main__":  # not when a multiprocessing worker imports it as __mp_main__
+    main()

@@ -265,3 +265,45 @@ def test_replay_memory_is_bounded_by_chunk_bytes_not_entry_count(tmp_path: Path,
     small = _peak_during_verify(_big_entries_log(tmp_path / "small", 241))
     large = _peak_during_verify(_big_entries_log(tmp_path / "large", 481))
     assert large < small + (1 << 20) and large < 12 << 20, (small, large)
+
+
+WORKER_SCRIPT = '''
+import json, multiprocessing, sys, threading
+
+import heldout  # noqa: F401  (registers the domain entry types, which the workers receive)
+import ledger.replay as replay_module
+from ledger import Ledger
+
+if __name__ == "__main__":
+    methods = []
+    real = multiprocessing.get_context
+    multiprocessing.get_context = lambda method=None: (methods.append(method), real(method))[1]
+    if sys.argv[2] == "threads":  # a running thread (as a progress bar's): the workers come from a forkserver
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+    replay_module.PARALLEL_MIN_ENTRIES, replay_module._cpus = 1, lambda: 2
+    with Ledger.open(sys.argv[1], read_only=True) as ledger:
+        print(json.dumps({"report": ledger.verify().to_json(), "methods": methods}))
+'''
+
+
+@pytest.mark.parametrize("threads", ["threads", "alone"])
+def test_decoding_workers_start_from_a_script_with_or_without_threads(tmp_path: Path, threads: str) -> None:
+    """A script (with its main guard) verifies a ledger with two decoding workers: forked when it runs alone,
+    from a forkserver when it runs other threads; the workers validate heldout's entry types as the parent
+    does, and the report is the one the walk in this process gives."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    path = _bulk(tmp_path / "db", 1_500)
+    script = tmp_path / "verify_with_workers.py"
+    script.write_text(WORKER_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, str(script), str(path), threads], capture_output=True, text=True,
+                          timeout=120, env=env, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    body = json.loads(done.stdout)
+    assert body["methods"] == (["forkserver"] if threads == "threads" else ["fork"])
+    with Ledger.open(path, read_only=True) as opened:
+        assert body["report"] == opened.verify().to_json()
