@@ -35,6 +35,7 @@ import hashlib
 import multiprocessing
 import os
 import pickle
+import signal
 import struct
 import threading
 from array import array
@@ -156,13 +157,19 @@ def _decode_here(datas: list[bytes], first: int) -> _Decoded:
     return entries, Counter(map(_TYPE_OF, entries)), None if fault is None else (len(entries), fault)
 
 
-def _decode_in_worker(connection: Any, required: Any, optional: Any) -> None:
+def _decode_in_worker(connection: Any, required: Any, optional: Any, inherited: tuple[Any, ...] = ()) -> None:
     """A decoding worker's loop: each message is one chunk (its first index, the entry lengths and the entries
     joined: one buffer rather than thousands of small objects to pickle); each answer is the chunk's type
     counts and the offset of its first faulty entry (the parent decodes that one again for the error itself,
-    which need not survive pickling). An empty message ends the loop."""
+    which need not survive pickling). An empty message, or the parent's end closing (it was killed), ends the
+    loop; an interrupt from the terminal is the parent's to handle (it closes the pipes). ``inherited``: the
+    parent's ends of the pipes that a fork copied into this process, closed first (while a copy is open here,
+    the parent's death would not close the pipe, and the worker would wait forever)."""
+    for end in inherited:
+        end.close()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     install_entry_types(required, optional)
-    while message := connection.recv_bytes():
+    while message := _receive(connection):
         first, count = _HEADER.unpack_from(message)
         lengths = array("I")
         lengths.frombytes(message[_HEADER.size:_HEADER.size + 4 * count])
@@ -171,10 +178,20 @@ def _decode_in_worker(connection: Any, required: Any, optional: Any) -> None:
             datas.append(message[start:start + length])
             start += length
         entries, fault = decode_entries(datas, first=first)
-        connection.send((dict(Counter(map(_TYPE_OF, entries))), None if fault is None else len(entries)))
+        try:
+            connection.send((dict(Counter(map(_TYPE_OF, entries))), None if fault is None else len(entries)))
+        except OSError:  # the parent is gone
+            return
 
 
 _HEADER = struct.Struct("<QI")  # first index, entry count
+
+
+def _receive(connection: Any) -> bytes:
+    try:
+        return bytes(connection.recv_bytes())
+    except (EOFError, OSError):
+        return b""
 
 
 class _PendingChunk:
@@ -242,8 +259,10 @@ class _DecoderPool:
         try:
             for _ in range(count):
                 ours, theirs = context.Pipe()
-                process = context.Process(target=_decode_in_worker, args=(theirs, *entry_type_registry()),
-                                          daemon=True)
+                # a forked worker holds copies of the parent's ends made so far; a forkserver's holds none
+                inherited = (*(end for _, end in workers), ours) if context.get_start_method() == "fork" else ()
+                process = context.Process(target=_decode_in_worker,
+                                          args=(theirs, *entry_type_registry(), inherited), daemon=True)
                 process.start()
                 theirs.close()
                 workers.append((process, ours))

@@ -307,3 +307,82 @@ def test_decoding_workers_start_from_a_script_with_or_without_threads(tmp_path: 
     assert body["methods"] == (["forkserver"] if threads == "threads" else ["fork"])
     with Ledger.open(path, read_only=True) as opened:
         assert body["report"] == opened.verify().to_json()
+
+
+def test_a_decoding_worker_ends_quietly_when_its_parent_is_gone() -> None:
+    """kill -9 of a verify leaves its workers reading a closed pipe: each ends at once, without a traceback,
+    instead of waiting for work that will not come (an empty message or a closed end is the end)."""
+    import multiprocessing
+    import signal as signals
+
+    context = multiprocessing.get_context("fork")
+    ours, theirs = context.Pipe()
+    worker = context.Process(target=replay_module._decode_in_worker, args=(theirs, {}, {}, (ours,)), daemon=True)
+    worker.start()
+    theirs.close()
+    ours.close()  # as the parent's death closes its end
+    worker.join(timeout=30)
+    assert worker.exitcode == 0
+    assert signals.getsignal(signals.SIGINT) is not signals.SIG_IGN  # the worker's own setting stayed there
+
+
+KILLED_SCRIPT = '''
+import sys, threading
+
+import heldout  # noqa: F401
+import ledger.replay as replay_module
+from ledger import Ledger
+
+if __name__ == "__main__":
+    replay_module.PARALLEL_MIN_ENTRIES, replay_module._cpus = 1, lambda: 2
+    start = replay_module._DecoderPool.start
+
+    def announce(jobs, total):
+        pool = start(jobs, total)
+        print(" ".join(str(process.pid) for process, _ in pool.workers), flush=True)
+        return pool
+
+    replay_module._DecoderPool.start = staticmethod(announce)
+    replay_module._PendingChunk.result = lambda self, datas, first: threading.Event().wait()  # killed here
+    with Ledger.open(sys.argv[1], read_only=True) as ledger:
+        ledger.verify()
+'''
+
+
+def _ends_within(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` (not a child of this one) ends within ``seconds``: a pidfd becomes readable
+    when it terminates (a zombie has ended; its reaping is its new parent's business)."""
+    import os
+    import select
+
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([handle], [], [], seconds)[0])
+    finally:
+        os.close(handle)
+
+
+def test_attack_kill_9_of_a_verify_leaves_no_decoding_worker_behind(tmp_path: Path) -> None:
+    """SIGKILL of a verify that has two decoding workers (forked: each holds copies of pipe ends) ends both
+    workers within seconds, rather than leaving them waiting on a pipe nobody will write."""
+    import os
+    import signal as signals
+    import subprocess
+    import sys
+
+    path = _bulk(tmp_path / "db", 1_500)
+    script = tmp_path / "killed_verify.py"
+    script.write_text(KILLED_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout is not None
+        pids = [int(pid) for pid in proc.stdout.readline().split()]
+        assert len(pids) == 2 and not any(_ends_within(pid, 0) for pid in pids)
+    finally:
+        proc.send_signal(signals.SIGKILL)
+        proc.wait(timeout=30)
+    assert all(_ends_within(pid, 20) for pid in pids), pids
