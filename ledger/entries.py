@@ -217,6 +217,11 @@ def validate_entry(entry: Any, *, index: int | None = None) -> str:
     """
     if _entry_is_valid(entry, index):
         return str(entry["type"])
+    return _validate_entry_naming_the_fault(entry, index)
+
+
+def _validate_entry_naming_the_fault(entry: Any, index: int | None) -> str:
+    """validate_entry's full path: every check in turn, raising with the member at fault and its value."""
     where = {} if index is None else {"index": index}
     if not isinstance(entry, Mapping):
         raise EntryRejected("a ledger entry is a JSON object", found=type(entry).__name__, **where)

@@ -155,3 +155,47 @@ def test_blob_references_are_the_sha256_members() -> None:
     bundle = {**entry("bundle"), "extra": {"figure_sha256": hexhash("f"), "nested": [{"data_sha256": hexhash("d")}]},
               "not_a_hash_sha256": "xyz"}
     assert blob_references(bundle) == [hexhash("e"), hexhash("p"), hexhash("f"), hexhash("d")]
+
+
+# --- the lean validation pass ---------------------------------------------------------------------------------
+
+def _mutated_entry(draw: st.DrawFn) -> tuple[Any, int | None]:
+    """A valid entry of any type with one member replaced, removed or retyped (or the whole thing replaced),
+    at an index that may or may not suit it."""
+    import heldout.entries  # noqa: F401  (the domain types are registered)
+
+    kind = draw(st.sampled_from(sorted(VALID)))
+    value: Any = entry(kind)
+    members = sorted(value)
+    how = draw(st.sampled_from(["keep", "drop", "replace", "optional", "whole", "subclass"]))
+    if how == "optional":  # an optional member (a note's blob reference), well formed or not
+        value["blob_sha256"] = draw(st.sampled_from([hexhash("b"), hexhash("b")[:63], 7, None]))
+    elif how == "drop":
+        del value[draw(st.sampled_from(members))]
+    elif how == "replace":
+        value[draw(st.sampled_from(members))] = draw(json_values | st.sampled_from(
+            [True, 0, -1, 1.0, "", "x" * 257, "2026-02-30T00:00:00Z", hexhash("a").upper(), {}, {"a": 0}]))
+    elif how == "whole":
+        value = draw(json_values)
+    elif how == "subclass":
+        value = type("Entry", (dict,), {})(value)
+    return value, draw(st.none() | st.integers(min_value=0, max_value=2))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.data())
+def test_the_lean_validation_pass_accepts_exactly_what_the_full_path_accepts(data: st.DataObject) -> None:
+    """``_entry_is_valid`` (the replay's and the append's per-entry check) says yes only where the full path,
+    which names the fault, passes; and on plain dicts it says no only where the full path refuses."""
+    from ledger.entries import _entry_is_valid, _validate_entry_naming_the_fault
+
+    value, index = _mutated_entry(data.draw)
+    try:
+        _validate_entry_naming_the_fault(value, index)
+        passes = True
+    except EntryRejected:
+        passes = False
+    lean = _entry_is_valid(value, index)
+    assert not lean or passes, (value, index)
+    if type(value) is dict:
+        assert lean == passes, (value, index)
