@@ -31,6 +31,7 @@ or checkpoint whatever the chunking or the number of workers.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import multiprocessing
 import os
@@ -70,8 +71,9 @@ PROGRESS_EVERY = 4096
 #: Entries read, decoded and hashed as one batch (a progress tick falls on each chunk's first entry).
 CHUNK = PROGRESS_EVERY
 #: ... or fewer, once their bytes reach this: a chunk of the largest entries (64 KiB) would otherwise hold
-#: 256 MiB, several times over with the chunks in flight to the workers.
-CHUNK_BYTES = 4 << 20
+#: 256 MiB, several times over with the chunks in flight to the workers; and a chunk must fit a worker's
+#: pipe (:data:`_PIPE_BYTES`).
+CHUNK_BYTES = 768 << 10
 #: A replay of at least this many entries decodes in worker processes by default (below it, starting them
 #: costs more than they save).
 PARALLEL_MIN_ENTRIES = 65_536
@@ -157,7 +159,8 @@ def _decode_here(datas: list[bytes], first: int) -> _Decoded:
     return entries, Counter(map(_TYPE_OF, entries)), None if fault is None else (len(entries), fault)
 
 
-def _decode_in_worker(connection: Any, required: Any, optional: Any, inherited: tuple[Any, ...] = ()) -> None:
+def _decode_in_worker(chunks: Any, answers: Any, required: Any, optional: Any,
+                      inherited: tuple[Any, ...] = ()) -> None:
     """A decoding worker's loop: each message is one chunk (its first index, the entry lengths and the entries
     joined: one buffer rather than thousands of small objects to pickle); each answer is the chunk's type
     counts and the offset of its first faulty entry (the parent decodes that one again for the error itself,
@@ -169,7 +172,7 @@ def _decode_in_worker(connection: Any, required: Any, optional: Any, inherited: 
         end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     install_entry_types(required, optional)
-    while message := _receive(connection):
+    while message := _receive(chunks):
         first, count = _HEADER.unpack_from(message)
         lengths = array("I")
         lengths.frombytes(message[_HEADER.size:_HEADER.size + 4 * count])
@@ -179,12 +182,42 @@ def _decode_in_worker(connection: Any, required: Any, optional: Any, inherited: 
             start += length
         entries, fault = decode_entries(datas, first=first)
         try:
-            connection.send((dict(Counter(map(_TYPE_OF, entries))), None if fault is None else len(entries)))
+            answers.send((dict(Counter(map(_TYPE_OF, entries))), None if fault is None else len(entries)))
         except OSError:  # the parent is gone
             return
 
 
 _HEADER = struct.Struct("<QI")  # first index, entry count
+#: A pipe this large (Linux's default pipe-max-size, settable without privilege) takes a whole chunk (at most
+#: CHUNK_BYTES, one entry more and the lengths) without blocking the sender while the worker is still decoding
+#: the previous one: the default 64 KiB held the walk up until the worker was free.
+_PIPE_BYTES = 1 << 20
+
+
+class _Channel:
+    """The parent's side of a worker: a one-way pipe for chunks (enlarged, see :data:`_PIPE_BYTES`) and one
+    for answers."""
+
+    def __init__(self, context: Any) -> None:
+        self.theirs_in, self.chunks = context.Pipe(duplex=False)
+        self.answers, self.theirs_out = context.Pipe(duplex=False)
+        with contextlib.suppress(OSError, AttributeError, ValueError):  # not Linux, or not allowed
+            fcntl.fcntl(self.chunks.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+
+    def ours(self) -> tuple[Any, Any]:
+        return self.chunks, self.answers
+
+    def send_bytes(self, message: bytes) -> None:
+        self.chunks.send_bytes(message)
+
+    def recv(self) -> Any:
+        return self.answers.recv()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):  # the worker is gone already
+            self.chunks.send_bytes(b"")
+        self.chunks.close()
+        self.answers.close()
 
 
 def _receive(connection: Any) -> bytes:
@@ -238,8 +271,8 @@ class _DecoderPool:
     but fork, a script calling this must guard its main code with ``if __name__ == "__main__"``. They receive
     the parent's entry type registry, so they validate exactly as it would."""
 
-    def __init__(self, workers: list[tuple[Any, Any]]) -> None:
-        self.workers = workers  # (process, connection)
+    def __init__(self, workers: list[tuple[Any, _Channel]]) -> None:
+        self.workers = workers
 
     @classmethod
     def start(cls, jobs: int | None, total: int) -> _DecoderPool | None:
@@ -254,28 +287,28 @@ class _DecoderPool:
         else:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([__name__])
-        workers: list[tuple[Any, Any]] = []
+        workers: list[tuple[Any, _Channel]] = []
         pool = cls(workers)
         try:
             for _ in range(count):
-                ours, theirs = context.Pipe()
+                channel = _Channel(context)
                 # a forked worker holds copies of the parent's ends made so far; a forkserver's holds none
-                inherited = (*(end for _, end in workers), ours) if context.get_start_method() == "fork" else ()
-                process = context.Process(target=_decode_in_worker,
-                                          args=(theirs, *entry_type_registry(), inherited), daemon=True)
+                inherited = (*(end for _, made in workers for end in made.ours()), *channel.ours()) \
+                    if context.get_start_method() == "fork" else ()
+                process = context.Process(target=_decode_in_worker, daemon=True, args=(
+                    channel.theirs_in, channel.theirs_out, *entry_type_registry(), inherited))
                 process.start()
-                theirs.close()
-                workers.append((process, ours))
+                channel.theirs_in.close()
+                channel.theirs_out.close()
+                workers.append((process, channel))
         except (OSError, ValueError, TypeError, AttributeError, pickle.PicklingError):  # e.g. an unpicklable check
             pool.close()
             return None
         return pool
 
     def close(self) -> None:
-        for _, connection in self.workers:
-            with contextlib.suppress(OSError):  # the worker is gone already
-                connection.send_bytes(b"")
-            connection.close()
+        for _, channel in self.workers:
+            channel.close()
         for process, _ in self.workers:
             process.join(timeout=5)
             if process.is_alive():  # pragma: no cover (a worker stuck mid-chunk when the walk failed)

@@ -316,11 +316,13 @@ def test_a_decoding_worker_ends_quietly_when_its_parent_is_gone() -> None:
     import signal as signals
 
     context = multiprocessing.get_context("fork")
-    ours, theirs = context.Pipe()
-    worker = context.Process(target=replay_module._decode_in_worker, args=(theirs, {}, {}, (ours,)), daemon=True)
+    theirs_in, chunks = context.Pipe(duplex=False)
+    answers, theirs_out = context.Pipe(duplex=False)
+    worker = context.Process(target=replay_module._decode_in_worker, daemon=True,
+                             args=(theirs_in, theirs_out, {}, {}, (chunks, answers)))
     worker.start()
-    theirs.close()
-    ours.close()  # as the parent's death closes its end
+    for end in (theirs_in, theirs_out, chunks, answers):  # as the parent's death closes its ends
+        end.close()
     worker.join(timeout=30)
     assert worker.exitcode == 0
     assert signals.getsignal(signals.SIGINT) is not signals.SIG_IGN  # the worker's own setting stayed there
