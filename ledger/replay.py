@@ -73,7 +73,7 @@ CHUNK = PROGRESS_EVERY
 #: ... or fewer, once their bytes reach this: a chunk of the largest entries (64 KiB) would otherwise hold
 #: 256 MiB, several times over with the chunks in flight to the workers; and a chunk must fit a worker's
 #: pipe (:data:`_PIPE_BYTES`).
-CHUNK_BYTES = 768 << 10
+CHUNK_BYTES = 640 << 10
 #: A replay of at least this many entries decodes in worker processes by default (below it, starting them
 #: costs more than they save).
 PARALLEL_MIN_ENTRIES = 65_536
@@ -141,17 +141,27 @@ _TYPE_OF = itemgetter("type")
 
 
 def _take_chunk(entries: Iterator[tuple[bytes, bytes | None]]) -> tuple[list[bytes], list[bytes | None]]:
-    """The next chunk of the stream: :data:`CHUNK` entries, or fewer once they hold :data:`CHUNK_BYTES`."""
+    """The next chunk of the stream: :data:`CHUNK` entries, or fewer once they hold :data:`CHUNK_BYTES`. Rows
+    are taken a slice at a time (in C): 16 first, then as many as the entries' mean length so far leaves room
+    for, so a chunk ends within a few entries of the byte bound (hostile sizes: within one slice, at most 256
+    entries, over it)."""
     datas: list[bytes] = []
     stored: list[bytes | None] = []
     held = 0
-    for data, leaf in entries:
-        datas.append(data)
-        stored.append(leaf)
-        held += len(data)
-        if held >= CHUNK_BYTES or len(datas) == CHUNK:
+    while len(datas) < CHUNK and held < CHUNK_BYTES:
+        room = min(CHUNK - len(datas), _SLICE)
+        room = min(room, max(1, (CHUNK_BYTES - held) * len(datas) // max(held, 1))) if datas else min(room, 16)
+        rows = list(islice(entries, room))
+        if not rows:
             break
+        slice_datas, slice_stored = zip(*rows, strict=True)
+        datas.extend(slice_datas)
+        stored.extend(slice_stored)
+        held += sum(map(len, slice_datas))
     return datas, stored
+
+
+_SLICE = 256
 
 
 def _decode_here(datas: list[bytes], first: int) -> _Decoded:
