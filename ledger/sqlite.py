@@ -97,8 +97,11 @@ class SqliteStorage:
         return cursor
 
     def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]:
-        for level, index, digest in self.conn.execute(f"SELECT level, idx, hash FROM nodes ORDER BY {NODE_ORDER}"):
-            yield int(level), int(index), bytes(digest)
+        # the cursor itself, as for the entries: the nodes table is STRICT (INTEGER, INTEGER, BLOB), so its rows
+        # arrive as (int, int, bytes) already (a hash of another type would fail the replay's comparison)
+        cursor: Iterator[tuple[int, int, bytes]] = self.conn.execute(
+            f"SELECT level, idx, hash FROM nodes ORDER BY {NODE_ORDER}")
+        return cursor
 
     def checkpoint_rows(self) -> Iterator[CheckpointRow]:
         for row in self.conn.execute("SELECT size, root, note, created_utc FROM checkpoints ORDER BY size"):
