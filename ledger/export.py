@@ -397,12 +397,16 @@ class LedgerExport(EntryList):
                                            file=MANIFEST, field=member, expected=expected, found=m.get(member))
 
     def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
-               check_blobs: bool = True, check_manifest: bool = True, on_entry: EntryFn | None = None) -> ReplayReport:
+               check_blobs: bool = True, check_manifest: bool = True, on_entry: EntryFn | None = None,
+               jobs: int | None = None) -> ReplayReport:
         """Replay the export (``ledger.replay``) and check that the manifest describes what was replayed;
         with ``check_manifest`` also every other manifest member and file (:meth:`manifest_problems`; the
         audit reports them one by one instead); with ``check_blobs`` every exported blob is re-hashed (a
         missing referenced blob is listed in the manifest's ``missing_blobs``, not an error here: the audit
-        decides what it needs). ``on_entry`` receives each entry as the replay decodes it (``ledger.replay``)."""
+        decides what it needs). ``on_entry`` receives each entry as the replay decodes it (``ledger.replay``).
+        ``jobs`` is accepted for the reader interface and not used: the export's replay keeps every decoded
+        entry (its blob references, its proof tree), so it decodes in this process."""
+        del jobs
         claims = [CheckpointClaim(size, self._note(size)) for size, _ in self._checkpoint_files()]
         entries = self._load()
         referenced: dict[str, None] = {}

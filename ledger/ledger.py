@@ -458,18 +458,19 @@ class Ledger(ProvingLog):
                                            checkpoint=int(size)) from None
 
     def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
-               on_entry: EntryFn | None = None) -> ReplayReport:
+               on_entry: EntryFn | None = None, jobs: int | None = None) -> ReplayReport:
         """Replay the whole database in one streamed pass (``ledger.replay``): entry bytes against stored leaf
         hashes, every stored tree node against the replayed tree, every checkpoint's signature, root and
         consistency; then every cosignature. Reads one snapshot (a read transaction) so concurrent appends do
         not disturb it; holds O(log n) tree state. ``on_entry`` receives each entry as it is decoded (for a
-        caller that needs per-entry data without a second pass)."""
+        caller that needs per-entry data without a second pass). ``jobs``: processes that decode entries
+        (``ledger.replay.decoding_workers``; default: one per CPU for a long log)."""
         storage = self.storage
         with storage.snapshot():
             claims = (CheckpointClaim(size, note, root) for size, root, note, _ in storage.checkpoint_rows())
             report = replay(storage.data_and_leaves(), self.size, claims, expected_id=expected_id,
                             progress=progress, stored_nodes=storage.stored_nodes(), min_node_level=MIN_NODE_LEVEL,
-                            on_entry=on_entry)
+                            on_entry=on_entry, jobs=jobs)
             self._verify_cosignatures()
             meta = storage.meta()
             if meta.get("ledger_id") != report.ledger_id or meta.get("origin") != report.origin:

@@ -59,7 +59,8 @@ class PublicLog(LogReader, Protocol):
     def manifest_problems(self) -> Iterator[LedgerIntegrityError]: ...
 
     def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
-               check_blobs: bool = True, check_manifest: bool = True, on_entry: EntryFn | None = None) -> ReplayReport:
+               check_blobs: bool = True, check_manifest: bool = True, on_entry: EntryFn | None = None,
+               jobs: int | None = None) -> ReplayReport:
         ...
 
 

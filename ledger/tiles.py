@@ -871,14 +871,15 @@ class TilesLog(EntryList):
                                            file=f"{BLOBS}/", field="blobs")
 
     def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
-               check_blobs: bool = True, check_manifest: bool = True, on_entry: EntryFn | None = None) -> ReplayReport:
+               check_blobs: bool = True, check_manifest: bool = True, on_entry: EntryFn | None = None,
+               jobs: int | None = None) -> ReplayReport:
         """Replay the entries the tiles give (checked against them on reading) with every checkpoint the
         manifest lists, check the ``checkpoint`` file is the latest of them, then the manifest as an
         export's (:meth:`manifest_problems` with ``check_manifest``, every listed blob with ``check_blobs``)."""
         entries = self._load()
         claims = [CheckpointClaim(size, self._note(size)) for size in self._checkpoint_sizes()]
         report = replay(((data, None) for data in entries), len(entries), claims, expected_id=expected_id,
-                        progress=progress, on_entry=on_entry)
+                        progress=progress, on_entry=on_entry, jobs=jobs)
         latest = verify_checkpoint(self._checkpoint.note, name=report.key.name, key=report.key.public_key,
                                    origin=report.origin)
         if latest.size != report.size or latest.root != report.root:

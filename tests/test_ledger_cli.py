@@ -156,6 +156,29 @@ def test_verify_export_and_verify_from(store: Path, ledger_id: str, tmp_path: Pa
     assert runner.invoke(app, ["ledger", "verify", "not-hex", "--from", str(out)]).exit_code == 2
 
 
+def test_verify_jobs_decode_in_workers_with_the_same_result(store: Path, ledger_id: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ledger verify --jobs 2`` (two decoding workers, even on a short log) reports exactly what ``--jobs 1``
+    (decoding in the replay's own process) reports, on SQLite and on PostgreSQL; ``--jobs 0`` is a usage error."""
+    import ledger.replay as replay_module
+
+    started: list[int] = []
+    start = replay_module._DecoderPool.start
+
+    def spy(jobs: int | None, total: int) -> object:
+        pool = start(jobs, total)
+        started.append(0 if pool is None else len(pool.workers))
+        return pool
+
+    monkeypatch.setattr(replay_module._DecoderPool, "start", staticmethod(spy))
+    alone = run(store, "verify", ledger_id, "--jobs", "1", "--json")
+    workers = run(store, "verify", ledger_id, "--jobs", "2", "--json")
+    assert started == [0, 2]
+    assert alone.exit_code == workers.exit_code == 0, (alone.output, workers.output)
+    assert json.loads(alone.stdout) == json.loads(workers.stdout) and json.loads(alone.stdout)["size"] == 4
+    assert run(store, "verify", ledger_id, "--jobs", "0").exit_code == 2
+
+
 def test_verify_reports_tampering_with_exit_1(store: Path, ledger_id: str) -> None:
     with opened(store, ledger_id) as ledger:
         if ledger.path is None:
