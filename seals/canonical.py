@@ -106,6 +106,14 @@ def _encode(value: Any) -> str:
     if _C_ENCODER is None or isinstance(value, str):
         return _FAST_ENCODER.encode(value)
     return "".join(_C_ENCODER(value, 0))
+
+
+def _encode_each(values: list[Any]) -> list[bytes]:
+    """``_encode(value).encode()`` of each value, the C encoder mapped over the batch in C where it applies to
+    every value (the batch paths' per-item encode)."""
+    if _C_ENCODER is None or any(isinstance(value, str) for value in values):
+        return [_encode(value).encode("utf-8") for value in values]
+    return list(map(str.encode, map("".join, map(_C_ENCODER, values, repeat(0)))))
 _FAST_MAX_DEPTH = 64
 
 
@@ -262,9 +270,9 @@ def plain_canonical_many(values: list[Any]) -> list[bytes | None]:
         plain = all([_direct(value, floats=False) for value in values])
     except RecursionError:
         plain = False
-    if plain and _C_ENCODER is not None and not any(type(value) is str for value in values):
+    if plain:
         try:
-            return list(map(str.encode, map("".join, map(_C_ENCODER, values, repeat(0)))))
+            return list(_encode_each(values))
         except (_OutsideFastDomain, UnicodeEncodeError, RecursionError, ValueError, TypeError):
             pass
     return [plain_canonical_bytes(value) for value in values]
@@ -420,10 +428,7 @@ def canonical_values(items: list[bytes]) -> list[Any] | None:
         values, end = _CANONICAL_SCAN(text, 0)
         if end != len(text) or type(values) is not list or len(values) != len(items):
             return None
-        if _C_ENCODER is not None:
-            written = list(map(str.encode, map("".join, map(_C_ENCODER, values, repeat(0)))))
-        else:  # pragma: no cover (CPython has the C encoder)
-            written = list(map(str.encode, map(_encode, values)))
+        written = _encode_each(values)
     except (_Declined, MalformedInput, ValueError, TypeError, RecursionError, StopIteration):
         return None
     return values if written == items else None
