@@ -286,12 +286,6 @@ def run_child(kind: str, path: Path) -> dict[str, Any]:
     return result
 
 
-def replay_workers(size: int) -> int:
-    """How many decoding workers ``Ledger.verify`` starts for a log of ``size`` entries (ledger.replay's
-    default; 0: it decodes in its own process)."""
-    return decoding_workers(size)
-
-
 def bench_verify(folder: Path, size: int, checkpoint_every: int, entry_bytes: int | None) -> dict[str, Any]:
     start = time.perf_counter()
     path = build_large(folder, size, checkpoint_every, entry_bytes)
@@ -314,7 +308,7 @@ def bench_verify(folder: Path, size: int, checkpoint_every: int, entry_bytes: in
             "baseline_runs_s": [run["seconds"] for run in baselines], "ratio": verify_s / baseline_s,
             "verify_peak_rss_mb": max(run["peak_rss_bytes"] for run in verifies) / 1e6,
             "verify_worker_peak_rss_mb": max(run["worker_peak_rss_bytes"] for run in verifies) / 1e6,
-            "verify_workers": replay_workers(size),
+            "verify_workers": decoding_workers(size),  # Ledger.verify's default (0: it decodes in-process)
             "baseline_peak_rss_mb": max(run["peak_rss_bytes"] for run in baselines) / 1e6,
             "build_s": built, "entry_bytes": mean_bytes}
 

@@ -190,9 +190,9 @@ def _decode_in_worker(chunks: Any, answers: Any, required: Any, optional: Any,
         for length in lengths:
             datas.append(message[start:start + length])
             start += length
-        entries, fault = decode_entries(datas, first=first)
+        _, counts, fault = _decode_here(datas, first)
         try:
-            answers.send((dict(Counter(map(_TYPE_OF, entries))), None if fault is None else len(entries)))
+            answers.send((dict(counts), None if fault is None else fault[0]))
         except OSError:  # the parent is gone
             return
 
@@ -256,18 +256,19 @@ class _PendingChunk:
             f"internal: entry {first + offset} failed to decode in a worker but not here", index=first + offset)
 
 
-def _cpus() -> int:
+def available_cpus() -> int:
+    """Every core this process may run on."""
     try:
-        return len(os.sched_getaffinity(0))
+        return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover (not Linux)
-        return os.cpu_count() or 1
+        return max(1, os.cpu_count() or 1)
 
 
 def decoding_workers(total: int, jobs: int | None = None) -> int:
     """How many worker processes a replay of ``total`` entries decodes in: ``jobs``, or by default one per CPU
     when there are two or more and the log has at least :data:`PARALLEL_MIN_ENTRIES` entries; 0 (fewer than
     two): it decodes in its own process."""
-    count = (_cpus() if total >= PARALLEL_MIN_ENTRIES else 1) if jobs is None else jobs
+    count = (available_cpus() if total >= PARALLEL_MIN_ENTRIES else 1) if jobs is None else jobs
     return count if count >= 2 else 0
 
 

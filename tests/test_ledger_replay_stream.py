@@ -238,10 +238,10 @@ def test_parallel_verify_of_a_database_matches_the_walk_here(tmp_path: Path,
     and still refuses a tampered entry by its index."""
     path = _bulk(tmp_path / "db", 3_000)
     monkeypatch.setattr(replay_module, "PARALLEL_MIN_ENTRIES", 1)
-    monkeypatch.setattr(replay_module, "_cpus", lambda: 2)
+    monkeypatch.setattr(replay_module, "available_cpus", lambda: 2)
     with Ledger.open(path, read_only=True) as opened:
         parallel = opened.verify().to_json()
-    monkeypatch.setattr(replay_module, "_cpus", lambda: 1)
+    monkeypatch.setattr(replay_module, "available_cpus", lambda: 1)
     with Ledger.open(path, read_only=True) as opened:
         assert opened.verify().to_json() == parallel
     assert parallel["size"] == 3_000 and parallel["entry_types"]["bundle"] == 2_999
@@ -281,7 +281,7 @@ if __name__ == "__main__":
     multiprocessing.get_context = lambda method=None: (methods.append(method), real(method))[1]
     if sys.argv[2] == "threads":  # a running thread (as a progress bar's): the workers come from a forkserver
         threading.Thread(target=threading.Event().wait, daemon=True).start()
-    replay_module.PARALLEL_MIN_ENTRIES, replay_module._cpus = 1, lambda: 2
+    replay_module.PARALLEL_MIN_ENTRIES, replay_module.available_cpus = 1, lambda: 2
     with Ledger.open(sys.argv[1], read_only=True) as ledger:
         print(json.dumps({"report": ledger.verify().to_json(), "methods": methods}))
 '''
@@ -335,7 +335,7 @@ import ledger.replay as replay_module
 from ledger import Ledger
 
 if __name__ == "__main__":
-    replay_module.PARALLEL_MIN_ENTRIES, replay_module._cpus = 1, lambda: 2
+    replay_module.PARALLEL_MIN_ENTRIES, replay_module.available_cpus = 1, lambda: 2
     start = replay_module._DecoderPool.start
 
     def announce(jobs, total):

@@ -15,7 +15,6 @@ shares the cores with the workers.
 from __future__ import annotations
 
 import multiprocessing
-import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ import numpy as np
 from harness.metrics import StoredPredictions, evaluation_bytes, first_difference
 from harness.metrics.registry import SpecMetrics, metrics_for
 from keys import HeldoutError, IncompleteError, VerificationError
+from ledger.replay import available_cpus
 from seals import parse_json_object
 from seals.canonical import prepare
 
@@ -221,11 +221,8 @@ Submit = Callable[[RederiveJob], Pending]
 
 
 def default_jobs() -> int:
-    """Every core this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover (not Linux)
-        return max(1, os.cpu_count() or 1)
+    """Every core this process may run on (as the ledger replay's decoding counts them)."""
+    return available_cpus()
 
 
 def _pool_context() -> Any:
