@@ -20,10 +20,11 @@ Entries and checkpoints are iterables consumed once, in order (a database cursor
 nothing here grows with the log: the state is the compact range, the pending consistency proof of the current
 pair of checkpoints (``O(log n)`` hashes), a count per entry type and a few chunks of entries in flight.
 
-Entries are taken a chunk at a time: decoded as a batch (``ledger.entries.decode_entries``), by default in
-worker processes for a long log (``jobs``; decoding is most of the CPU), hashed in one pass, then pushed
-into the tree between the sizes where a checkpoint or a progress tick needs the tree (the subtrees a
-consistency proof needs are caught as the tree completes them).
+Entries are taken a chunk at a time: decoded as a batch (``ledger.entries.decode_entries``) and hashed, with
+every tree node that lies inside the chunk (``ledger.tree.ChunkNodes``), by default in worker processes for a
+long log (``jobs``; decoding and hashing are most of the CPU); the walk then adds the chunk's leaves to the
+tree up to each size where a checkpoint or a progress tick needs it, hashing only the nodes that straddle
+the chunk's start (the subtrees a consistency proof needs are caught as the tree completes them).
 Failures are raised in the order an entry-by-entry walk would meet them, so the error names the same entry
 or checkpoint whatever the chunking or the number of workers.
 """
@@ -42,8 +43,8 @@ import threading
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from itertools import chain, islice
+from dataclasses import dataclass
+from itertools import accumulate, chain, islice
 from operator import itemgetter
 from types import TracebackType
 from typing import Any
@@ -61,7 +62,7 @@ from ledger.entries import (
 )
 from ledger.errors import LedgerIntegrityError, LedgerStorageError, ProofError
 from ledger.rfc6962 import LEAF_PREFIX, leaf_hash
-from ledger.tree import CompactRange, consistency_ranges
+from ledger.tree import ChunkNodes, CompactRange, consistency_ranges
 from ledger.verify import verify_consistency
 
 ProgressFn = Callable[[int, int], None]
@@ -126,17 +127,20 @@ def _with_checkpoint(exc: HeldoutError, size: int) -> LedgerIntegrityError:
 
 @dataclass
 class _Walk:
-    """Where the chunked walk is: entries done, leaf hashes not yet in the tree, the next size at which
-    something besides pushing a leaf happens."""
+    """Where the chunked walk is: entries done, the next size at which something besides adding a leaf
+    happens, and the current chunk's tree nodes (the tree is extended from them up to each such size, and to
+    the chunk's end)."""
 
     size: int = 0
     stop: int = 0
-    pending: list[bytes] = field(default_factory=list)
+    nodes: ChunkNodes | None = None
 
 
 #: A chunk's decoding: its entries (``None`` when decoded in a worker, which sends back only counts), how many
-#: of each type, and the first failure as (offset in the chunk, the error).
-_Decoded = tuple["list[dict[str, Any]] | None", "dict[str, int]", "tuple[int, LedgerIntegrityError] | None"]
+#: of each type, the first failure as (offset in the chunk, the error), and the tree nodes inside the chunk
+#: (:class:`ChunkNodes` levels; ``None``: the walk hashes them itself).
+_Decoded = tuple["list[dict[str, Any]] | None", "dict[str, int]", "tuple[int, LedgerIntegrityError] | None",
+                 "list[bytes] | None"]
 _TYPE_OF = itemgetter("type")
 
 
@@ -166,18 +170,24 @@ _SLICE = 256
 
 def _decode_here(datas: list[bytes], first: int) -> _Decoded:
     entries, fault = decode_entries(datas, first=first)
-    return entries, Counter(map(_TYPE_OF, entries)), None if fault is None else (len(entries), fault)
+    return entries, Counter(map(_TYPE_OF, entries)), None if fault is None else (len(entries), fault), None
+
+
+def _chunk_nodes(datas: list[bytes], first: int) -> ChunkNodes:
+    sha256, prefix = _sha256, LEAF_PREFIX
+    return ChunkNodes.of_leaves([sha256(prefix + data).digest() for data in datas], first)
 
 
 def _decode_in_worker(chunks: Any, answers: Any, required: Any, optional: Any,
                       inherited: tuple[Any, ...] = ()) -> None:
     """A decoding worker's loop: each message is one chunk (its first index, the entry lengths and the entries
     joined: one buffer rather than thousands of small objects to pickle); each answer is the chunk's type
-    counts and the offset of its first faulty entry (the parent decodes that one again for the error itself,
-    which need not survive pickling). An empty message, or the parent's end closing (it was killed), ends the
-    loop; an interrupt from the terminal is the parent's to handle (it closes the pipes). ``inherited``: the
-    parent's ends of the pipes that a fork copied into this process, closed first (while a copy is open here,
-    the parent's death would not close the pipe, and the worker would wait forever)."""
+    counts, the offset of its first faulty entry (the parent decodes that one again for the error itself,
+    which need not survive pickling) and the chunk's tree nodes (:class:`ChunkNodes` levels, a buffer each).
+    An empty message, or the parent's end closing (it was killed), ends the loop; an interrupt from the
+    terminal is the parent's to handle (it closes the pipes). ``inherited``: the parent's ends of the pipes
+    that a fork copied into this process, closed first (while a copy is open here, the parent's death would
+    not close the pipe, and the worker would wait forever)."""
     for end in inherited:
         end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -186,18 +196,18 @@ def _decode_in_worker(chunks: Any, answers: Any, required: Any, optional: Any,
         first, count = _HEADER.unpack_from(message)
         lengths = array("I")
         lengths.frombytes(message[_HEADER.size:_HEADER.size + 4 * count])
-        datas, start = [], _HEADER.size + 4 * count
-        for length in lengths:
-            datas.append(message[start:start + length])
-            start += length
-        _, counts, fault = _decode_here(datas, first)
+        ends = list(accumulate(lengths, initial=_HEADER.size + 4 * count))
+        datas = list(map(message.__getitem__, map(slice, ends, ends[1:])))
+        _, counts, fault, _ = _decode_here(datas, first)
+        levels = _chunk_nodes(datas, first).levels
         try:
-            answers.send((dict(counts), None if fault is None else fault[0]))
+            answers.send((dict(counts), None if fault is None else fault[0], levels))
         except OSError:  # the parent is gone
             return
 
 
 _HEADER = struct.Struct("<QI")  # first index, entry count
+_IN_FLIGHT = 2  # chunks a worker has in flight: one decoding, one waiting in its pipe
 #: A pipe this large (Linux's default pipe-max-size, settable without privilege) takes a whole chunk (at most
 #: CHUNK_BYTES, one entry more and the lengths) without blocking the sender while the worker is still decoding
 #: the previous one: the default 64 KiB held the walk up until the worker was free.
@@ -213,6 +223,9 @@ class _Channel:
         self.answers, self.theirs_out = context.Pipe(duplex=False)
         with contextlib.suppress(OSError, AttributeError, ValueError):  # not Linux, or not allowed
             fcntl.fcntl(self.chunks.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+            # an answer carries the chunk's tree nodes (64 bytes an entry): the worker must not wait for the
+            # walk to read it before taking its next chunk
+            fcntl.fcntl(self.answers.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
     def ours(self) -> tuple[Any, Any]:
         return self.chunks, self.answers
@@ -243,15 +256,15 @@ class _PendingChunk:
 
     def result(self, datas: list[bytes], first: int) -> _Decoded:
         try:
-            counts, offset = self._connection.recv()
+            counts, offset, levels = self._connection.recv()
         except (EOFError, OSError) as exc:
             raise LedgerStorageError(f"a decoding worker of the replay ended without answering ({exc!r})") from None
         if offset is None:
-            return None, counts, None
+            return None, counts, None, levels
         try:
             decode_entry(datas[offset], index=first + offset)
         except LedgerIntegrityError as exc:
-            return None, counts, (offset, exc)
+            return None, counts, (offset, exc), levels
         raise LedgerIntegrityError(  # pragma: no cover (decoding is deterministic)
             f"internal: entry {first + offset} failed to decode in a worker but not here", index=first + offset)
 
@@ -273,9 +286,10 @@ def decoding_workers(total: int, jobs: int | None = None) -> int:
 
 
 class _DecoderPool:
-    """Worker processes that decode and validate chunks of entries while the main process reads them, hashes
-    them, builds the tree and checks the checkpoints: decoding is most of a replay's CPU (about 3 us for a
-    100-byte entry, 8 us for 1 KiB, against under 1 us to read and hash it). Each worker has its own pipe and
+    """Worker processes that decode and validate chunks of entries, and hash their leaves and the tree nodes
+    inside them, while the main process reads the entries, builds the tree from those nodes and checks the
+    checkpoints: that work is most of a replay's CPU (about 2 us for a 100-byte entry, against under 1 us
+    to read it and hash its leaf). Each worker has its own pipes and
     takes chunks in turn (no pool threads in this process to compete with the walk). The workers are forked;
     from a process running other threads (a progress bar's), from a forkserver instead (a fork copies no other
     thread, so a lock one of them held would stay held), and then, as with any multiprocessing start method
@@ -344,7 +358,7 @@ class _DecoderPool:
         first = sent = 0
         more = True
         while True:
-            while more and len(in_flight) < 2 * len(self.workers):
+            while more and len(in_flight) < _IN_FLIGHT * len(self.workers):
                 datas, stored = _take_chunk(entries)
                 if not datas:
                     more = False
@@ -428,16 +442,16 @@ class Replay:
     # the stream ---------------------------------------------------------------------------------------------
     def checkpoints(self) -> Iterator[Checkpoint]:
         """The walk, a chunk of entries at a time: each chunk is decoded as a batch (in worker processes when
-        the replay has a decoder pool, see :class:`_DecoderPool`), its leaves hashed in one pass and compared
-        with the stored ones, and its leaves pushed into the tree between the sizes where something else
-        happens (a claimed checkpoint, a progress tick). A failure is raised
-        where the entry-by-entry walk would raise it: a fault in entry ``i`` after every checkpoint of size up
-        to ``i`` (a leaf hash mismatch: up to ``i + 1``) has been checked, and before any later one."""
+        the replay has a decoder pool, see :class:`_DecoderPool`), its leaves and the tree nodes inside it
+        hashed, its leaves compared with the stored ones, and added to the tree up to each size where
+        something else happens (a claimed checkpoint, a progress tick), then to the chunk's end. A failure is
+        raised where the entry-by-entry walk would raise it: a fault in entry ``i`` after every checkpoint of
+        size up to ``i`` (a leaf hash mismatch: up to ``i + 1``), and every stored node the entries before
+        ``i`` complete, has been checked, and before any later one."""
         state = _Walk()
         for datas, stored, decoded in self._chunks():
             yield from self._chunk(state, datas, stored, decoded)
         size = state.size
-        self._extend(state.pending)
         if self.progress is not None:
             self.progress(size, self.total)
         if size == 0 or self.key is None:
@@ -466,36 +480,39 @@ class Replay:
     def _chunk(self, state: _Walk, datas: list[bytes], stored: list[bytes | None],
                decoded: _Decoded) -> Iterator[Checkpoint]:
         start = state.size
-        entries, counts, fault = decoded
-        sha256, prefix = _sha256, LEAF_PREFIX
-        leaves = [sha256(prefix + data).digest() for data in datas]
+        entries, counts, fault, levels = decoded
+        nodes = state.nodes = _chunk_nodes(datas, start) if levels is None else \
+            ChunkNodes(start, start + len(datas), levels)
         bad_leaf = len(datas)
-        if stored != leaves and any(leaf is not None for leaf in stored):
-            bad_leaf = next(k for k, (want, got) in enumerate(zip(stored, leaves, strict=True))
-                            if want is not None and want != got)
+        try:
+            same = b"".join(stored) == nodes.levels[0]  # type: ignore[arg-type]
+        except TypeError:  # a source without stored leaf hashes for some entries
+            same = False
+        if not same and any(leaf is not None for leaf in stored):
+            leaves = nodes.nodes(0, start, start + len(datas))
+            bad_leaf = next((k for k, (want, got) in enumerate(zip(stored, leaves, strict=True))
+                             if want is not None and want != got), len(datas))
         bad_entry = len(datas) if fault is None else fault[0]
         whole = min(bad_entry, bad_leaf)  # entries whose step runs to the end
-        on_entry, pending = self.on_entry, state.pending
+        on_entry = self.on_entry
         reported = pos = 0
         while pos < whole:
             index = start + pos
             if index != state.stop:
-                upto = min(whole, state.stop - start)  # up to the next size where something happens
-                pending.extend(leaves[pos:upto])
-                pos = upto
+                pos = min(whole, state.stop - start)  # up to the next size where something happens
                 continue
             if on_entry is not None and entries is not None:
                 for k in range(reported, pos):
                     on_entry(start + k, datas[k], entries[k])
                 reported = pos
             yield from self._stop(state, index, datas[pos], entries[pos] if entries is not None else None)
-            pending.append(leaves[pos])
             state.stop = self._next_stop(index)
             pos += 1
         if on_entry is not None and entries is not None:
             for k in range(reported, whole):
                 on_entry(start + k, datas[k], entries[k])
         state.size = start + whole
+        self._extend_to(state.size, nodes)  # the chunk's leaves into the tree (the next chunk has its own nodes)
         if whole == len(datas):
             for kind, count in counts.items():
                 self.types[kind] = self.types.get(kind, 0) + count
@@ -507,21 +524,23 @@ class Replay:
         if index == state.stop:  # a leaf's check comes after the checkpoints of its own size
             yield from self._stop(state, index, datas[bad_leaf], entries[bad_leaf] if entries is not None else None)
         raise LedgerIntegrityError(f"entry {index}: stored leaf hash does not match the entry bytes",
-                                   index=index, expected=b64encode(leaves[bad_leaf]),
+                                   index=index, expected=b64encode(nodes.node(0, index)),
                                    found=b64encode(stored[bad_leaf] or b""))
 
     def _stop(self, state: _Walk, index: int, data: bytes, entry: dict[str, Any] | None) -> Iterator[Checkpoint]:
-        """What happens before the leaf at ``index`` when ``index`` is a stop: the pending leaves go into the
+        """What happens before the leaf at ``index`` when ``index`` is a stop: the leaves before it go into the
         tree, genesis is read at 0, and the checkpoints of size up to ``index`` are checked."""
-        self._extend(state.pending)
+        assert state.nodes is not None
+        self._extend_to(index, state.nodes)
         if index == 0:
             self._genesis(data, entry if entry is not None else decode_entry(data, index=0))
         yield from self._events(index)
 
-    def _extend(self, leaves: list[bytes]) -> None:
-        """Push the pending leaf hashes and check the nodes they complete against the stored ones."""
-        kept = self.tree.extend(leaves, self.min_node_level, self.pending.wanted if self.pending else None)
-        leaves.clear()
+    def _extend_to(self, size: int, nodes: ChunkNodes) -> None:
+        """Add the leaves up to ``size`` (in the chunk of ``nodes``) to the tree and check the nodes they
+        complete against the stored ones."""
+        kept = self.tree.extend_from(size - self.tree.size, nodes, self.min_node_level,
+                                     self.pending.wanted if self.pending else None)
         if not kept:
             return
         assert self._nodes is not None

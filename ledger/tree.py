@@ -125,6 +125,51 @@ class HashTree:
         return out
 
 
+class ChunkNodes:
+    """The nodes that lie wholly inside a chunk of leaves ``[first, end)``: at each level, every perfect subtree
+    of width ``2**level`` within the chunk, as one buffer of hashes in index order (level 0: the chunk's leaf
+    hashes). The replay's decoding workers compute them beside the decoding, so that the main process, which
+    builds the tree (:meth:`CompactRange.extend_from`), hashes only the few nodes that straddle a chunk's
+    start: one a level at most."""
+
+    __slots__ = ("end", "first", "levels")
+
+    def __init__(self, first: int, end: int, levels: list[bytes]) -> None:
+        self.first, self.end, self.levels = first, end, levels
+
+    @classmethod
+    def of_leaves(cls, leaves: list[bytes], first: int) -> ChunkNodes:
+        """Pair the leaves ``[first, first + len(leaves))`` level by level, keeping the pairs that lie inside."""
+        levels: list[bytes] = []
+        nodes, start, sha256, prefix = leaves, first, _sha256, NODE_PREFIX
+        while nodes:
+            levels.append(b"".join(nodes))
+            if start & 1:  # its sibling is left of the chunk: no parent inside
+                nodes = nodes[1:]
+                start += 1
+            # an unpaired last node's sibling is right of the chunk: zip leaves it out
+            nodes = [sha256(prefix + left + right).digest()
+                     for left, right in zip(nodes[::2], nodes[1::2], strict=False)]
+            start >>= 1
+        return cls(first, first + len(leaves), levels)
+
+    def lowest(self, level: int) -> int:
+        """Index of the first node of ``level`` inside the chunk."""
+        return -(-self.first >> level)
+
+    def node(self, level: int, index: int) -> bytes:
+        offset = (index - self.lowest(level)) * HASH_SIZE
+        return self.levels[level][offset:offset + HASH_SIZE]
+
+    def nodes(self, level: int, start: int, end: int) -> list[bytes]:
+        """Nodes ``[start, end)`` of ``level`` (all inside the chunk)."""
+        if end <= start:
+            return []
+        buffer, base = self.levels[level], (start - self.lowest(level)) * HASH_SIZE
+        return [buffer[offset:offset + HASH_SIZE]
+                for offset in range(base, base + (end - start) * HASH_SIZE, HASH_SIZE)]
+
+
 def _completion_order(node: tuple[int, int, bytes]) -> tuple[int, int]:
     level, index, _ = node
     return (index + 1) << level, level
@@ -186,6 +231,57 @@ class CompactRange:
             level += 1
             if level >= keep_level:
                 kept.extend(zip([level] * len(nodes), range(start, start + len(nodes)), nodes, strict=True))
+        stack.extend(reversed(unpaired))
+        self.size = size + count
+        kept.sort(key=_completion_order)
+        return kept
+
+    def extend_from(self, count: int, chunk: ChunkNodes, keep_level: int,
+                    want: dict[tuple[int, int], bytes | None] | None = None) -> list[tuple[int, int, bytes]]:
+        """:meth:`extend` by the next ``count`` leaves, which lie in ``chunk`` (as the range's size does), with
+        the same answer: every new node that lies wholly inside the chunk is taken from it, and only those
+        that straddle the chunk's start (at most one a level, its left part in this range) are hashed here.
+
+        The same level-at-a-time walk as :meth:`extend`, except that a level's new nodes are not a list but
+        a short ``head`` of hashes in hand (the range's own node when the first new one is a right child, and
+        the nodes straddling the chunk's start) followed by the chunk's nodes: the parent of two of the
+        chunk's nodes is again one of the chunk's, so only pairs within the head are hashed."""
+        size = self.size
+        if not chunk.first <= size <= size + count <= chunk.end:
+            raise LedgerUsageError("the leaves to add are not in this chunk", size=size, found=count,
+                                   expected=f"within [{chunk.first}, {chunk.end})")
+        if not count:
+            return []
+        stack, sha256, prefix = self.hashes, _sha256, NODE_PREFIX
+        kept: list[tuple[int, int, bytes]] = []
+        unpaired: list[bytes] = []  # the range's new hashes, lowest level first
+        head: list[bytes] = []  # this level's nodes [start, start + len(head)); the chunk's from there to end
+        start, end, level = size, size + count, 0
+        while True:
+            if start & 1:  # a right child: its left sibling is the range's hash of this level (the last one)
+                head.insert(0, stack.pop())
+                start -= 1
+            if want:
+                for wanted_level, wanted_index in want:
+                    if wanted_level == level and start <= wanted_index < end:
+                        want[(wanted_level, wanted_index)] = (head[wanted_index - start]
+                                                              if wanted_index < start + len(head)
+                                                              else chunk.node(level, wanted_index))
+            if (end - start) & 1:
+                end -= 1
+                unpaired.append(head.pop() if end < start + len(head) else chunk.node(level, end))
+            if start == end:
+                break
+            in_hand = start + len(head)
+            head = [sha256(prefix + head[i - start] + (head[i + 1 - start] if i + 1 < in_hand
+                                                       else chunk.node(level, i + 1))).digest()
+                    for i in range(start, in_hand, 2)]
+            start >>= 1
+            end >>= 1
+            level += 1
+            if level >= keep_level:
+                kept.extend(zip([level] * (end - start), range(start, end),
+                                head + chunk.nodes(level, start + len(head), end), strict=True))
         stack.extend(reversed(unpaired))
         self.size = size + count
         kept.sort(key=_completion_order)

@@ -15,6 +15,11 @@ Speed: the ``rfc8785`` package is pure Python (about 45 us per KiB). Where its o
 JSON encoder's (``sort_keys``, compact separators, ``ensure_ascii=False``) the encoder is used instead; see
 :func:`_fast_value`. Everything outside that domain goes through ``rfc8785``. tests/test_canonical.py checks
 the equality with hypothesis.
+
+The ledger's two hot paths (writing a batch of entries, reading a chunk of stored entries back) take ``orjson``
+first, a compiled reader and writer, where they can prove its bytes are RFC 8785's: values without floats,
+ASCII keys, integers inside 2^53 (:func:`plain_canonical_many`, :func:`canonical_values`). Without ``orjson``
+installed they take the standard library's C paths, with the same answers.
 """
 
 from __future__ import annotations
@@ -29,6 +34,11 @@ from itertools import repeat
 from typing import Any
 
 import rfc8785
+
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover (a core dependency; the standard library's paths answer the same)
+    _orjson = None  # type: ignore[assignment]
 
 from keys.errors import MalformedInput
 from keys.safeio import DOCUMENT_LIMIT, MAX_JSON_DEPTH, check_json_depth
@@ -257,25 +267,70 @@ def _prepared_fast(value: Any, numbers: list[float]) -> Any:
     return _ready(value, numbers, floats=True, prepare=True)
 
 
+# orjson's options for plain values: sorted keys, integers refused beyond 2^53 - 1 (the I-JSON range, as
+# _direct checks), and no writing in its own way of what JSON has no form for (dataclasses, datetimes,
+# subclasses: refused, the caller's other path names them).
+_ORJSON_OPTIONS = (_orjson.OPT_SORT_KEYS | _orjson.OPT_STRICT_INTEGER | _orjson.OPT_PASSTHROUGH_DATACLASS
+                   | _orjson.OPT_PASSTHROUGH_DATETIME | _orjson.OPT_PASSTHROUGH_SUBCLASS) if _orjson else 0
+
+
+def _plain(value: Any) -> bool:
+    try:
+        return _direct(value, floats=False)
+    except RecursionError:
+        return False
+
+
 def plain_canonical_bytes(value: Any) -> bytes | None:
     """:func:`canonical_bytes` of a value that holds no float, computed without the preparing walk (for such
-    values it is the identity), or ``None`` when the value is outside that domain. The ledger's hot path."""
-    return _fast_jcs(value, floats=False)
+    values it is the identity), or ``None`` when the value is outside that domain. The ledger's hot path.
+
+    Inside the domain (exact JSON types, ASCII keys, integers within 2^53, no float, no NUL) orjson writes RFC
+    8785's bytes: keys sorted by code point are sorted by UTF-16 code unit when they are ASCII, integers and
+    literals are written alike, and strings are escaped alike (tests/test_canonical.py compares every
+    character of the Basic Multilingual Plane, and values with hypothesis)."""
+    if not _plain(value):
+        return None
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(value, option=_ORJSON_OPTIONS)
+        except _orjson.JSONEncodeError:  # a lone surrogate: the caller's rfc8785 path refuses it
+            return None
+    return _encode_ready(value, [])
 
 
 def plain_canonical_many(values: list[Any]) -> list[bytes | None]:
-    """:func:`plain_canonical_bytes` of each value (``None`` where it answers ``None``), the encoder mapped over
-    the batch in C when every value is in the domain (the ledger's batched appends)."""
-    try:
-        plain = all([_direct(value, floats=False) for value in values])
-    except RecursionError:
-        plain = False
-    if plain:
+    """:func:`plain_canonical_bytes` of each value (``None`` where it answers ``None``), the whole batch written
+    in one call when every value is in the domain (the ledger's batched appends)."""
+    if values and all([_plain(value) for value in values]):
+        written = _orjson_each(values)
+        if written is not None:
+            return list(written)
         try:
             return list(_encode_each(values))
         except (_OutsideFastDomain, UnicodeEncodeError, RecursionError, ValueError, TypeError):
             pass
     return [plain_canonical_bytes(value) for value in values]
+
+
+def _orjson_each(values: list[Any]) -> list[bytes] | None:
+    """orjson's bytes of each plain value, written as one list and cut at its elements' boundaries; ``None``
+    when orjson is absent, a value is not an object, or the cut is not certain.
+
+    The cut: every element is an object, so consecutive elements meet at ``},{``. The text is cut at every
+    ``},{`` and kept only when there are exactly as many pieces as values: then every occurrence is such a
+    meeting point (one inside an element would make a piece more; ``},{`` cannot overlap itself, so none is
+    missed)."""
+    if _orjson is None or set(map(type, values)) != {dict}:
+        return None
+    try:
+        text = _orjson.dumps(values, option=_ORJSON_OPTIONS)
+    except _orjson.JSONEncodeError:
+        return None
+    pieces = text[2:-2].split(b"},{")
+    if len(pieces) != len(values):
+        return None
+    return [b"{" + piece + b"}" for piece in pieces]
 
 
 def jcs_bytes(value: Any) -> bytes:
@@ -418,11 +473,12 @@ def canonical_values(items: list[bytes]) -> list[Any] | None:
     joined = b"[" + b",".join(items) + b"]"
     if not joined.isascii():
         return None
-    # Fewer openings than the limit cannot nest deeper (check_json_depth's own first test, per item; the two
-    # maxima bound each item's count from above, and are counted in C).
-    if (max(map(bytes.count, items, repeat(b"{"))) + max(map(bytes.count, items, repeat(b"[")))) > MAX_JSON_DEPTH \
-            and max(map(_openings, items)) > MAX_JSON_DEPTH:
+    if not _within_depth(items):
         return None
+    if _orjson is not None:
+        read = _orjson_read(items, joined)
+        if read is not None:
+            return read
     text = joined.decode("ascii")
     try:
         values, end = _CANONICAL_SCAN(text, 0)
@@ -432,6 +488,70 @@ def canonical_values(items: list[bytes]) -> list[Any] | None:
     except (_Declined, MalformedInput, ValueError, TypeError, RecursionError, StopIteration):
         return None
     return values if written == items else None
+
+
+def _orjson_read(items: list[bytes], joined: bytes) -> list[Any] | None:
+    """:func:`canonical_values` of a batch of objects without floats, read by orjson; ``None`` when this cannot
+    tell (a float, an item that is not an object, orjson refusing or writing other bytes), and the caller takes
+    the standard library's path. The caller has checked that ``joined`` (the items as one JSON array) is ASCII,
+    and the items within the depth limit (:func:`_within_depth`).
+
+    Why it is the same answer. Each item is read alone, so each is one whole JSON text, and an object. The
+    values are written back as one list and accepted only when that is ``joined`` byte for byte:
+
+    * The i-th element the writer wrote is the i-th item: both are objects starting where the previous one
+      ended (first at offset 1), and an object's text ends at the brace matching its first one, which the one
+      string fixes. So each item is orjson's text of its own value.
+    * orjson's text is RFC 8785's for these values: no float (orjson writes every float with ``.``, ``e+`` or
+      ``e-``; when the text holds one of these, :func:`_float_free` decides), integers within 2^53 - 1
+      (``OPT_STRICT_INTEGER`` refuses the others), ASCII keys (so sorted by code point is sorted by UTF-16
+      code unit), strings escaped as RFC 8785 escapes them (compared character by character in the tests).
+    * A text that reads back as another text was not canonical: duplicate members (one is kept), whitespace,
+      an escape RFC 8785 does not use, ``-0``; the bytes differ and the batch declines.
+    * On such texts orjson and the standard library read the same value (JSON's grammar is unambiguous, and
+      no number is outside the range both read exactly)."""
+    try:
+        values = list(map(_orjson.loads, items))
+        if set(map(type, values)) != {dict} or _orjson.dumps(values, option=_ORJSON_OPTIONS) != joined:
+            return None
+    except (ValueError, TypeError, RecursionError):  # orjson's JSONDecodeError, JSONEncodeError
+        return None
+    # orjson writes every float with a fraction or an exponent, always signed (tests check this on every kind of
+    # float); "+" and "." are found by memchr, "e-" by a slower search only when they are absent.
+    if (b"." in joined or b"+" in joined or b"e-" in joined) and not _float_free(joined):
+        return None
+    return values
+
+
+# Outside strings these characters are only in numbers with a fraction or an exponent (and in true and false,
+# which _float_free takes out first); inside strings, Z is as good a character as any.
+_FLOAT_MARKS = bytes.maketrans(b".eE", b"ZZZ")
+
+
+def _float_free(joined: bytes) -> bool:
+    """Whether the JSON text ``joined`` (ASCII, valid) holds no number with a fraction or an exponent.
+
+    ``true`` and ``false`` are replaced by ``1`` and ``0``, then every ``.``, ``e`` and ``E`` by ``Z``, and
+    the result is read: a number with a fraction or an exponent now holds a ``Z`` outside any string, which
+    no JSON reader takes. The replacements touch neither quotes nor backslashes, so every string keeps its
+    extent, or (an escape such as ``\t`` before ``rue``, ``\u001e``) stops being valid: either way the answer
+    is never a wrong yes, only at worst a no for a text without a float, which then takes the slower path."""
+    marked = joined.replace(b"true", b"1").replace(b"false", b"0").translate(_FLOAT_MARKS)
+    try:
+        _orjson.loads(marked)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _within_depth(items: list[bytes]) -> bool:
+    """Whether every item is certainly nested within the depth limit (False: it may not be, and the caller
+    declines). Fewer openings than the limit cannot nest deeper (check_json_depth's own first test, per item;
+    the two maxima bound each item's count from above, and are counted in C). Nor can an item too short to
+    hold one more opening and closing bracket than the limit allows (most ledger entries: nothing to count)."""
+    return (max(map(len, items)) <= 2 * MAX_JSON_DEPTH + 1
+            or (max(map(bytes.count, items, repeat(b"{"))) + max(map(bytes.count, items, repeat(b"["))))
+            <= MAX_JSON_DEPTH or max(map(_openings, items)) <= MAX_JSON_DEPTH)
 
 
 def _openings(item: bytes) -> int:

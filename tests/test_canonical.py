@@ -238,12 +238,17 @@ def _agrees_with_full_path(data: bytes) -> bool:
     fast = canonical_value(data)
     if fast is None:
         return False
+    _read_as_the_full_path_reads("canonical_value", data, fast)
+    return True
+
+
+def _read_as_the_full_path_reads(reader: str, data: bytes, value: object) -> None:
+    """``reader`` accepted ``data`` as ``value``: the full path must accept it too, and read the same value."""
     try:
         full = _full_path(data)
     except MalformedInput as exc:
-        raise AssertionError(f"canonical_value accepted {data!r}, which the full path refuses: {exc}") from None
-    assert _typed(full) == _typed(fast), data
-    return True
+        raise AssertionError(f"{reader} accepted {data!r}, which the full path refuses: {exc}") from None
+    assert _typed(full) == _typed(value), data
 
 
 ascii_values = st.recursive(
@@ -329,24 +334,34 @@ def test_canonical_values_reads_a_batch_of_canonical_items_as_each_alone(values:
     _batch_agrees_item_by_item([jcs_bytes(v) for v in values])
 
 
+def _texts_of(values: list[object]) -> list[bytes]:
+    """Each value's RFC 8785 text (an integer beyond 2^53 has none: Python's)."""
+    import json
+
+    texts = []
+    for value in values:
+        try:
+            texts.append(jcs_bytes(value))
+        except CanonicalError:
+            texts.append(json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
+    return texts
+
+
+def _recut(texts: list[bytes], data: st.DataObject) -> list[bytes]:
+    """The texts joined with commas and cut again into as many items, at arbitrary places."""
+    joined = b",".join(texts)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(joined)), min_size=len(texts) - 1,
+                                     max_size=len(texts) - 1)))
+    return [joined[a:b] for a, b in zip([0, *cuts], [*cuts, len(joined)], strict=True)]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(ascii_values, min_size=2, max_size=5), st.data())
 def test_canonical_values_declines_items_that_straddle_their_boundaries(values: list[object],
                                                                        data: st.DataObject) -> None:
     """The batch's items re-cut at arbitrary places (an item carrying the next one's start, or ``1,2`` as
     one item) and mutated: never accepted unless each item stands alone as canonical_value reads it."""
-    import json
-
-    canonical = []
-    for value in values:
-        try:
-            canonical.append(jcs_bytes(value))
-        except CanonicalError:  # an integer beyond 2^53 has no RFC 8785 text: take Python's
-            canonical.append(json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
-    joined = b",".join(canonical)
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(joined)), min_size=len(values) - 1,
-                                     max_size=len(values) - 1)))
-    items = [joined[a:b] for a, b in zip([0, *cuts], [*cuts, len(joined)], strict=True)]
+    items = _recut(_texts_of(values), data)
     _batch_agrees_item_by_item(items)
     position = data.draw(st.integers(0, max(0, len(items) - 1)))
     byte = data.draw(st.sampled_from(list(b' "\\,:[]{}0123456789.eE-+')))
@@ -390,3 +405,195 @@ def test_plain_canonical_many_is_plain_canonical_bytes_of_each(values: list[obje
     from seals.canonical import plain_canonical_bytes, plain_canonical_many
 
     assert plain_canonical_many(values) == [plain_canonical_bytes(value) for value in values]
+
+
+# --- the orjson tier of the ledger's batch writer and reader ----------------------------------------------------
+# plain_canonical_many and canonical_values take orjson first where they can prove its bytes are RFC 8785's.
+# The proofs rest on three facts about orjson, each tested here: how it escapes strings, that it writes every
+# float with a fraction or a signed exponent, and that the tiers agree with the reference paths.
+
+def test_orjson_escapes_every_character_as_rfc8785_does() -> None:
+    import orjson
+    import rfc8785
+
+    from seals.canonical import _ORJSON_OPTIONS
+
+    chars = [chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000]
+    chars += [chr(c) for c in range(0x10000, 0x110000, 499)] + ["\U0010ffff", "\U0001f600"]
+    differing = [c for c in chars if orjson.dumps(c, option=_ORJSON_OPTIONS) != rfc8785.dumps(c)]
+    assert not differing, [hex(ord(c)) for c in differing[:10]]
+    assert orjson.dumps({"k": "".join(chars)}, option=_ORJSON_OPTIONS) == rfc8785.dumps({"k": "".join(chars)})
+
+
+def _float_text_is_marked(value: float) -> None:
+    import orjson
+
+    text = orjson.dumps(value)
+    assert b"." in text or b"+" in text or b"e-" in text, (value, text)
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, width=64))
+def test_orjson_writes_every_float_with_a_fraction_or_a_signed_exponent(value: float) -> None:
+    _float_text_is_marked(value)
+
+
+@pytest.mark.parametrize("value", [from_bits(bits) for bits, _ in RFC8785_NUMBERS]
+                         + [0.0, -0.0, 1.0, 2.0**53, 1e15, 1e16, 1e17, 1e20, 1e21, 1e22, 1e300, 1e-4, 1e-5, 1e-6,
+                            1e-7, 5e-7, 5e-324, -1e-7, 2.5, 123456789.0, 1e308])
+def test_orjson_float_edges_are_marked(value: float) -> None:
+    _float_text_is_marked(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(plain_values)
+def test_plain_canonical_bytes_is_rfc8785_where_it_answers(value: object) -> None:
+    import rfc8785
+
+    from seals.canonical import plain_canonical_bytes
+
+    written = plain_canonical_bytes(value)
+    if written is not None:
+        assert written == rfc8785.dumps(value)
+
+
+@pytest.mark.parametrize("values", [
+    [{"a": [{"b": 1}, {"c": 2}]}, {"d": "},{"}],  # the separator inside elements: more pieces than values
+    [{"a": 1}, {}, {"b": "x"}], [{}], [{"a": 1}, [1, 2]], [{"a": "\x00"}, {"b": 1}], [{"a": 2**53}],
+    [{"a": "\ud800"}], [{"\u00e9": 1}], [{"a": "\U0001f600", "b": "\ue000"}]])
+def test_plain_canonical_many_edges(values: list[object]) -> None:
+    import rfc8785
+
+    from seals.canonical import plain_canonical_bytes, plain_canonical_many
+
+    many = plain_canonical_many(values)
+    assert many == [plain_canonical_bytes(value) for value in values]
+    for value, written in zip(values, many, strict=True):
+        if written is not None:
+            assert written == rfc8785.dumps(value)
+
+
+def _orjson_tier_agrees(items: list[bytes]) -> bool:
+    """The orjson tier either declines or reads each item as the full path reads it alone, accepting only
+    items the full path accepts; returns whether it decided."""
+    from seals.canonical import _orjson_read, _within_depth
+
+    joined = b"[" + b",".join(items) + b"]"
+    if not joined.isascii() or not _within_depth(items):  # canonical_values's own conditions for the tier
+        return False
+    read = _orjson_read(items, joined)
+    if read is None:
+        return False
+    for item, value in zip(items, read, strict=True):
+        _read_as_the_full_path_reads("the orjson tier", item, value)
+    return True
+
+
+ascii_objects = st.dictionaries(st.text(alphabet=st.characters(codec="ascii"), max_size=4), ascii_values,
+                                min_size=1, max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(ascii_objects, min_size=1, max_size=5), st.data())
+def test_orjson_tier_reads_only_what_the_full_path_reads(values: list[dict[str, object]],
+                                                        data: st.DataObject) -> None:
+    """Canonical objects, Python's own JSON of them (exponents, 12.0, big integers), the batch re-cut at
+    arbitrary places and a byte changed, inserted or dropped: each batch declined, or read item by item as
+    the full path reads it."""
+    import json
+
+    texts = _texts_of(values)
+    _orjson_tier_agrees(texts)
+    _orjson_tier_agrees([json.dumps(value, sort_keys=True, separators=(",", ":")).encode() for value in values])
+    _orjson_tier_agrees(_recut(texts, data))
+    position = data.draw(st.integers(0, len(texts) - 1))
+    where = data.draw(st.integers(0, len(texts[position])))
+    byte = data.draw(st.sampled_from(list(b' "\\,:[]{}0123456789.eE-+tfnul\x00\x7fa')))
+    text = texts[position]
+    for changed in (text[:where] + bytes([byte]) + text[where + 1:], text[:where] + bytes([byte]) + text[where:],
+                    text[:where] + text[where + 1:]):
+        _orjson_tier_agrees([*texts[:position], changed, *texts[position + 1:]])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text(alphabet=st.characters(codec="ascii")),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(alphabet=st.characters(codec="ascii"), max_size=5), children, max_size=4),
+    max_leaves=20), min_size=1, max_size=6))
+def test_orjson_tier_decides_canonical_objects_without_floats(values: list[object]) -> None:
+    from seals.canonical import _orjson_read, _within_depth
+
+    items = [jcs_bytes({"k": value}) for value in values]
+    joined = b"[" + b",".join(items) + b"]"
+    if joined.isascii() and _within_depth(items):
+        assert _orjson_read(items, joined) is not None or not _float_free_strings(joined), items
+
+
+def _float_free_strings(joined: bytes) -> bool:
+    # the float check's only false alarms come from strings; without these, it must say yes
+    return not any(mark in joined for mark in (b".", b"+", b"e-", b"\\"))
+
+
+@pytest.mark.parametrize("items", [
+    [b'{"a":1.0}'], [b'{"a":1e+21}'], [b'{"a":1e21}'], [b'{"a":9007199254740992}'], [b'{"a":9007199254740993}'],
+    [b'{"a":-0}'], [b'{"a":1,"a":1}'], [b'{"a":0.5}'], [b'{"a":5e-7}'], [b'{"a":"\\true","b":1}'],
+    [b'{"a":"\\true.","b":1}'], [b'{"a":true,"b":"1.5e-3"}'], [b'{"a":[{"b":1}', b'{"c":2}]}', b'{"d":1},{"e":2}'],
+    [b'{"a":1}', b'[1]'], [b'{"a":1}', b'"x"'], [b'{"a":"\\u001e"}'], [b'{"a":"\\u00e9"}'], [b'{"a":"\\/"}'],
+    [b'{"b":1,"a":2}'], [b'{"a" :1}'], [b'{"a":"\\ud800"}'], [b'{"a":' * 70 + b'1' + b'}' * 70]])
+def test_orjson_tier_edges(items: list[bytes]) -> None:
+    _orjson_tier_agrees(items)
+    _batch_agrees_item_by_item(items)
+
+
+def test_orjson_tier_reads_objects_only() -> None:
+    """Ledger entries are objects; other items are left to the standard library's path (the tier's argument
+    about where each item ends is made for objects)."""
+    from seals.canonical import _orjson_read, canonical_values
+
+    for items in ([b"1", b"2"], [b'{"a":1}', b'"x"'], [b"[1]"], [b"null"]):
+        assert _orjson_read(items, b"[" + b",".join(items) + b"]") is None
+    assert canonical_values([b"1", b"[2]"]) == [1, [2]]
+
+
+@pytest.mark.parametrize(("text", "free"), [
+    (b'{"a":1.5}', False), (b'{"a":1e+21}', False), (b'{"a":5e-7}', False), (b'{"a":-2.0}', False),
+    (b'{"a":[1,2,{"b":3.25}]}', False), (b'{"a":true,"b":false,"c":null,"d":12}', True),
+    (b'{"a":1E5}', False), (b'[2E-3,true]', False), (b'{"e.E":"1.5e-3","t":"true false"}', True)])
+def test_float_free(text: bytes, free: bool) -> None:
+    from seals.canonical import _float_free
+
+    assert _float_free(text) is free
+
+
+@settings(max_examples=200, deadline=None)
+@given(ascii_objects, st.floats(allow_nan=False, allow_infinity=False, width=64))
+def test_float_free_never_misses_a_float(value: dict[str, object], number: float) -> None:
+    import json
+
+    import orjson
+
+    from seals.canonical import _float_free
+
+    # texts as orjson writes them (the tier checks its own writing), and as Python does
+    for text in (orjson.dumps({**value, "zz": number}), orjson.dumps([value, [number]]),
+                 json.dumps([value, number]).encode()):
+        assert not _float_free(text), text
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(ascii_objects | plain_values.map(lambda v: {"k": v}), min_size=1, max_size=5))
+def test_batch_paths_answer_the_same_without_orjson(values: list[object]) -> None:
+    """Without orjson installed, the batch writer and reader give the same answers from the standard
+    library's paths."""
+    from unittest import mock
+
+    import seals.canonical as canonical
+
+    items = [item for item in canonical.plain_canonical_many(values) if item is not None]
+    read = canonical.canonical_values(items)
+    with mock.patch.object(canonical, "_orjson", None):
+        assert canonical.plain_canonical_many(values) == canonical.plain_canonical_many(values)
+        stdlib_items = [item for item in canonical.plain_canonical_many(values) if item is not None]
+        stdlib_read = canonical.canonical_values(items)
+    assert stdlib_items == items
+    assert read is None or stdlib_read is None or _typed(read) == _typed(stdlib_read)

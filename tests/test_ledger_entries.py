@@ -199,3 +199,40 @@ def test_the_lean_validation_pass_accepts_exactly_what_the_full_path_accepts(dat
     assert not lean or passes, (value, index)
     if type(value) is dict:
         assert lean == passes, (value, index)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.data())
+def test_the_batch_validation_pass_accepts_exactly_what_each_entry_passes(data: st.DataObject) -> None:
+    """``_entries_are_valid`` (the replay's check of a whole chunk, a member at a time) says yes exactly where
+    every entry passes ``_entry_is_valid`` at its own index: chunks of mutated entries of every type, mixed
+    or of one type, starting at index 0 (genesis) or later."""
+    from ledger.entries import _entries_are_valid, _entry_is_valid
+
+    first = data.draw(st.sampled_from([0, 1, 5]))
+    kinds = data.draw(st.lists(st.sampled_from(sorted(VALID)), min_size=1, max_size=6)
+                      | st.sampled_from(sorted(VALID)).map(lambda kind: [kind] * 4))
+    entries: list[Any] = [entry(kind) for kind in kinds]
+    if first == 0 and data.draw(st.booleans()):
+        entries[0] = entry("genesis")
+    for _ in range(data.draw(st.integers(0, 2))):
+        position = data.draw(st.integers(0, len(entries) - 1))
+        entries[position] = _mutated_entry(data.draw)[0]
+    each = all(_entry_is_valid(value, first + k) for k, value in enumerate(entries))
+    assert _entries_are_valid(entries, first) == (each and all(type(value) is dict for value in entries)), \
+        (first, entries)
+
+
+@pytest.mark.parametrize("member_value", [
+    ("reason", "x" * 256), ("reason", "x" * 257), ("reason", ""), ("generation", "\u00e9"),
+    ("created_utc", "2026-02-29T00:00:00Z"), ("created_utc", "2028-02-29T00:00:00Z"), ("v", True), ("v", 0)])
+def test_the_batch_validation_pass_edges(member_value: tuple[str, Any]) -> None:
+    from ledger.entries import _entries_are_valid, _entry_is_valid
+
+    member, value = member_value
+    entries = [entry("retire"), {**entry("retire"), member: value}, entry("retire")]
+    assert _entries_are_valid(entries, 3) == all(_entry_is_valid(e, 3 + k) for k, e in enumerate(entries))
+    bundles = [entry("bundle"), {**entry("bundle"), "evaluation_sha256": hexhash("e").upper()}]
+    assert not _entries_are_valid(bundles, 3)
+    assert _entries_are_valid([entry("genesis"), *entries[:1]], 0)
+    assert not _entries_are_valid(entries, 0)

@@ -149,3 +149,50 @@ def test_compact_range_extend_is_pushing_leaf_by_leaf(cuts: list[int], keep_leve
         assert (batched.size, batched.hashes) == (single.size, single.hashes)
         start += cut
     assert batched.root() == reference_root(leaves)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 40), min_size=1, max_size=4), min_size=1, max_size=6),
+       st.integers(1, 5), st.data())
+def test_compact_range_extend_from_chunk_nodes_is_extend(chunks: list[list[int]], keep_level: int,
+                                                        data: st.DataObject) -> None:
+    """``CompactRange.extend_from`` (the replay's tree step, taking the nodes inside a chunk from
+    ``ChunkNodes``) gives what ``extend`` gives from the leaves: the same range, the same kept nodes in the
+    same order and the same wanted subtrees, for chunks of any size starting anywhere, each added in pieces
+    of any size (including empty pieces)."""
+    from ledger.tree import ChunkNodes
+
+    total = sum(sum(pieces) for pieces in chunks)
+    leaves = [leaf_hash(b"%d" % i) for i in range(total)]
+    plain, chunked = CompactRange(), CompactRange()
+    start = 0
+    for pieces in chunks:
+        nodes = ChunkNodes.of_leaves(leaves[start:start + sum(pieces)], start)
+        for piece in pieces:
+            size = plain.size
+            wanted = data.draw(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 80)), max_size=4))
+            want_plain: dict[tuple[int, int], bytes | None] = dict.fromkeys(wanted)
+            want_chunked = dict(want_plain)
+            expected = plain.extend(leaves[size:size + piece], keep_level, want_plain)
+            assert chunked.extend_from(piece, nodes, keep_level, want_chunked) == expected
+            assert want_chunked == want_plain
+            assert (chunked.size, chunked.hashes) == (plain.size, plain.hashes)
+        start += sum(pieces)
+    assert chunked.root() == reference_root(leaves)
+
+
+def test_chunk_nodes_hold_every_subtree_inside_the_chunk() -> None:
+    from ledger.tree import ChunkNodes
+
+    leaves = [leaf_hash(b"%d" % i) for i in range(64)]
+    for first, end in ((0, 64), (5, 37), (7, 8), (16, 32), (3, 3)):
+        nodes = ChunkNodes.of_leaves(leaves[first:end], first)
+        for level in range(7):
+            width = 1 << level
+            inside = [i for i in range(64 // width) if first <= i * width and (i + 1) * width <= end]
+            if inside:
+                assert len(nodes.nodes(level, inside[0], inside[-1] + 1)) == len(inside)
+            for i in inside:
+                assert nodes.node(level, i) == reference_root(leaves[i * width:(i + 1) * width]), (first, end, level)
+    with pytest.raises(LedgerUsageError):
+        CompactRange().extend_from(3, ChunkNodes.of_leaves(leaves[1:4], 1), 1)
