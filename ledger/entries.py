@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from itertools import repeat
 from typing import Any
@@ -234,18 +234,19 @@ def _passes(check: Check, values: list[Any]) -> bool:
     return _ABSENT not in values and list(map(check, values)).count(None) == len(values)
 
 
-def _entries_are_valid(entries: list[Any], first: int) -> bool:
-    """Whether every entry passes :func:`validate_entry` at its index (``first + k``): the checks of
-    :func:`_entry_is_valid`, run a member at a time over all the entries of a type instead of an entry at a
-    time (a few C passes per member). False when any entry fails, and the caller finds which one entry by
-    entry; a True here is a True of :func:`_entry_is_valid` for every entry."""
+def _entries_are_valid(entries: list[Any], first: int | None) -> bool:
+    """Whether every entry passes :func:`validate_entry` at its index (``first + k``; ``None``: indices not
+    known yet, as ``validate_entry`` without one): the checks of :func:`_entry_is_valid`, run a member at a
+    time over all the entries of a type instead of an entry at a time (a few C passes per member). False when
+    any entry fails, and the caller finds which one entry by entry; a True here is a True of
+    :func:`_entry_is_valid` for every entry."""
     if not entries or set(map(type, entries)) != {dict}:
         return False
     kinds: list[Any] = list(map(dict.get, entries, repeat("type")))
     if set(map(type, kinds)) != {str}:
         return False
     # genesis at index 0 only, and only genesis there
-    if kinds.count("genesis") != int(first == 0) or (first == 0 and kinds[0] != "genesis"):
+    if first is not None and (kinds.count("genesis") != int(first == 0) or (first == 0 and kinds[0] != "genesis")):
         return False
     distinct = set(kinds)
     for kind in distinct:
@@ -368,6 +369,30 @@ def encode_entries(entries: list[dict[str, Any]]) -> list[bytes]:
                 raise EntryRejected(exc.message, position=position,
                                     **{k: v for k, v in exc.evidence.items() if k != "position"}) from None
     return [data for data in encoded if data is not None]
+
+
+def validate_batch(entries: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The entries of a batch to append as plain dicts, and their types: each validated as
+    :func:`validate_entry` validates it (a member at a time over the batch where it can), refused with
+    :class:`EntryRejected` naming the first entry at fault and its position; genesis is refused (a ledger has
+    one, written when it is created)."""
+    plain: list[dict[str, Any]] = [entry if type(entry) is dict else dict(entry) for entry in entries]
+    kinds: list[Any] = []
+    if _entries_are_valid(plain, None):
+        kinds = list(map(dict.get, plain, repeat("type")))
+        if "genesis" not in kinds:
+            return plain, kinds
+    kinds = []
+    for position, entry in enumerate(plain):
+        try:
+            kind = validate_entry(entry)
+        except EntryRejected as exc:
+            raise EntryRejected(exc.message, position=position, **exc.evidence) from None
+        if kind == "genesis":
+            raise EntryRejected("a ledger has one genesis entry, written when it is created", field="type",
+                                position=position)
+        kinds.append(kind)
+    return plain, kinds
 
 
 def decode_entry(data: bytes, *, index: int) -> dict[str, Any]:

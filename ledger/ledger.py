@@ -49,7 +49,7 @@ from ledger.entries import (
     ledger_id_of,
     make_genesis,
     origin_of,
-    validate_entry,
+    validate_batch,
 )
 from ledger.errors import (
     AppendConflict,
@@ -330,25 +330,16 @@ class Ledger(ProvingLog):
         self._check_signer(signer)
         if not entries:
             raise LedgerUsageError("nothing to append")
-        kinds = []
-        plain: list[dict[str, Any]] = []
-        previous: str | None = None
-        for position, entry in enumerate(entries):
-            try:
-                kind = validate_entry(entry)
-            except EntryRejected as exc:
-                raise EntryRejected(exc.message, position=position, **exc.evidence) from None
-            if kind == "genesis":
-                raise EntryRejected("a ledger has one genesis entry, written when it is created", field="type",
-                                    position=position)
-            stamp = entry.get("created_utc")
-            if previous is not None and isinstance(stamp, str) and stamp < previous:
-                raise TimeRegression("entries of a batch are dated in order: the ledger's time only moves forward",
-                                     field="created_utc", position=position, expected=f">= {previous}",
-                                     found=stamp)
-            previous = stamp if isinstance(stamp, str) else previous
-            kinds.append(kind)
-            plain.append(entry if type(entry) is dict else dict(entry))
+        regression = _time_regression([entry.get("created_utc") for entry in entries])
+        try:
+            plain, kinds = validate_batch(entries)
+        except EntryRejected as exc:  # the first fault in the batch's order is the one named
+            if regression is None or regression[0] > exc.evidence.get("position", 0):
+                raise
+        if regression is not None:
+            position, previous, stamp = regression
+            raise TimeRegression("entries of a batch are dated in order: the ledger's time only moves forward",
+                                 field="created_utc", position=position, expected=f">= {previous}", found=stamp)
         encoded = list(zip(kinds, encode_entries(plain), strict=True))
         first = entries[0].get("created_utc")
         return self._append_encoded(encoded, signer=signer, now=now, expected_size=expected_size,
@@ -477,6 +468,21 @@ class Ledger(ProvingLog):
                 raise LedgerIntegrityError("the database's recorded id or origin differs from its genesis entry",
                                            expected=report.ledger_id, found=meta.get("ledger_id"))
         return report
+
+
+def _time_regression(stamps: list[Any]) -> tuple[int, str, str] | None:
+    """The first entry of a batch dated (``created_utc``) before the one before it, as (position, the earlier
+    date, its date); ``None`` when the dates never go back (entries without a date are skipped)."""
+    if set(map(type, stamps)) == {str} and stamps == sorted(stamps):
+        return None
+    previous: str | None = None
+    for position, stamp in enumerate(stamps):
+        if not isinstance(stamp, str):
+            continue
+        if previous is not None and stamp < previous:
+            return position, previous, stamp
+        previous = stamp
+    return None
 
 
 def ledger_meta(ledger_id: str, name: str, created: str) -> list[tuple[str, str]]:

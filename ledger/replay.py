@@ -191,6 +191,10 @@ def _decode_in_worker(chunks: Any, answers: Any, required: Any, optional: Any,
     for end in inherited:
         end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The walk in the parent is the pipeline's critical path (it reads the entries, builds the tree and checks
+    # the checkpoints in order, and every worker waits on it): a worker yields the CPU to it when both want it.
+    with contextlib.suppress(OSError):
+        os.nice(_WORKER_NICENESS)
     install_entry_types(required, optional)
     while message := _receive(chunks):
         first, count = _HEADER.unpack_from(message)
@@ -208,6 +212,7 @@ def _decode_in_worker(chunks: Any, answers: Any, required: Any, optional: Any,
 
 _HEADER = struct.Struct("<QI")  # first index, entry count
 _IN_FLIGHT = 2  # chunks a worker has in flight: one decoding, one waiting in its pipe
+_WORKER_NICENESS = 5
 #: A pipe this large (Linux's default pipe-max-size, settable without privilege) takes a whole chunk (at most
 #: CHUNK_BYTES, one entry more and the lengths) without blocking the sender while the worker is still decoding
 #: the previous one: the default 64 KiB held the walk up until the worker was free.

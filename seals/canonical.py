@@ -548,8 +548,12 @@ def _within_depth(items: list[bytes]) -> bool:
     """Whether every item is certainly nested within the depth limit (False: it may not be, and the caller
     declines). Fewer openings than the limit cannot nest deeper (check_json_depth's own first test, per item;
     the two maxima bound each item's count from above, and are counted in C). Nor can an item too short to
-    hold one more opening and closing bracket than the limit allows (most ledger entries: nothing to count)."""
+    hold one more opening and closing bracket than the limit allows (most ledger entries: nothing to count),
+    nor one whose only bracket is its first character."""
     return (max(map(len, items)) <= 2 * MAX_JSON_DEPTH + 1
+            # nor an object with no other bracket (a flat ledger entry), found by memchr
+            or (max(map(bytes.find, items, repeat(b"{"), repeat(1))) < 0
+                and not any(map(bytes.__contains__, items, repeat(b"["))))
             or (max(map(bytes.count, items, repeat(b"{"))) + max(map(bytes.count, items, repeat(b"["))))
             <= MAX_JSON_DEPTH or max(map(_openings, items)) <= MAX_JSON_DEPTH)
 

@@ -9,6 +9,7 @@ import hashlib
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,7 @@ from ledger import (
     ledger_id_of,
     verify_checkpoint,
 )
+from ledger.errors import TimeRegression
 from ledger.rfc6962 import leaf_hash
 from seals import canonical_bytes
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger, retire_entry
@@ -110,6 +112,27 @@ def test_a_refused_entry_refuses_the_whole_batch(ledger_backend: LedgerBackend) 
         del bad["predictions_sha256"]
         with pytest.raises(EntryRejected, match="predictions_sha256"):
             ledger.append_batch([bundle_entry(3), bad], signer=signer, now=T0)
+        assert (ledger.size, ledger.latest_checkpoint().note) == before
+
+
+@pytest.mark.parametrize("bad, error, position", [
+    ({"evaluation_sha256": "ABC"}, EntryRejected, 2),            # a member at fault, in a batch of one type
+    ({"type": "retire", "reason": ""}, EntryRejected, 2),         # ... of mixed types
+    ({"type": "genesis"}, EntryRejected, 2),                      # genesis is written when a ledger is created
+    ({"created_utc": "2026-02-28T00:00:00Z"}, TimeRegression, 2),  # dated before the entry it follows
+])
+def test_a_refused_batch_names_the_first_entry_at_fault(ledger_backend: LedgerBackend, bad: dict[str, Any],
+                                                        error: type[Exception], position: int) -> None:
+    """The batch is validated a member at a time over all its entries; a refusal still names the entry at
+    fault by its position in the batch, and writes nothing."""
+    signer = ledger_signer()
+    batch = [bundle_entry(3), retire_entry(4), {**bundle_entry(5), **bad}, {**bundle_entry(6), "v": 0}]
+    batch[1]["created_utc"] = batch[0]["created_utc"]
+    with new_ledger(ledger_backend, entries=2) as ledger:
+        before = (ledger.size, ledger.latest_checkpoint().note)
+        with pytest.raises(error) as caught:
+            ledger.append_batch(batch, signer=signer, now=T0)
+        assert caught.value.evidence["position"] == position  # type: ignore[attr-defined]
         assert (ledger.size, ledger.latest_checkpoint().note) == before
 
 
