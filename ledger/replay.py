@@ -49,8 +49,8 @@ from operator import itemgetter
 from types import TracebackType
 from typing import Any
 
-from keys import HeldoutError, TrustedKey, b64encode, verifier_key_string
-from ledger.checkpoint import Checkpoint, verify_checkpoint
+from keys import HeldoutError, PublicKey, TrustedKey, b64encode, verifier_key_string
+from ledger.checkpoint import Checkpoint, parse_checkpoint, verify_checkpoint
 from ledger.entries import (
     decode_entries,
     decode_entry,
@@ -204,14 +204,34 @@ def _decode_in_worker(chunks: Any, answers: Any, required: Any, optional: Any,
         datas = list(map(message.__getitem__, map(slice, ends, ends[1:])))
         _, counts, fault, _ = _decode_here(datas, first)
         levels = _chunk_nodes(datas, first).levels
+        signed = _signed_notes(message[ends[-1]:])
         try:
-            answers.send((dict(counts), None if fault is None else fault[0], levels))
+            answers.send((dict(counts), None if fault is None else fault[0], levels, signed))
         except OSError:  # the parent is gone
             return
 
 
+def _signed_notes(message: bytes) -> list[bool]:
+    """For checkpoint notes sent with a chunk (after its entries: the log key's name, the key, the origin and
+    the notes, pickled by the parent), whether each passes :func:`verify_checkpoint` with that key."""
+    if not message:
+        return []
+    name, key_b64, origin, notes = pickle.loads(message)  # from the parent process, over its own pipe
+    key = PublicKey.from_b64(key_b64)
+    signed = []
+    for note in notes:
+        try:
+            verify_checkpoint(note, name=name, key=key, origin=origin)
+        except HeldoutError:
+            signed.append(False)
+        else:
+            signed.append(True)
+    return signed
+
+
 _HEADER = struct.Struct("<QI")  # first index, entry count
 _IN_FLIGHT = 2  # chunks a worker has in flight: one decoding, one waiting in its pipe
+_NOTES_PER_CHUNK = 64  # checkpoint notes sent with a chunk at most (a log has one per 256 entries or fewer)
 _WORKER_NICENESS = 5
 #: A pipe this large (Linux's default pipe-max-size, settable without privilege) takes a whole chunk (at most
 #: CHUNK_BYTES, one entry more and the lengths) without blocking the sender while the worker is still decoding
@@ -256,14 +276,17 @@ def _receive(connection: Any) -> bytes:
 
 
 class _PendingChunk:
-    def __init__(self, connection: Any) -> None:
-        self._connection = connection
+    def __init__(self, connection: Any, claims: list[CheckpointClaim],
+                 vouched: Callable[[list[CheckpointClaim], list[bool]], None]) -> None:
+        self._connection, self._claims, self._vouched = connection, claims, vouched
 
     def result(self, datas: list[bytes], first: int) -> _Decoded:
+        """The chunk's decoding; the worker's verdicts on the claims sent with it go to ``vouched``."""
         try:
-            counts, offset, levels = self._connection.recv()
+            counts, offset, levels, verified = self._connection.recv()
         except (EOFError, OSError) as exc:
             raise LedgerStorageError(f"a decoding worker of the replay ended without answering ({exc!r})") from None
+        self._vouched(self._claims, verified)
         if offset is None:
             return None, counts, None, levels
         try:
@@ -355,10 +378,14 @@ class _DecoderPool:
                 process.terminate()
         self.close()
 
-    def pipeline(self, entries: Iterator[tuple[bytes, bytes | None]]) -> Iterator[
-            tuple[list[bytes], list[bytes | None], _PendingChunk]]:
+    def pipeline(self, entries: Iterator[tuple[bytes, bytes | None]],
+                 notes_for: Callable[[int], tuple[bytes, list[CheckpointClaim]]],
+                 vouched: Callable[[list[CheckpointClaim], list[bool]], None]) -> Iterator[
+                     tuple[list[bytes], list[bytes | None], _PendingChunk]]:
         """Each chunk of ``entries`` with its pending decoding, in order; keeps two chunks a worker in flight,
-        sent to the workers in turn (so answers come back in order on each pipe)."""
+        sent to the workers in turn (so answers come back in order on each pipe). ``notes_for(end)``: the
+        checkpoint claims whose signatures the worker checks with the chunk that ends at ``end`` (see
+        :meth:`Replay._notes_for`), and the message part that carries them; ``vouched`` gets the verdicts."""
         in_flight: deque[tuple[list[bytes], list[bytes | None], _PendingChunk]] = deque()
         first = sent = 0
         more = True
@@ -369,9 +396,10 @@ class _DecoderPool:
                     more = False
                     break
                 connection = self.workers[sent % len(self.workers)][1]
+                notes, claims = notes_for(first + len(datas))
                 connection.send_bytes(b"".join((_HEADER.pack(first, len(datas)),
-                                                array("I", map(len, datas)).tobytes(), *datas)))
-                in_flight.append((datas, stored, _PendingChunk(connection)))
+                                                array("I", map(len, datas)).tobytes(), *datas, notes)))
+                in_flight.append((datas, stored, _PendingChunk(connection, claims, vouched)))
                 first += len(datas)
                 sent += 1
             if not in_flight:
@@ -442,6 +470,8 @@ class Replay:
         self.verified = 0
         self.pending: _PendingProof | None = None
         self._next_claim: CheckpointClaim | None = next(self._claims, None)
+        self._ahead: deque[CheckpointClaim] = deque()  # claims read past the next one, their notes sent
+        self._signed: set[str] = set()  # notes a decoding worker verified with the log key
         self.report: ReplayReport | None = None
 
     # the stream ---------------------------------------------------------------------------------------------
@@ -478,7 +508,7 @@ class Replay:
                 first += len(datas)
             return
         with pool:
-            for datas, stored, pending in pool.pipeline(entries):
+            for datas, stored, pending in pool.pipeline(entries, self._notes_for, self._vouched):
                 yield datas, stored, pending.result(datas, first)
                 first += len(datas)
 
@@ -578,8 +608,34 @@ class Replay:
     def _take_claim(self) -> CheckpointClaim:
         claim = self._next_claim
         assert claim is not None
-        self._next_claim = next(self._claims, None)
+        self._next_claim = self._ahead.popleft() if self._ahead else next(self._claims, None)
         return claim
+
+    def _notes_for(self, end: int) -> tuple[bytes, list[CheckpointClaim]]:
+        """The checkpoint claims whose signatures a decoding worker checks with the chunk that ends at ``end``,
+        and their notes pickled with the log key (nothing until genesis has named the key): the claims not
+        read yet, up to the first past ``end`` and at most :data:`_NOTES_PER_CHUNK` of them. The signatures
+        are checked while the walk does other work; the walk still checks everything else about each claim
+        in its order, and verifies itself every note no worker vouched for, so an error is raised where it
+        would be."""
+        claims: list[CheckpointClaim] = []
+        while self.key is not None and len(claims) < _NOTES_PER_CHUNK \
+                and (claim := next(self._claims, None)) is not None:
+            self._ahead.append(claim)
+            claims.append(claim)
+            if claim.size > end:
+                break
+        if not claims:
+            return b"", []
+        assert self.key is not None
+        notes = [claim.note for claim in claims]
+        return pickle.dumps((self.key.name, self.key.public_key.b64, self.origin, notes)), claims
+
+    def _vouched(self, claims: list[CheckpointClaim], verdicts: list[bool]) -> None:
+        """A worker's verdicts: the notes that verified, of claims not checked yet, need no second check."""
+        done = -1 if self.previous is None else self.previous.size
+        self._signed.update(claim.note for claim, ok in zip(claims, verdicts, strict=True)
+                            if ok and claim.size > done)
 
     def _check_node(self, level: int, index: int, digest: bytes) -> None:
         """The next stored node (``NODE_ORDER``) must be this one: a later one means this one is missing, an
@@ -600,7 +656,11 @@ class Replay:
         key = self.key
         assert key is not None
         try:
-            checkpoint = verify_checkpoint(claim.note, name=key.name, key=key.public_key, origin=self.origin)
+            if claim.note in self._signed:  # a worker verified this very note with this key and origin
+                self._signed.discard(claim.note)
+                checkpoint = parse_checkpoint(claim.note)
+            else:
+                checkpoint = verify_checkpoint(claim.note, name=key.name, key=key.public_key, origin=self.origin)
         except HeldoutError as exc:
             raise _with_checkpoint(exc, claim.size) from None
         if checkpoint.size != claim.size or (claim.root is not None and checkpoint.root != claim.root):

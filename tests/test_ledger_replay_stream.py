@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import ledger.replay as replay_module
 from keys import Signer
 from ledger import Ledger, LedgerIntegrityError
-from ledger.checkpoint import sign_checkpoint
+from ledger.checkpoint import sign_checkpoint, verify_checkpoint
 from ledger.entries import encode_entry, ledger_id_of, make_genesis, origin_of
 from ledger.replay import CheckpointClaim, locate_damage, replay
 from ledger.rfc6962 import leaf_hash, reference_consistency_proof, reference_root
@@ -214,6 +214,9 @@ def _faulty_log(signer: Signer, faults: list[tuple[str, int]]) -> tuple[list[byt
     [("stored leaf", 10), ("checkpoint", 1)],    # the checkpoint of size 10 comes before leaf 10's check
     [("stored leaf", 9), ("checkpoint", 1)],     # leaf 9 is checked before the checkpoint of size 10
     [("stored leaf", 30), ("not canonical", 30)], [("stored leaf", 29), ("unknown type", 30)],
+    # late checkpoints: with chunks of 7, their signatures are checked in the workers
+    [("checkpoint", 8)], [("checkpoint", 11)], [("checkpoint", 9), ("not canonical", 48)],
+    [("not canonical", 47), ("checkpoint", 9)], [("checkpoint", 7), ("checkpoint", 10)],
 ], ids=str)
 def test_chunked_and_parallel_walks_fail_where_the_entry_by_entry_walk_does(
         faults: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -230,6 +233,28 @@ def test_chunked_and_parallel_walks_fail_where_the_entry_by_entry_walk_does(
     monkeypatch.setattr(replay_module, "CHUNK_BYTES", 1_000)  # chunks cut by their bytes (a few entries each)
     for jobs in (1, 2, 3):
         assert _outcome(entries, stored, claims, 4096, jobs, monkeypatch) == expected, ("bytes", jobs)
+
+
+def test_decoding_workers_check_checkpoint_signatures_ahead_of_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once genesis has named the log key, the claims are sent with the chunks and their signatures checked in
+    the workers: the walk verifies only the ones no worker vouched for (here those of the first chunks, sent
+    before genesis was read), and a note a worker refused is verified again by the walk, which raises."""
+    entries, stored, claims = _faulty_log(ledger_signer(), [])
+    verified: list[str] = []
+
+    def counting(note: str, **kwargs: object) -> object:
+        verified.append(note)
+        return verify_checkpoint(note, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(replay_module, "verify_checkpoint", counting)
+    report = _outcome(entries, stored, claims, 7, 2, monkeypatch)
+    assert isinstance(report, dict) and report["checkpoints"] == len(claims)
+    assert 0 < len(verified) < len(claims)  # the walk's own checks: the early claims only
+    assert {claim.note for claim in claims[-4:]}.isdisjoint(verified)
+    entries, stored, claims = _faulty_log(ledger_signer(), [("checkpoint", 10)])
+    verified.clear()
+    _, evidence = _outcome(entries, stored, claims, 7, 2, monkeypatch)  # type: ignore[misc]
+    assert evidence["checkpoint"] == claims[10].size and claims[10].note in verified
 
 
 def test_parallel_verify_of_a_database_matches_the_walk_here(tmp_path: Path,
