@@ -275,20 +275,44 @@ _ORJSON_OPTIONS = (_orjson.OPT_SORT_KEYS | _orjson.OPT_STRICT_INTEGER | _orjson.
 
 
 def _plain(value: Any) -> bool:
+    """Whether ``value`` is in the plain domain: exact JSON types without a float, ASCII keys, integers within
+    2^53, nested below the fast depth. (Unlike :func:`_direct`'s, this domain takes NUL in strings: no float
+    means no placeholder, and both writers escape NUL as RFC 8785 does.)"""
     try:
-        return _direct(value, floats=False)
+        return _plain_walk(value, 0)
     except RecursionError:
         return False
+
+
+def _plain_walk(value: Any, depth: int) -> bool:
+    # Plain loops, not all() over generators: this is on the ledger's append path.
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    if depth >= _FAST_MAX_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii():
+                return False
+            if type(item) is not str and not _plain_walk(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        return all(type(item) is str or _plain_walk(item, depth + 1) for item in value)
+    return False
 
 
 def plain_canonical_bytes(value: Any) -> bytes | None:
     """:func:`canonical_bytes` of a value that holds no float, computed without the preparing walk (for such
     values it is the identity), or ``None`` when the value is outside that domain. The ledger's hot path.
 
-    Inside the domain (exact JSON types, ASCII keys, integers within 2^53, no float, no NUL) orjson writes RFC
-    8785's bytes: keys sorted by code point are sorted by UTF-16 code unit when they are ASCII, integers and
-    literals are written alike, and strings are escaped alike (tests/test_canonical.py compares every
-    character of the Basic Multilingual Plane, and values with hypothesis)."""
+    Inside the domain (exact JSON types, ASCII keys, integers within 2^53, no float; see :func:`_plain`)
+    orjson writes RFC 8785's bytes: keys sorted by code point are sorted by UTF-16 code unit when they are
+    ASCII, integers and literals are written alike, and strings are escaped alike (tests/test_canonical.py
+    compares every character of the Basic Multilingual Plane, and values with hypothesis)."""
     if not _plain(value):
         return None
     if _orjson is not None:
