@@ -50,7 +50,7 @@ from types import TracebackType
 from typing import Any
 
 from keys import HeldoutError, PublicKey, TrustedKey, b64encode, verifier_key_string
-from ledger.checkpoint import Checkpoint, parse_checkpoint, verify_checkpoint
+from ledger.checkpoint import MAX_NOTE_BYTES, Checkpoint, parse_checkpoint, verify_checkpoint
 from ledger.entries import (
     decode_entries,
     decode_entry,
@@ -614,14 +614,17 @@ class Replay:
     def _notes_for(self, end: int) -> tuple[bytes, list[CheckpointClaim]]:
         """The checkpoint claims whose signatures a decoding worker checks with the chunk that ends at ``end``,
         and their notes pickled with the log key (nothing until genesis has named the key): the claims not
-        read yet, up to the first past ``end`` and at most :data:`_NOTES_PER_CHUNK` of them. The signatures
-        are checked while the walk does other work; the walk still checks everything else about each claim
-        in its order, and verifies itself every note no worker vouched for, so an error is raised where it
-        would be."""
+        read yet, up to the first past ``end`` and at most :data:`_NOTES_PER_CHUNK` of them (reading ahead
+        stops at a note over the size limit, which is left to the walk: a source's oversized notes are never
+        held ahead in numbers). The signatures are checked while the walk does other work; the walk still
+        checks everything else about each claim in its order, and verifies itself every note no worker
+        vouched for, so an error is raised where it would be."""
         claims: list[CheckpointClaim] = []
         while self.key is not None and len(claims) < _NOTES_PER_CHUNK \
                 and (claim := next(self._claims, None)) is not None:
             self._ahead.append(claim)
+            if len(claim.note) > MAX_NOTE_BYTES:  # refused by the walk; and no more such claims held ahead
+                break
             claims.append(claim)
             if claim.size > end:
                 break

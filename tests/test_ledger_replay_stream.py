@@ -188,7 +188,7 @@ def _faulty_log(signer: Signer, faults: list[tuple[str, int]]) -> tuple[list[byt
                                                                         list[CheckpointClaim]]:
     """A 60-entry log with stored leaf hashes and a checkpoint every 5 entries, then the ``faults``: an entry
     that is not canonical, one of no known type, a stored leaf hash that is not the entry's, a checkpoint
-    whose signature is not the log key's."""
+    whose signature is not the log key's, a checkpoint note over the size limit."""
     entries = signed_log(signer, 60)
     stored: list[bytes | None] = [leaf_hash(data) for data in entries]
     claims = claims_for(entries, list(range(5, 61, 5)), signer)
@@ -199,6 +199,8 @@ def _faulty_log(signer: Signer, faults: list[tuple[str, int]]) -> tuple[list[byt
             entries[where] = entries[where].replace(b'"type":"bundle"', b'"type":"bungle"')
         elif kind == "stored leaf":
             stored[where] = leaf_hash(b"another entry")
+        elif kind == "oversized":  # a note over the size limit, read ahead by the parallel walk
+            claims[where] = CheckpointClaim(claims[where].size, claims[where].note + "x" * 20_000)
         elif kind == "checkpoint":
             size = claims[where].size
             claims[where] = claims_for(entries, [size], Signer.from_seed(bytes([9]) * 32, name=signer.name,
@@ -217,6 +219,7 @@ def _faulty_log(signer: Signer, faults: list[tuple[str, int]]) -> tuple[list[byt
     # late checkpoints: with chunks of 7, their signatures are checked in the workers
     [("checkpoint", 8)], [("checkpoint", 11)], [("checkpoint", 9), ("not canonical", 48)],
     [("not canonical", 47), ("checkpoint", 9)], [("checkpoint", 7), ("checkpoint", 10)],
+    [("oversized", 9)], [("oversized", 8), ("checkpoint", 10)], [("checkpoint", 8), ("oversized", 9)],
 ], ids=str)
 def test_chunked_and_parallel_walks_fail_where_the_entry_by_entry_walk_does(
         faults: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch) -> None:
