@@ -376,7 +376,8 @@ def validate_batch(entries: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str,
     :func:`validate_entry` validates it (a member at a time over the batch where it can), refused with
     :class:`EntryRejected` naming the first entry at fault and its position; genesis is refused (a ledger has
     one, written when it is created)."""
-    plain: list[dict[str, Any]] = [entry if type(entry) is dict else dict(entry) for entry in entries]
+    plain: list[Any] = [entry if type(entry) is dict or not isinstance(entry, Mapping) else dict(entry)
+                        for entry in entries]  # anything else is refused below, by position
     kinds: list[Any] = []
     if _entries_are_valid(plain, None):
         kinds = list(map(dict.get, plain, repeat("type")))

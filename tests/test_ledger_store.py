@@ -120,13 +120,15 @@ def test_a_refused_entry_refuses_the_whole_batch(ledger_backend: LedgerBackend) 
     ({"type": "retire", "reason": ""}, EntryRejected, 2),         # ... of mixed types
     ({"type": "genesis"}, EntryRejected, 2),                      # genesis is written when a ledger is created
     ({"created_utc": "2026-02-28T00:00:00Z"}, TimeRegression, 2),  # dated before the entry it follows
+    (None, EntryRejected, 2),                                     # not an object at all
 ])
-def test_a_refused_batch_names_the_first_entry_at_fault(ledger_backend: LedgerBackend, bad: dict[str, Any],
+def test_a_refused_batch_names_the_first_entry_at_fault(ledger_backend: LedgerBackend, bad: dict[str, Any] | None,
                                                         error: type[Exception], position: int) -> None:
     """The batch is validated a member at a time over all its entries; a refusal still names the entry at
     fault by its position in the batch, and writes nothing."""
     signer = ledger_signer()
-    batch = [bundle_entry(3), retire_entry(4), {**bundle_entry(5), **bad}, {**bundle_entry(6), "v": 0}]
+    batch: list[Any] = [bundle_entry(3), retire_entry(4), ["not", "an", "entry"] if bad is None
+                        else {**bundle_entry(5), **bad}, {**bundle_entry(6), "v": 0}]
     batch[1]["created_utc"] = batch[0]["created_utc"]
     with new_ledger(ledger_backend, entries=2) as ledger:
         before = (ledger.size, ledger.latest_checkpoint().note)
