@@ -134,7 +134,7 @@ class _OutsideFastDomain(Exception):
     pass
 
 
-def _fast_value(value: Any, numbers: list[float], depth: int = 0, *, floats: bool = True) -> Any:
+def _fast_value(value: Any, numbers: list[float], depth: int = 0) -> Any:
     r"""``value`` made ready for the C encoder, whose output then equals RFC 8785's; raises
     :class:`_OutsideFastDomain` where it cannot be.
 
@@ -146,10 +146,10 @@ def _fast_value(value: Any, numbers: list[float], depth: int = 0, *, floats: boo
     shortest digits; Python is positional for 1e-4 <= |x| < 1e16, ECMAScript for 1e-6 <= |x| < 1e21). Any other
     float (2.0, 1e-05, 1e+16) is replaced by a placeholder string and written by ``rfc8785`` afterwards.
     """
-    return _ready(value, numbers, depth, floats=floats, prepare=False)
+    return _ready(value, numbers, depth, prepare=False)
 
 
-def _ready(value: Any, numbers: list[float], depth: int = 0, *, floats: bool, prepare: bool) -> Any:
+def _ready(value: Any, numbers: list[float], depth: int = 0, *, prepare: bool) -> Any:
     """The walk behind :func:`_fast_value` (``prepare`` False) and :func:`_prepared_fast` (``prepare`` True:
     floats rounded to 6 decimals and integral ones written as integers first, tuples taken as lists, as
     :func:`prepare` does). Strings, booleans and nulls are handled in their object's loop (this walk is on
@@ -170,12 +170,12 @@ def _ready(value: Any, numbers: list[float], depth: int = 0, *, floats: bool, pr
             elif item is None or item_kind is bool:
                 out[key] = item
             else:
-                out[key] = _ready(item, numbers, depth + 1, floats=floats, prepare=prepare)
+                out[key] = _ready(item, numbers, depth + 1, prepare=prepare)
         return out
     if kind is list or (prepare and kind is tuple):
         if depth >= _FAST_MAX_DEPTH:
             raise _OutsideFastDomain
-        return [_ready(item, numbers, depth + 1, floats=floats, prepare=prepare) for item in value]
+        return [_ready(item, numbers, depth + 1, prepare=prepare) for item in value]
     if kind is str:
         if "\x00" in value:
             raise _OutsideFastDomain
@@ -187,7 +187,7 @@ def _ready(value: Any, numbers: list[float], depth: int = 0, *, floats: bool, pr
             return value
         raise _OutsideFastDomain
     if kind is float:
-        if not floats or not math.isfinite(value):
+        if not math.isfinite(value):
             raise _OutsideFastDomain
         if prepare:
             value = round(value, FLOAT_DECIMALS)
@@ -202,10 +202,10 @@ def _ready(value: Any, numbers: list[float], depth: int = 0, *, floats: bool, pr
     raise _OutsideFastDomain
 
 
-def _direct(value: Any, depth: int = 0, *, floats: bool = True) -> bool:
+def _direct(value: Any, depth: int = 0) -> bool:
     """Can the C encoder write ``value`` as is (every float already in the positional, non-integral form)?
-    A check without copying: the common case (ledger entries, most documents) needs no placeholder. Plain
-    loops, not ``all()`` over generators: this is on the ledger's append path."""
+    A check without copying: the common case (most documents) needs no placeholder. Plain loops, not
+    ``all()`` over generators: this is on the audit's per-bundle path."""
     kind = type(value)
     if kind is str:
         return "\x00" not in value
@@ -214,7 +214,7 @@ def _direct(value: Any, depth: int = 0, *, floats: bool = True) -> bool:
     if kind is bool or value is None:
         return True
     if kind is float:
-        return floats and math.isfinite(value) and not value.is_integer() and "e" not in repr(value)
+        return math.isfinite(value) and not value.is_integer() and "e" not in repr(value)
     if depth >= _FAST_MAX_DEPTH:
         return False
     if kind is dict:
@@ -224,19 +224,19 @@ def _direct(value: Any, depth: int = 0, *, floats: bool = True) -> bool:
             if type(item) is str:
                 if "\x00" in item:
                     return False
-            elif not _direct(item, depth + 1, floats=floats):
+            elif not _direct(item, depth + 1):
                 return False
         return True
     if kind is list:
-        return all(_direct(item, depth + 1, floats=floats) for item in value)
+        return all(_direct(item, depth + 1) for item in value)
     return False
 
 
-def _fast_jcs(value: Any, *, floats: bool = True) -> bytes | None:
+def _fast_jcs(value: Any) -> bytes | None:
     """RFC 8785 bytes through the C encoder, or ``None`` when ``value`` is outside :func:`_fast_value`'s domain."""
     numbers: list[float] = []
     try:
-        ready = value if _direct(value, floats=floats) else _fast_value(value, numbers, floats=floats)
+        ready = value if _direct(value) else _fast_value(value, numbers)
     except (_OutsideFastDomain, RecursionError):
         return None
     return _encode_ready(ready, numbers)
@@ -264,7 +264,7 @@ def _prepared_fast(value: Any, numbers: list[float]) -> Any:
     2^53, nesting below the fast depth. Raises :class:`_OutsideFastDomain` for anything else (numpy values,
     non-finite floats, other mappings, ...): the caller then prepares and canonicalises it in two steps,
     which convert, refuse or write it as they do."""
-    return _ready(value, numbers, floats=True, prepare=True)
+    return _ready(value, numbers, prepare=True)
 
 
 # orjson's options for plain values: sorted keys, integers refused beyond 2^53 - 1 (the I-JSON range, as
@@ -526,8 +526,8 @@ def _orjson_read(items: list[bytes], joined: bytes) -> list[Any] | None:
     * The i-th element the writer wrote is the i-th item: both are objects starting where the previous one
       ended (first at offset 1), and an object's text ends at the brace matching its first one, which the one
       string fixes. So each item is orjson's text of its own value.
-    * orjson's text is RFC 8785's for these values: no float (orjson writes every float with ``.``, ``e+`` or
-      ``e-``; when the text holds one of these, :func:`_float_free` decides), integers within 2^53 - 1
+    * orjson's text is RFC 8785's for these values: no float (orjson writes every float with ``.``, ``+`` (in
+      ``e+``) or ``e-``; when the text holds one of these, :func:`_float_free` decides), integers within 2^53 - 1
       (``OPT_STRICT_INTEGER`` refuses the others), ASCII keys (so sorted by code point is sorted by UTF-16
       code unit), strings escaped as RFC 8785 escapes them (compared character by character in the tests).
     * A text that reads back as another text was not canonical: duplicate members (one is kept), whitespace,
