@@ -194,8 +194,7 @@ class CompactRange:
         """The compact range a :data:`Frontier` describes."""
         return cls(sum(1 << level for level, _ in frontier), [digest for _, digest in frontier])
 
-    def extend(self, leaves: Iterable[bytes], keep_level: int,
-               want: dict[tuple[int, int], bytes | None] | None = None) -> list[tuple[int, int, bytes]]:
+    def extend(self, leaves: Iterable[bytes], keep_level: int) -> list[tuple[int, int, bytes]]:
         """Append leaf hashes; returns the nodes they complete at ``keep_level`` and above (the nodes a ledger
         stores), as (level, index, hash), in the order they complete (:data:`NODE_ORDER`: by the last leaf
         under them, then by level).
@@ -203,8 +202,7 @@ class CompactRange:
         A level at a time: the new nodes of a level are paired in one pass (with the range's own node of that
         level first, when the level's first new node is a right child), their parents are the next level's
         new nodes, and an unpaired last node joins the range. A loop of list passes instead of a loop per leaf:
-        this is on the append path and the replay's. ``want``: (level, index) of subtrees whose hashes the caller
-        needs (a consistency proof's), filled in where these leaves complete them."""
+        this is on the append path (the replay takes :meth:`extend_from`)."""
         nodes = list(leaves)
         if not nodes:
             return []
@@ -217,10 +215,6 @@ class CompactRange:
             if start & 1:  # a right child: its left sibling is the range's hash of this level (the last one)
                 nodes = [stack.pop(), *nodes]
                 start -= 1
-            if want:
-                for wanted_level, wanted_index in want:
-                    if wanted_level == level and start <= wanted_index < start + len(nodes):
-                        want[(wanted_level, wanted_index)] = nodes[wanted_index - start]
             if len(nodes) & 1:
                 unpaired.append(nodes.pop())
             if not nodes:
@@ -241,6 +235,8 @@ class CompactRange:
         """:meth:`extend` by the next ``count`` leaves, which lie in ``chunk`` (as the range's size does), with
         the same answer: every new node that lies wholly inside the chunk is taken from it, and only those
         that straddle the chunk's start (at most one a level, its left part in this range) are hashed here.
+        ``want``: (level, index) of subtrees whose hashes the caller needs (a consistency proof's), filled in
+        where these leaves complete them.
 
         The same level-at-a-time walk as :meth:`extend`, except that a level's new nodes are not a list but
         a short ``head`` of hashes in hand (the range's own node when the first new one is a right child, and

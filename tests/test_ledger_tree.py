@@ -157,9 +157,9 @@ def test_compact_range_extend_is_pushing_leaf_by_leaf(cuts: list[int], keep_leve
 def test_compact_range_extend_from_chunk_nodes_is_extend(chunks: list[list[int]], keep_level: int,
                                                         data: st.DataObject) -> None:
     """``CompactRange.extend_from`` (the replay's tree step, taking the nodes inside a chunk from
-    ``ChunkNodes``) gives what ``extend`` gives from the leaves: the same range, the same kept nodes in the
-    same order and the same wanted subtrees, for chunks of any size starting anywhere, each added in pieces
-    of any size (including empty pieces)."""
+    ``ChunkNodes``) gives what ``extend`` gives from the leaves: the same range and the same kept nodes in the
+    same order, for chunks of any size starting anywhere, each added in pieces of any size (including empty
+    pieces); and every wanted subtree a piece completes is filled in, each filled one with its root."""
     from ledger.tree import ChunkNodes
 
     total = sum(sum(pieces) for pieces in chunks)
@@ -171,11 +171,15 @@ def test_compact_range_extend_from_chunk_nodes_is_extend(chunks: list[list[int]]
         for piece in pieces:
             size = plain.size
             wanted = data.draw(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 80)), max_size=4))
-            want_plain: dict[tuple[int, int], bytes | None] = dict.fromkeys(wanted)
-            want_chunked = dict(want_plain)
-            expected = plain.extend(leaves[size:size + piece], keep_level, want_plain)
-            assert chunked.extend_from(piece, nodes, keep_level, want_chunked) == expected
-            assert want_chunked == want_plain
+            want: dict[tuple[int, int], bytes | None] = dict.fromkeys(wanted)
+            expected = plain.extend(leaves[size:size + piece], keep_level)
+            assert chunked.extend_from(piece, nodes, keep_level, want) == expected
+            for (level, index), digest in want.items():
+                first, end = index << level, (index + 1) << level
+                if size < end <= size + piece:  # completed by this piece
+                    assert digest is not None
+                if digest is not None:
+                    assert end <= size + piece and digest == reference_root(leaves[first:end])
             assert (chunked.size, chunked.hashes) == (plain.size, plain.hashes)
         start += sum(pieces)
     assert chunked.root() == reference_root(leaves)
