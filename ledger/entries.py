@@ -378,11 +378,10 @@ def validate_batch(entries: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str,
     one, written when it is created)."""
     plain: list[Any] = [entry if type(entry) is dict or not isinstance(entry, Mapping) else dict(entry)
                         for entry in entries]  # anything else is refused below, by position
-    kinds: list[Any] = []
     if _entries_are_valid(plain, None):
-        kinds = list(map(dict.get, plain, repeat("type")))
-        if "genesis" not in kinds:
-            return plain, kinds
+        checked: list[Any] = list(map(dict.get, plain, repeat("type")))
+        if "genesis" not in checked:
+            return plain, checked
     kinds = []
     for position, entry in enumerate(plain):
         try:

@@ -455,8 +455,8 @@ class Ledger(ProvingLog):
         hashes, every stored tree node against the replayed tree, every checkpoint's signature, root and
         consistency; then every cosignature. Reads one snapshot (a read transaction) so concurrent appends do
         not disturb it; holds O(log n) tree state. ``on_entry`` receives each entry as it is decoded (for a
-        caller that needs per-entry data without a second pass). ``jobs``: processes that decode entries
-        (``ledger.replay.decoding_workers``; default: one per CPU for a long log)."""
+        caller that needs per-entry data without a second pass). ``jobs``: processes that decode and hash
+        entries (``ledger.replay.decoding_workers``; default: one per CPU for a long log)."""
         storage = self.storage
         with storage.snapshot():
             claims = (CheckpointClaim(size, note, root) for size, root, note, _ in storage.checkpoint_rows())
