@@ -455,14 +455,16 @@ class Ledger(ProvingLog):
         hashes, every stored tree node against the replayed tree, every checkpoint's signature, root and
         consistency; then every cosignature. Reads one snapshot (a read transaction) so concurrent appends do
         not disturb it; holds O(log n) tree state. ``on_entry`` receives each entry as it is decoded (for a
-        caller that needs per-entry data without a second pass). ``jobs``: processes that decode and hash
-        entries (``ledger.replay.decoding_workers``; default: one per CPU for a long log)."""
+        caller that needs per-entry data without a second pass). ``jobs``: processes that read, decode and
+        hash entries (``ledger.replay.decoding_workers``; default: one per CPU for a long log), each from its
+        own read-only connection to the file (``SqliteStorage.entry_ranges``)."""
         storage = self.storage
         with storage.snapshot():
+            ranges = storage.entry_ranges()
             claims = (CheckpointClaim(size, note, root) for size, root, note, _ in storage.checkpoint_rows())
             report = replay(storage.data_and_leaves(), self.size, claims, expected_id=expected_id,
                             progress=progress, stored_nodes=storage.stored_nodes(), min_node_level=MIN_NODE_LEVEL,
-                            on_entry=on_entry, jobs=jobs)
+                            on_entry=on_entry, jobs=jobs, ranges=ranges)
             self._verify_cosignatures()
             meta = storage.meta()
             if meta.get("ledger_id") != report.ledger_id or meta.get("origin") != report.origin:

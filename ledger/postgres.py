@@ -188,6 +188,11 @@ class PostgresStorage:
         for data, leaf in self._stream("SELECT data, leaf_hash FROM {s}.entries ORDER BY idx"):
             yield bytes(data), bytes(leaf)
 
+    def entry_ranges(self) -> None:
+        # Workers would each need a connection to the server and the same snapshot (an exported snapshot in a
+        # repeatable-read transaction); not done: the replay streams the entries to them.
+        return None
+
     def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]:
         for level, index, digest in self._stream(f"SELECT level, idx, hash FROM {{s}}.nodes ORDER BY {NODE_ORDER}"):
             yield int(level), int(index), bytes(digest)

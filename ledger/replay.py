@@ -22,9 +22,10 @@ pair of checkpoints (``O(log n)`` hashes), a count per entry type and a few chun
 
 Entries are taken a chunk at a time: decoded as a batch (``ledger.entries.decode_entries``) and hashed, with
 every tree node that lies inside the chunk (``ledger.tree.ChunkNodes``), by default in worker processes for a
-long log (``jobs``; decoding and hashing are most of the CPU); the walk then adds the chunk's leaves to the
-tree up to each size where a checkpoint or a progress tick needs it, hashing only the nodes that straddle
-the chunk's start (the subtrees a consistency proof needs are caught as the tree completes them).
+long log (``jobs``; decoding and hashing are most of the CPU), which read the chunk themselves where the
+source allows it (``ranges``: a SQLite file) and are sent it otherwise; the walk then adds the chunk's leaves
+to the tree up to each size where a checkpoint or a progress tick needs it, hashing only the nodes that
+straddle the chunk's start (the subtrees a consistency proof needs are caught as the tree completes them).
 Failures are raised in the order an entry-by-entry walk would meet them, so the error names the same entry
 or checkpoint whatever the chunking or the number of workers.
 """
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 from itertools import accumulate, chain, islice
 from operator import itemgetter
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from keys import HeldoutError, PublicKey, TrustedKey, b64encode, verifier_key_string
 from ledger.checkpoint import MAX_NOTE_BYTES, Checkpoint, parse_checkpoint, verify_checkpoint
@@ -83,6 +84,33 @@ StoredNode = tuple[int, int, bytes]
 
 _sha256 = hashlib.sha256
 _NEVER = 1 << 62
+
+
+class RangeReader(Protocol):
+    """A decoding worker's own reader of a log's entries (see :class:`EntryRanges`)."""
+
+    def rows(self, start: int, stop: int) -> Iterable[tuple[bytes, bytes | None]]:
+        """``(entry bytes, stored leaf hash)`` of the entries with index in ``[start, stop)``, in index order
+        (fewer rows than that when some are missing: the walk then reads those itself, in its order)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class EntryRanges(Protocol):
+    """A source whose entries decoding workers can read by index range themselves (a SQLite file: each
+    worker opens it read-only), instead of receiving them from the walk through a pipe. Reading is then
+    split between the workers, and the walk only sends ranges and receives their tree nodes.
+
+    ``size``: the entries the walk's own snapshot holds (the ranges cover ``[0, size)``). A worker's reader
+    may see a later state of the source; for an append-only log that is the same rows below ``size``, and
+    whatever it reads is hashed into the tree that the signed checkpoints must match, so a row changed
+    between the two reads can fail the replay but never make a wrong log pass."""
+
+    @property
+    def size(self) -> int: ...
+
+    def open(self) -> RangeReader: ...
 
 
 @dataclass(frozen=True)
@@ -136,11 +164,26 @@ class _Walk:
     nodes: ChunkNodes | None = None
 
 
-#: A chunk's decoding: its entries (``None`` when decoded in a worker, which sends back only counts), how many
-#: of each type, the first failure as (offset in the chunk, the error), and the tree nodes inside the chunk
-#: (:class:`ChunkNodes` levels; ``None``: the walk hashes them itself).
-_Decoded = tuple["list[dict[str, Any]] | None", "dict[str, int]", "tuple[int, LedgerIntegrityError] | None",
-                 "list[bytes] | None"]
+@dataclass
+class _Piece:
+    """A chunk as the walk takes it: ``count`` entries from ``start``, their decoding (the entries when decoded
+    here, ``None`` when decoded in a worker, which sends back only counts; how many of each type; the first
+    failure as (offset in the chunk, the error)), the tree nodes inside the chunk, the offset of the first
+    stored leaf hash that is not its entry's (``count``: none) and that stored hash, and the entry bytes by
+    offset: all of them, or (when a worker read the chunk itself) those the walk needs, genesis and the
+    faulty entry."""
+
+    start: int
+    count: int
+    entries: list[dict[str, Any]] | None
+    counts: dict[str, int]
+    fault: tuple[int, LedgerIntegrityError] | None
+    nodes: ChunkNodes
+    bad_leaf: int
+    bad_stored: bytes | None
+    datas: list[bytes] | dict[int, bytes]
+
+
 _TYPE_OF = itemgetter("type")
 
 
@@ -168,9 +211,28 @@ def _take_chunk(entries: Iterator[tuple[bytes, bytes | None]]) -> tuple[list[byt
 _SLICE = 256
 
 
-def _decode_here(datas: list[bytes], first: int) -> _Decoded:
+def _decode_here(datas: list[bytes], first: int) -> tuple[list[dict[str, Any]], Counter[str],
+                                                          tuple[int, LedgerIntegrityError] | None]:
     entries, fault = decode_entries(datas, first=first)
-    return entries, Counter(map(_TYPE_OF, entries)), None if fault is None else (len(entries), fault), None
+    return entries, Counter(map(_TYPE_OF, entries)), None if fault is None else (len(entries), fault)
+
+
+def _piece(first: int, datas: list[bytes], stored: list[bytes | None], entries: list[dict[str, Any]] | None,
+           counts: dict[str, int], fault: tuple[int, LedgerIntegrityError] | None,
+           levels: list[bytes] | None) -> _Piece:
+    """A chunk the walk read itself: its nodes (hashed here without ``levels``) and the first stored leaf hash
+    at fault."""
+    nodes = _chunk_nodes(datas, first) if levels is None else ChunkNodes(first, first + len(datas), levels)
+    bad_leaf = len(datas)
+    if any(leaf is not None for leaf in stored):
+        try:
+            same = b"".join(stored) == nodes.levels[0]  # type: ignore[arg-type]
+        except TypeError:  # a source without stored leaf hashes for some entries
+            same = False
+        if not same:
+            bad_leaf = _first_bad_leaf(stored, nodes.nodes(0, first, first + len(datas)))
+    return _Piece(first, len(datas), entries, counts, fault, nodes, bad_leaf,
+                  stored[bad_leaf] if bad_leaf < len(datas) else None, datas)
 
 
 def _chunk_nodes(datas: list[bytes], first: int) -> ChunkNodes:
@@ -179,11 +241,13 @@ def _chunk_nodes(datas: list[bytes], first: int) -> ChunkNodes:
 
 
 def _decode_in_worker(chunks: Any, answers: Any, required: Any, optional: Any,
-                      inherited: tuple[Any, ...] = ()) -> None:
-    """A decoding worker's loop: each message is one chunk (its first index, the entry lengths and the entries
-    joined: one buffer rather than thousands of small objects to pickle); each answer is the chunk's type
-    counts, the offset of its first faulty entry (the parent decodes that one again for the error itself,
-    which need not survive pickling) and the chunk's tree nodes (:class:`ChunkNodes` levels, a buffer each).
+                      inherited: tuple[Any, ...] = (), ranges: EntryRanges | None = None) -> None:
+    """A decoding worker's loop: each message is one chunk (its first index, its entry count, and the entry
+    lengths and the entries joined: one buffer rather than thousands of small objects to pickle; or, with
+    ``ranges``, no entries: the worker reads them itself); each answer is the chunk's type counts, the offset
+    of its first faulty entry (the parent decodes that one again for the error itself, which need not survive
+    pickling), the chunk's tree nodes (:class:`ChunkNodes` levels, a buffer each) and the worker's verdicts
+    on the checkpoint notes sent with it (a ranged chunk's answer has more, see :func:`_read_range`).
     An empty message, or the parent's end closing (it was killed), ends the loop; an interrupt from the
     terminal is the parent's to handle (it closes the pipes). ``inherited``: the parent's ends of the pipes
     that a fork copied into this process, closed first (while a copy is open here, the parent's death would
@@ -191,24 +255,99 @@ def _decode_in_worker(chunks: Any, answers: Any, required: Any, optional: Any,
     for end in inherited:
         end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The walk in the parent is the pipeline's critical path (it reads the entries, builds the tree and checks
-    # the checkpoints in order, and every worker waits on it): a worker yields the CPU to it when both want it.
+    # The walk in the parent is the pipeline's critical path (it builds the tree and checks the checkpoints in
+    # order, and every worker waits on it): a worker yields the CPU to it when both want it.
     with contextlib.suppress(OSError):
         os.nice(_WORKER_NICENESS)
     install_entry_types(required, optional)
-    while message := _receive(chunks):
-        first, count = _HEADER.unpack_from(message)
-        lengths = array("I")
-        lengths.frombytes(message[_HEADER.size:_HEADER.size + 4 * count])
-        ends = list(accumulate(lengths, initial=_HEADER.size + 4 * count))
-        datas = list(map(message.__getitem__, map(slice, ends, ends[1:])))
-        _, counts, fault, _ = _decode_here(datas, first)
-        levels = _chunk_nodes(datas, first).levels
-        signed = _signed_notes(message[ends[-1]:])
-        try:
-            answers.send((dict(counts), None if fault is None else fault[0], levels, signed))
-        except OSError:  # the parent is gone
-            return
+    reader: RangeReader | None = None
+    try:
+        while message := _receive(chunks):
+            first, count, ranged = _HEADER.unpack_from(message)
+            if ranged:
+                if reader is None and ranges is not None:
+                    try:
+                        reader = ranges.open()
+                    except Exception:  # the ranges come back unread: the walk reads the entries itself
+                        reader = None
+                answer = _read_range(reader, first, count)
+                notes = message[_HEADER.size:]
+            else:
+                lengths = array("I")
+                lengths.frombytes(message[_HEADER.size:_HEADER.size + 4 * count])
+                ends = list(accumulate(lengths, initial=_HEADER.size + 4 * count))
+                datas = list(map(message.__getitem__, map(slice, ends, ends[1:])))
+                _, counts, fault = _decode_here(datas, first)
+                answer = (dict(counts), None if fault is None else fault[0], _chunk_nodes(datas, first).levels)
+                notes = message[ends[-1]:]
+            try:
+                answers.send((*answer, _signed_notes(notes)))
+            except OSError:  # the parent is gone
+                return
+    finally:
+        if reader is not None:
+            with contextlib.suppress(Exception):
+                reader.close()
+
+
+#: A ranged chunk's answer: type counts, the offset of the first faulty entry, the tree nodes, then the
+#: offset of the first stored leaf hash that is not its entry's and that stored hash, and the entry bytes the
+#: walk needs (by offset: the faulty entry, genesis); or, when the rows were not all there, ``None`` for the
+#: nodes and the number read (-1: the source could not be read) in place of the counts.
+_RangeAnswer = tuple[Any, ...]
+
+
+def _read_range(reader: RangeReader | None, first: int, count: int) -> _RangeAnswer:
+    """Read entries ``[first, first + count)`` with a worker's own reader, a piece at a time (pieces as the
+    walk cuts a stream: at most :data:`CHUNK` entries or :data:`CHUNK_BYTES`, so hostile sizes are held a
+    piece at a time), decode them until the first fault, hash every leaf, and find the first stored leaf
+    hash that differs (up to the fault: nothing later is looked at by the walk)."""
+    if reader is None:
+        return -1, None, None
+    counts: Counter[str] = Counter()
+    fault: int | None = None
+    bad_leaf, bad_stored = count, None
+    keep: dict[int, bytes] = {}
+    leaves: list[bytes] = []
+    try:
+        rows = iter(reader.rows(first, first + count))
+        while (piece := _take_chunk(rows))[0]:
+            datas, stored = piece
+            offset = len(leaves)
+            if offset + len(datas) > count:
+                return -1, None, None
+            if first + offset == 0:
+                keep[0] = datas[0]
+            if fault is None:
+                entries, failure = decode_entries(datas, first=first + offset)
+                counts.update(map(_TYPE_OF, entries))
+                if failure is not None:
+                    fault = offset + len(entries)
+                    keep[fault] = datas[len(entries)]
+            hashes = [_sha256(LEAF_PREFIX + data).digest() for data in datas]
+            leaves.extend(hashes)
+            if bad_leaf == count and (fault is None or offset <= fault):
+                found = _first_bad_leaf(stored, hashes)
+                if found < len(datas):
+                    bad_leaf, bad_stored = offset + found, stored[found]
+    except Exception:  # whatever is wrong with the rows, the walk's own read of them names it
+        return -1, None, None
+    if len(leaves) != count:
+        return len(leaves), None, None
+    levels = ChunkNodes.of_leaves(leaves, first).levels
+    return dict(counts), fault, levels, bad_leaf, bad_stored, keep
+
+
+def _first_bad_leaf(stored: list[bytes | None] | tuple[bytes | None, ...], leaves: list[bytes]) -> int:
+    """The offset of the first stored leaf hash that is not the computed one (``None``: the source stores
+    none for that entry, nothing to compare); ``len(leaves)`` when there is none."""
+    try:
+        if b"".join(stored) == b"".join(leaves):  # type: ignore[arg-type]
+            return len(leaves)
+    except TypeError:  # a source without stored leaf hashes for some entries
+        pass
+    return next((k for k, (want, got) in enumerate(zip(stored, leaves, strict=True))
+                 if want is not None and want != got), len(leaves))
 
 
 def _signed_notes(message: bytes) -> list[bool]:
@@ -229,7 +368,7 @@ def _signed_notes(message: bytes) -> list[bool]:
     return signed
 
 
-_HEADER = struct.Struct("<QI")  # first index, entry count
+_HEADER = struct.Struct("<QIB")  # first index, entry count, whether the worker reads the entries itself
 _IN_FLIGHT = 2  # chunks a worker has in flight: one decoding, one waiting in its pipe
 _NOTES_PER_CHUNK = 64  # checkpoint notes sent with a chunk at most (a log has one per 256 entries or fewer)
 _WORKER_NICENESS = 5
@@ -280,21 +419,41 @@ class _PendingChunk:
                  vouched: Callable[[list[CheckpointClaim], list[bool]], None]) -> None:
         self._connection, self._claims, self._vouched = connection, claims, vouched
 
-    def result(self, datas: list[bytes], first: int) -> _Decoded:
-        """The chunk's decoding; the worker's verdicts on the claims sent with it go to ``vouched``."""
+    def _answer(self) -> tuple[Any, ...]:
+        """The worker's answer; its verdicts on the claims sent with the chunk go to ``vouched``."""
         try:
-            counts, offset, levels, verified = self._connection.recv()
+            *answer, verified = self._connection.recv()
         except (EOFError, OSError) as exc:
             raise LedgerStorageError(f"a decoding worker of the replay ended without answering ({exc!r})") from None
         self._vouched(self._claims, verified)
-        if offset is None:
-            return None, counts, None, levels
-        try:
-            decode_entry(datas[offset], index=first + offset)
-        except LedgerIntegrityError as exc:
-            return None, counts, (offset, exc), levels
-        raise LedgerIntegrityError(  # pragma: no cover (decoding is deterministic)
-            f"internal: entry {first + offset} failed to decode in a worker but not here", index=first + offset)
+        return tuple(answer)
+
+    def result(self, datas: list[bytes], stored: list[bytes | None], first: int) -> _Piece:
+        """The chunk sent with its entries, decoded."""
+        counts, offset, levels = self._answer()
+        return _piece(first, datas, stored, None, counts, _fault(datas, first, offset), levels)
+
+    def ranged(self, first: int, count: int) -> _Piece | None:
+        """The chunk the worker read itself, decoded; ``None`` when it did not find every row of it."""
+        counts, offset, levels, *rest = self._answer()
+        if levels is None:
+            return None
+        bad_leaf, bad_stored, datas = rest
+        nodes = ChunkNodes(first, first + count, levels)
+        return _Piece(first, count, None, counts, _fault(datas, first, offset), nodes, bad_leaf, bad_stored, datas)
+
+
+def _fault(datas: list[bytes] | dict[int, bytes], first: int,
+           offset: int | None) -> tuple[int, LedgerIntegrityError] | None:
+    """The error of the entry a worker found faulty (decoded again here: the error need not survive pickling)."""
+    if offset is None:
+        return None
+    try:
+        decode_entry(datas[offset], index=first + offset)
+    except LedgerIntegrityError as exc:
+        return offset, exc
+    raise LedgerIntegrityError(  # pragma: no cover (decoding is deterministic)
+        f"internal: entry {first + offset} failed to decode in a worker but not here", index=first + offset)
 
 
 def available_cpus() -> int:
@@ -328,8 +487,9 @@ class _DecoderPool:
         self.workers = workers
 
     @classmethod
-    def start(cls, jobs: int | None, total: int) -> _DecoderPool | None:
-        """A pool of :func:`decoding_workers` workers; ``None`` for decoding in this process."""
+    def start(cls, jobs: int | None, total: int, ranges: EntryRanges | None = None) -> _DecoderPool | None:
+        """A pool of :func:`decoding_workers` workers; ``None`` for decoding in this process. ``ranges``: the
+        workers can read the entries themselves (:meth:`ranged`)."""
         count = decoding_workers(total, jobs)
         methods = multiprocessing.get_all_start_methods()
         if not count or "fork" not in methods:
@@ -349,7 +509,7 @@ class _DecoderPool:
                 inherited = (*(end for _, made in workers for end in made.ours()), *channel.ours()) \
                     if context.get_start_method() == "fork" else ()
                 process = context.Process(target=_decode_in_worker, daemon=True, args=(
-                    channel.theirs_in, channel.theirs_out, *entry_type_registry(), inherited))
+                    channel.theirs_in, channel.theirs_out, *entry_type_registry(), inherited, ranges))
                 process.start()
                 channel.theirs_in.close()
                 channel.theirs_out.close()
@@ -374,9 +534,13 @@ class _DecoderPool:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         if kind is not None:  # the walk stopped early: answers may be pending; don't wait for them
-            for process, _ in self.workers:
-                process.terminate()
+            self.stop()
         self.close()
+
+    def stop(self) -> None:
+        """End the workers now, whatever they still have in hand."""
+        for process, _ in self.workers:
+            process.terminate()
 
     def pipeline(self, entries: Iterator[tuple[bytes, bytes | None]],
                  notes_for: Callable[[int], tuple[bytes, list[CheckpointClaim]]],
@@ -397,10 +561,31 @@ class _DecoderPool:
                     break
                 connection = self.workers[sent % len(self.workers)][1]
                 notes, claims = notes_for(first + len(datas))
-                connection.send_bytes(b"".join((_HEADER.pack(first, len(datas)),
+                connection.send_bytes(b"".join((_HEADER.pack(first, len(datas), 0),
                                                 array("I", map(len, datas)).tobytes(), *datas, notes)))
                 in_flight.append((datas, stored, _PendingChunk(connection, claims, vouched)))
                 first += len(datas)
+                sent += 1
+            if not in_flight:
+                return
+            yield in_flight.popleft()
+
+
+    def ranged(self, size: int, notes_for: Callable[[int], tuple[bytes, list[CheckpointClaim]]],
+               vouched: Callable[[list[CheckpointClaim], list[bool]], None]) -> Iterator[
+                   tuple[int, int, _PendingChunk]]:
+        """:meth:`pipeline` for workers that read the entries themselves (see :class:`EntryRanges`): each chunk
+        of ``[0, size)`` as ``(first, count, pending)``, in order, the workers sent only its range."""
+        in_flight: deque[tuple[int, int, _PendingChunk]] = deque()
+        first = sent = 0
+        while True:
+            while first < size and len(in_flight) < _IN_FLIGHT * len(self.workers):
+                count = min(CHUNK, size - first)
+                connection = self.workers[sent % len(self.workers)][1]
+                notes, claims = notes_for(first + count)
+                connection.send_bytes(_HEADER.pack(first, count, 1) + notes)
+                in_flight.append((first, count, _PendingChunk(connection, claims, vouched)))
+                first += count
                 sent += 1
             if not in_flight:
                 return
@@ -452,8 +637,10 @@ class Replay:
     def __init__(self, entries: Iterable[tuple[bytes, bytes | None]], total: int, claims: Iterable[CheckpointClaim],
                  *, expected_id: str | None = None, progress: ProgressFn | None = None,
                  stored_nodes: Iterable[StoredNode] | None = None, min_node_level: int = 1,
-                 on_entry: EntryFn | None = None, jobs: int | None = None) -> None:
+                 on_entry: EntryFn | None = None, jobs: int | None = None,
+                 ranges: EntryRanges | None = None) -> None:
         self._entries = entries
+        self._ranges = ranges
         self.jobs = jobs
         self.total = total
         self._claims = iter(claims)
@@ -484,8 +671,8 @@ class Replay:
         size up to ``i`` (a leaf hash mismatch: up to ``i + 1``), and every stored node the entries before
         ``i`` complete, has been checked, and before any later one."""
         state = _Walk()
-        for datas, stored, decoded in self._chunks():
-            yield from self._chunk(state, datas, stored, decoded)
+        for piece in self._chunks():
+            yield from self._chunk(state, piece)
         size = state.size
         if self.progress is not None:
             self.progress(size, self.total)
@@ -496,38 +683,41 @@ class Replay:
             yield self._check_claim(self._take_claim(), size)
         self._finish(size)
 
-    def _chunks(self) -> Iterator[tuple[list[bytes], list[bytes | None], _Decoded]]:
-        """``(entry bytes, stored leaf hashes, their decoding)`` for each chunk of the stream, in order."""
+    def _chunks(self) -> Iterator[_Piece]:
+        """Each chunk of the stream, decoded and hashed, in order."""
         entries = iter(self._entries)
         first = 0
-        pool = _DecoderPool.start(self.jobs, self.total) if self.on_entry is None else None
+        pool = _DecoderPool.start(self.jobs, self.total, self._ranges) if self.on_entry is None else None
+        if pool is not None and self._ranges is not None:
+            with pool:
+                for start, count, pending in pool.ranged(self._ranges.size, self._notes_for, self._vouched):
+                    piece = pending.ranged(start, count)
+                    if piece is None:  # rows missing or unreadable there: the rest is read here, from the stream
+                        pool.stop()
+                        break
+                    yield piece
+                    first += count
+                else:
+                    return
+            pool = None
+            for _ in islice(entries, first):  # the stream's rows before ``first`` are the ranges read so far
+                pass
         if pool is None:
             while (chunk := _take_chunk(entries))[0]:
                 datas, stored = chunk
-                yield datas, stored, _decode_here(datas, first)
+                yield _piece(first, datas, stored, *_decode_here(datas, first), None)
                 first += len(datas)
             return
         with pool:
             for datas, stored, pending in pool.pipeline(entries, self._notes_for, self._vouched):
-                yield datas, stored, pending.result(datas, first)
+                yield pending.result(datas, stored, first)
                 first += len(datas)
 
-    def _chunk(self, state: _Walk, datas: list[bytes], stored: list[bytes | None],
-               decoded: _Decoded) -> Iterator[Checkpoint]:
-        start = state.size
-        entries, counts, fault, levels = decoded
-        nodes = state.nodes = _chunk_nodes(datas, start) if levels is None else \
-            ChunkNodes(start, start + len(datas), levels)
-        bad_leaf = len(datas)
-        try:
-            same = b"".join(stored) == nodes.levels[0]  # type: ignore[arg-type]
-        except TypeError:  # a source without stored leaf hashes for some entries
-            same = False
-        if not same and any(leaf is not None for leaf in stored):
-            leaves = nodes.nodes(0, start, start + len(datas))
-            bad_leaf = next((k for k, (want, got) in enumerate(zip(stored, leaves, strict=True))
-                             if want is not None and want != got), len(datas))
-        bad_entry = len(datas) if fault is None else fault[0]
+    def _chunk(self, state: _Walk, piece: _Piece) -> Iterator[Checkpoint]:
+        start, datas, entries = piece.start, piece.datas, piece.entries
+        nodes = state.nodes = piece.nodes
+        bad_entry = piece.count if piece.fault is None else piece.fault[0]
+        bad_leaf = piece.bad_leaf
         whole = min(bad_entry, bad_leaf)  # entries whose step runs to the end
         on_entry = self.on_entry
         reported = pos = 0
@@ -540,7 +730,8 @@ class Replay:
                 for k in range(reported, pos):
                     on_entry(start + k, datas[k], entries[k])
                 reported = pos
-            yield from self._stop(state, index, datas[pos], entries[pos] if entries is not None else None)
+            yield from self._stop(state, index, datas[pos] if index == 0 else b"",
+                                  entries[pos] if entries is not None else None)
             state.stop = self._next_stop(index)
             pos += 1
         if on_entry is not None and entries is not None:
@@ -548,19 +739,20 @@ class Replay:
                 on_entry(start + k, datas[k], entries[k])
         state.size = start + whole
         self._extend_to(state.size, nodes)  # the chunk's leaves into the tree (the next chunk has its own nodes)
-        if whole == len(datas):
-            for kind, count in counts.items():
+        if whole == piece.count:
+            for kind, count in piece.counts.items():
                 self.types[kind] = self.types.get(kind, 0) + count
             return
         if bad_entry <= bad_leaf:  # the entry's decoding comes first in its step
-            assert fault is not None
-            raise fault[1]
+            assert piece.fault is not None
+            raise piece.fault[1]
         index = start + bad_leaf
         if index == state.stop:  # a leaf's check comes after the checkpoints of its own size
-            yield from self._stop(state, index, datas[bad_leaf], entries[bad_leaf] if entries is not None else None)
+            yield from self._stop(state, index, datas[bad_leaf] if index == 0 else b"",
+                                  entries[bad_leaf] if entries is not None else None)
         raise LedgerIntegrityError(f"entry {index}: stored leaf hash does not match the entry bytes",
                                    index=index, expected=b64encode(nodes.node(0, index)),
-                                   found=b64encode(stored[bad_leaf] or b""))
+                                   found=b64encode(piece.bad_stored or b""))
 
     def _stop(self, state: _Walk, index: int, data: bytes, entry: dict[str, Any] | None) -> Iterator[Checkpoint]:
         """What happens before the leaf at ``index`` when ``index`` is a stop: the leaves before it go into the
@@ -721,11 +913,14 @@ class Replay:
 def replay(entries: Iterable[tuple[bytes, bytes | None]], total: int, claims: Iterable[CheckpointClaim], *,
            expected_id: str | None = None, progress: ProgressFn | None = None,
            stored_nodes: Iterable[StoredNode] | None = None, min_node_level: int = 1,
-           on_entry: EntryFn | None = None, jobs: int | None = None) -> ReplayReport:
+           on_entry: EntryFn | None = None, jobs: int | None = None,
+           ranges: EntryRanges | None = None) -> ReplayReport:
     """Replay ``entries`` (each ``(bytes, stored leaf hash or None)``, in index order; ``total`` of them is
-    only for progress) and check ``claims`` (sorted by size), both streamed once (see :class:`Replay`)."""
+    only for progress) and check ``claims`` (sorted by size), both streamed once (see :class:`Replay`).
+    ``ranges``: the same entries, for decoding workers to read themselves (:class:`EntryRanges`); the stream
+    is then read only where a range comes back incomplete."""
     walk = Replay(entries, total, claims, expected_id=expected_id, progress=progress, stored_nodes=stored_nodes,
-                  min_node_level=min_node_level, on_entry=on_entry, jobs=jobs)
+                  min_node_level=min_node_level, on_entry=on_entry, jobs=jobs, ranges=ranges)
     for _ in walk.checkpoints():
         pass
     assert walk.report is not None

@@ -15,6 +15,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,6 +96,17 @@ class SqliteStorage:
         # bytes, so no per-row generator stands between the replay and the database
         cursor: Iterator[tuple[bytes, bytes]] = self.conn.execute("SELECT data, leaf_hash FROM entries ORDER BY idx")
         return cursor
+
+    def entry_ranges(self) -> SqliteEntryRanges | None:
+        """The entries for a replay's decoding workers to read by index range, each from its own read-only
+        connection (``ledger.replay.EntryRanges``): when the indices start at 0, where the replay's stream
+        starts (missing indices above it are found by the workers, and the replay then reads on from the
+        stream)."""
+        low = self.conn.execute("SELECT MIN(idx) FROM entries").fetchone()[0]
+        high = self.conn.execute("SELECT MAX(idx) FROM entries").fetchone()[0]
+        if self.path is None or low != 0 or type(high) is not int:
+            return None
+        return SqliteEntryRanges(str(self.path), high + 1)
 
     def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]:
         # the cursor itself, as for the entries: the nodes table is STRICT (INTEGER, INTEGER, BLOB), so its rows
@@ -205,6 +217,33 @@ class SqliteStorage:
             "INSERT OR IGNORE INTO cosignatures (size, witness, key_id, timestamp, line, vkey, received_utc) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         return self.conn.total_changes - before
+
+    def close(self) -> None:
+        self.db.close()
+
+
+@dataclass(frozen=True)
+class SqliteEntryRanges:
+    """A ledger file's entries ``[0, size)``, read by range (``ledger.replay.EntryRanges``); picklable, so a
+    decoding worker opens the file itself."""
+
+    path: str
+    size: int
+
+    def open(self) -> SqliteRangeReader:
+        return SqliteRangeReader(connect(Path(self.path), read_only=True))
+
+
+class SqliteRangeReader:
+    """A read-only connection of a decoding worker (``ledger.replay.RangeReader``)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def rows(self, start: int, stop: int) -> Iterator[tuple[bytes, bytes]]:
+        cursor: Iterator[tuple[bytes, bytes]] = self.db.conn.execute(
+            "SELECT data, leaf_hash FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx", (start, stop))
+        return cursor
 
     def close(self) -> None:
         self.db.close()

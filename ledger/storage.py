@@ -19,7 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ledger.replay import EntryRanges
 
 #: ``(index, type, canonical bytes, leaf hash, created_utc)``: one row of the ``entries`` table.
 EntryRow = tuple[int, str, bytes, bytes, str]
@@ -64,6 +67,11 @@ class LedgerStorage(Protocol):
     def entry_rows(self, start: int, stop: int) -> Iterator[EntryRow]: ...
 
     def data_and_leaves(self) -> Iterator[tuple[bytes, bytes]]: ...
+
+    def entry_ranges(self) -> EntryRanges | None:
+        """The entries for a replay's decoding workers to read themselves, by index range, or ``None`` (they
+        are then sent the entries :meth:`data_and_leaves` streams)."""
+        ...
 
     def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]:
         """Every stored tree node, in the order appends complete them (``NODE_ORDER``), streamed."""

@@ -165,8 +165,8 @@ def test_verify_jobs_decode_in_workers_with_the_same_result(store: Path, ledger_
     started: list[int] = []
     start = replay_module._DecoderPool.start
 
-    def spy(jobs: int | None, total: int) -> object:
-        pool = start(jobs, total)
+    def spy(jobs: int | None, total: int, ranges: object = None) -> object:
+        pool = start(jobs, total, ranges)  # type: ignore[arg-type]
         started.append(0 if pool is None else len(pool.workers))
         return pool
 

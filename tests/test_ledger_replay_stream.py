@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import tracemalloc
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -172,13 +174,40 @@ def test_many_checkpoints_and_cosignature_free_ledger_verifies(tmp_path: Path) -
 
 # --- chunked and parallel walks fail where the entry-by-entry walk fails ----------------------------------------
 
+@dataclass(frozen=True)
+class ListRanges:
+    """A list's entries read by range, as decoding workers read a SQLite file (``replay.EntryRanges``).
+    ``missing``: an index whose row the workers do not find (a gap in a file's indices); ``broken``: the
+    workers cannot open the source."""
+
+    entries: tuple[bytes, ...]
+    stored: tuple[bytes | None, ...]
+    missing: int | None = None
+    broken: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.entries)
+
+    def open(self) -> ListRanges:
+        if self.broken:
+            raise OSError("the source cannot be opened here")
+        return self
+
+    def rows(self, start: int, stop: int) -> list[tuple[bytes, bytes | None]]:
+        return [(self.entries[i], self.stored[i]) for i in range(start, min(stop, self.size)) if i != self.missing]
+
+    def close(self) -> None:
+        pass
+
+
 def _outcome(entries: list[bytes], stored: list[bytes | None], claims: list[CheckpointClaim], chunk: int,
-             jobs: int, monkeypatch: pytest.MonkeyPatch) -> object:
+             jobs: int, monkeypatch: pytest.MonkeyPatch, ranges: ListRanges | None = None) -> object:
     """The replay's report, or its error's message and evidence, with chunks of ``chunk`` entries decoded in
-    ``jobs`` processes (1: here)."""
+    ``jobs`` processes (1: here); ``ranges``: the workers read the entries themselves."""
     monkeypatch.setattr(replay_module, "CHUNK", chunk)
     try:
-        report = replay(zip(entries, stored, strict=True), len(entries), iter(claims), jobs=jobs)
+        report = replay(zip(entries, stored, strict=True), len(entries), iter(claims), jobs=jobs, ranges=ranges)
     except LedgerIntegrityError as exc:
         return exc.message, exc.evidence
     return report.to_json()
@@ -224,8 +253,9 @@ def _faulty_log(signer: Signer, faults: list[tuple[str, int]]) -> tuple[list[byt
 def test_chunked_and_parallel_walks_fail_where_the_entry_by_entry_walk_does(
         faults: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of one entry are the entry-by-entry walk; chunks of 7 and 4096, decoded here and in two or three
-    worker processes, give the same report or the same error (message and evidence), whichever fault comes
-    first."""
+    worker processes, sent to them or read by them (with a row they do not find, or a source they cannot
+    open: the walk then reads on itself), give the same report or the same error (message and evidence),
+    whichever fault comes first."""
     entries, stored, claims = _faulty_log(ledger_signer(), faults)
     expected = _outcome(entries, stored, claims, 1, 1, monkeypatch)
     assert (expected == _outcome(entries, stored, claims, 1, 1, monkeypatch)) and bool(faults) != isinstance(
@@ -233,6 +263,11 @@ def test_chunked_and_parallel_walks_fail_where_the_entry_by_entry_walk_does(
     for chunk in (7, 4096):
         for jobs in (1, 2, 3):
             assert _outcome(entries, stored, claims, chunk, jobs, monkeypatch) == expected, (chunk, jobs)
+    ranges = ListRanges(tuple(entries), tuple(stored))
+    for chunk, jobs, source in ((7, 2, ranges), (7, 3, ranges), (4096, 2, ranges), (1, 2, ranges),
+                                (7, 2, replace(ranges, missing=31)), (7, 2, replace(ranges, missing=0)),
+                                (7, 3, replace(ranges, broken=True))):
+        assert _outcome(entries, stored, claims, chunk, jobs, monkeypatch, source) == expected, (chunk, jobs, source)
     monkeypatch.setattr(replay_module, "CHUNK_BYTES", 1_000)  # chunks cut by their bytes (a few entries each)
     for jobs in (1, 2, 3):
         assert _outcome(entries, stored, claims, 4096, jobs, monkeypatch) == expected, ("bytes", jobs)
@@ -267,12 +302,67 @@ def test_parallel_verify_of_a_database_matches_the_walk_here(tmp_path: Path,
     path = _bulk(tmp_path / "db", 3_000)
     monkeypatch.setattr(replay_module, "PARALLEL_MIN_ENTRIES", 1)
     monkeypatch.setattr(replay_module, "available_cpus", lambda: 2)
+    ranged: list[int] = []
+    real = replay_module._DecoderPool.ranged
+
+    def counting(self: replay_module._DecoderPool, size: int, *args: Any) -> Any:
+        ranged.append(size)
+        return real(self, size, *args)
+
+    monkeypatch.setattr(replay_module._DecoderPool, "ranged", counting)
     with Ledger.open(path, read_only=True) as opened:
         parallel = opened.verify().to_json()
+    assert ranged == [3_000]  # the workers read the file themselves
     monkeypatch.setattr(replay_module, "available_cpus", lambda: 1)
     with Ledger.open(path, read_only=True) as opened:
         assert opened.verify().to_json() == parallel
     assert parallel["size"] == 3_000 and parallel["entry_types"]["bundle"] == 2_999
+
+
+def test_decoding_workers_read_the_ranges_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``ranges``, the walk takes no entry from its stream while every range comes back whole; when one
+    does not (a row missing), it reads on from the stream, and the replay is the same."""
+    entries, stored, claims = _faulty_log(ledger_signer(), [])
+    taken: list[int] = []
+
+    def stream() -> Iterator[tuple[bytes, bytes | None]]:
+        for index, row in enumerate(zip(entries, stored, strict=True)):
+            taken.append(index)
+            yield row
+
+    monkeypatch.setattr(replay_module, "CHUNK", 7)
+    ranges = ListRanges(tuple(entries), tuple(stored))
+    whole = replay(stream(), len(entries), iter(claims), jobs=2, ranges=ranges).to_json()
+    assert taken == [] and whole == replay(zip(entries, stored, strict=True), 60, iter(claims)).to_json()
+    assert replay(stream(), len(entries), iter(claims), jobs=2, ranges=replace(ranges, missing=31)).to_json() == whole
+    assert taken == list(range(60))
+
+
+@pytest.mark.parametrize("statement", [
+    "DELETE FROM entries WHERE idx = 23",  # a gap: the entries after it are read one place early
+    "DELETE FROM entries WHERE idx = 39",  # the last entry: missing under the signed size
+    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) SELECT -1, type, data, leaf_hash, created_utc "
+    "FROM entries WHERE idx = 5",  # an index below 0: the stream meets it first
+    "UPDATE entries SET data = CAST('not json' AS BLOB) WHERE idx = 17",
+    "UPDATE entries SET leaf_hash = zeroblob(32) WHERE idx = 30",
+])
+def test_attack_rows_missing_or_out_of_place_fail_alike_whoever_reads_them(
+        tmp_path: Path, statement: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database whose entry rows were deleted, added below index 0 or changed: ``Ledger.verify`` with
+    decoding workers that read the file themselves fails with the same error as the walk alone."""
+    with new_ledger(tmp_path, entries=40, batch=7) as ledger:
+        tamper_database(ledger, statement)
+        path = ledger.path
+    assert path is not None
+    monkeypatch.setattr(replay_module, "CHUNK", 8)
+    monkeypatch.setattr(replay_module, "PARALLEL_MIN_ENTRIES", 1)
+    outcomes = []
+    for cpus in (1, 2):
+        monkeypatch.setattr(replay_module, "available_cpus", lambda cpus=cpus: cpus)
+        with Ledger.open(path, read_only=True) as opened, pytest.raises(LedgerIntegrityError) as caught:
+            opened.verify()
+        outcomes.append((caught.value.message, caught.value.evidence))
+    assert outcomes[0] == outcomes[1]
 
 
 def _big_entries_log(folder: Path, count: int) -> Path:
@@ -366,13 +456,13 @@ if __name__ == "__main__":
     replay_module.PARALLEL_MIN_ENTRIES, replay_module.available_cpus = 1, lambda: 2
     start = replay_module._DecoderPool.start
 
-    def announce(jobs, total):
-        pool = start(jobs, total)
+    def announce(jobs, total, ranges=None):
+        pool = start(jobs, total, ranges)
         print(" ".join(str(process.pid) for process, _ in pool.workers), flush=True)
         return pool
 
     replay_module._DecoderPool.start = staticmethod(announce)
-    replay_module._PendingChunk.result = lambda self, datas, first: threading.Event().wait()  # killed here
+    replay_module._PendingChunk._answer = lambda self: threading.Event().wait()  # killed here
     with Ledger.open(sys.argv[1], read_only=True) as ledger:
         ledger.verify()
 '''

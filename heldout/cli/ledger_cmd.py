@@ -384,10 +384,10 @@ def verify(
     store: StoreOption = None,
     policy_file: PolicyOption = None,
     jobs: Annotated[int | None, typer.Option(
-        "--jobs", min=1, max=1024, help="Decode and hash the entries, and check checkpoint signatures ahead, in N "
-        "worker processes while the replay builds the tree and checks each checkpoint; 1: in the replay's own "
-        "process (default: one worker per core for a log of 65,536 entries or more). The result is the same "
-        "whatever N is.")] = None,
+        "--jobs", min=1, max=1024, help="Decode and hash the entries (read by the workers themselves from a "
+        "SQLite ledger), and check checkpoint signatures ahead, in N worker processes while the replay builds "
+        "the tree and checks each checkpoint; 1: in the replay's own process (default: one worker per core for a "
+        "log of 65,536 entries or more). The result is the same whatever N is.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Replay the ledger: entries, tree, every checkpoint signature and their mutual consistency; with
