@@ -95,6 +95,11 @@ class Ledger(ProvingLog):
         self.key: TrustedKey = genesis_key(self.genesis)
         self.after_checkpoint: Callable[[Ledger, Checkpoint], None] | None = None
         self.witnessing_error: BaseException | None = None
+        # What the last append read back and parsed, keyed by the very row it came from: the next append takes
+        # it again only when the stored row is still byte for byte that one (another writer's append, or an
+        # altered row, is a different key and is parsed afresh)
+        self._parsed_head: tuple[CheckpointRow, Checkpoint] | None = None
+        self._last_time: tuple[tuple[int, bytes], Any] | None = None
         meta = storage.meta()
         if meta.get("ledger_id") != self.ledger_id:
             raise LedgerIntegrityError("the ledger id recorded in the database is not the hash of its genesis entry",
@@ -273,7 +278,8 @@ class Ledger(ProvingLog):
         """Inside the write transaction: sign ``(size, root)`` after checking it against the last checkpoint."""
         row = self.storage.latest_checkpoint_row()
         if row is not None:
-            last = self._checkpoint_row(row)
+            parsed = self._parsed_head
+            last = parsed[1] if parsed is not None and parsed[0] == row else self._checkpoint_row(row)
             if size < last.size:
                 raise CheckpointError("refusing to sign a smaller size after a larger one", expected=f">= {last.size}",
                                       found=size)
@@ -288,7 +294,9 @@ class Ledger(ProvingLog):
         elif self._tree.root_at(size) != root:
             raise LedgerIntegrityError("the stored tree disagrees with the appended leaves", size=size)
         checkpoint = sign_checkpoint(self.origin, size, root, signer, created_utc=created)
-        self.storage.insert_checkpoint((size, root, checkpoint.note, created))
+        stored = (size, root, checkpoint.note, created)
+        self.storage.insert_checkpoint(stored)
+        self._parsed_head = (stored, checkpoint)
         return checkpoint, True
 
     def _signed(self, checkpoint: Checkpoint, new: bool) -> Checkpoint:
@@ -311,7 +319,9 @@ class Ledger(ProvingLog):
         if row is None:
             return
         index, data = row
-        last = parse_json_object(data, what=f"entry {index}").get("created_utc")
+        known = self._last_time
+        last = known[1] if known is not None and known[0] == row else \
+            parse_json_object(data, what=f"entry {index}").get("created_utc")
         if isinstance(last, str) and first_entry_time < last:
             raise TimeRegression(f"the entry's created_utc {first_entry_time} is before the last entry's ({last}): "
                                  "the ledger's time only moves forward (is the clock set back?)", index=index,
@@ -342,12 +352,14 @@ class Ledger(ProvingLog):
             raise TimeRegression("entries of a batch are dated in order: the ledger's time only moves forward",
                                  field="created_utc", position=position, expected=f">= {previous}", found=stamp)
         encoded = list(zip(kinds, encode_entries(plain), strict=True))
-        first = entries[0].get("created_utc")
+        first, last = plain[0].get("created_utc"), plain[-1].get("created_utc")
         return self._append_encoded(encoded, signer=signer, now=now, expected_size=expected_size,
-                                    first_entry_time=first if isinstance(first, str) else None)
+                                    first_entry_time=first if isinstance(first, str) else None,
+                                    last_entry_time=last if isinstance(last, str) else None)
 
     def _append_encoded(self, encoded: list[tuple[str, bytes]], *, signer: Signer, now: datetime,
-                        expected_size: int | None = None, first_entry_time: str | None = None) -> list[int]:
+                        expected_size: int | None = None, first_entry_time: str | None = None,
+                        last_entry_time: str | None = None) -> list[int]:
         """The write path after validation: ``(type, canonical bytes)`` pairs, one transaction, one checkpoint.
 
         ``append_batch`` validates and canonicalises before calling this. The benchmark also calls it directly
@@ -368,6 +380,8 @@ class Ledger(ProvingLog):
             storage.insert_entries(rows)
             storage.insert_nodes(nodes)
             signed = self._sign_head(tree.size, tree.root(), signer, created)
+            if last_entry_time is not None:  # the created_utc that parsing the last entry's bytes gives
+                self._last_time = ((rows[-1][0], rows[-1][2]), last_entry_time)
         self._signed(*signed)
         return list(range(size, size + len(encoded)))
 

@@ -29,6 +29,7 @@ from ledger import (
 from ledger.errors import TimeRegression
 from ledger.rfc6962 import leaf_hash
 from seals import canonical_bytes
+from tests.test_ledger_attacks import tamper_database
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger, retire_entry
 
 
@@ -136,6 +137,27 @@ def test_a_refused_batch_names_the_first_entry_at_fault(ledger_backend: LedgerBa
             ledger.append_batch(batch, signer=signer, now=T0)
         assert caught.value.evidence["position"] == position  # type: ignore[attr-defined]
         assert (ledger.size, ledger.latest_checkpoint().note) == before
+
+
+def test_an_append_rereads_what_another_writer_or_a_tamperer_changed(ledger_backend: LedgerBackend) -> None:
+    """An append reuses its own last reads (the latest checkpoint parsed, the last entry's time) only while the
+    stored rows are byte for byte those: after another writer's append it checks against that writer's
+    entry and checkpoint, and a latest checkpoint altered in the database is refused, not trusted."""
+    signer = ledger_signer()
+    later = "2026-03-05T00:00:00Z"
+    with new_ledger(ledger_backend, entries=2) as ledger:
+        with ledger_backend.open(ledger.ledger_id) as other:
+            other.append({**bundle_entry(3), "created_utc": later}, signer=signer, now=T0)
+        with pytest.raises(TimeRegression) as caught:  # dated after this handle's last entry, before the other's
+            ledger.append({**bundle_entry(4), "created_utc": "2026-03-02T00:00:00Z"}, signer=signer, now=T0)
+        assert caught.value.evidence["expected"] == f">= {later}"
+        ledger.append({**bundle_entry(4), "created_utc": later}, signer=signer, now=T0)
+        assert ledger.checkpoint_at(4) is not None and ledger.verify().size == 5
+        tamper_database(ledger, "UPDATE checkpoints SET root = (SELECT root FROM checkpoints WHERE size = 4) "
+                                "WHERE size = 5")
+        with pytest.raises(LedgerIntegrityError, match="does not match its row"):
+            ledger.append({**bundle_entry(5), "created_utc": later}, signer=signer, now=T0)
+        assert ledger.size == 5
 
 
 @pytest.mark.parametrize("mutate, message", [
