@@ -340,8 +340,8 @@ class Ledger(ProvingLog):
         self._check_signer(signer)
         if not entries:
             raise LedgerUsageError("nothing to append")
-        regression = _time_regression([entry.get("created_utc") if isinstance(entry, Mapping) else None
-                                       for entry in entries])
+        regression = _time_regression([entry.get("created_utc") if type(entry) is dict or isinstance(entry, Mapping)
+                                       else None for entry in entries])  # (the exact type first: an ABC check is slow)
         try:
             plain, kinds = validate_batch(entries)
         except EntryRejected as exc:  # the first fault in the batch's order is the one named
