@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 from keys import HeldoutError, MalformedInput, PublicKey, Signer, TrustedKey
 from keys.signer import check_key_id, check_key_name
@@ -361,6 +361,10 @@ def encode_entries(entries: list[dict[str, Any]]) -> list[bytes]:
     """The canonical bytes of validated entries (:func:`encode_entry` without the validation, which the caller
     has done in order), the plain ones encoded in one pass over the batch; refuses one over 64 KiB."""
     encoded = plain_canonical_many(entries)
+    if None not in encoded:  # the common case: every entry plain, checked for size in one pass
+        whole = cast(list[bytes], encoded)
+        if max(map(len, whole), default=0) <= MAX_ENTRY_BYTES:
+            return whole
     for position, (entry, data) in enumerate(zip(entries, encoded, strict=True)):
         if data is None or len(data) > MAX_ENTRY_BYTES:
             try:

@@ -326,7 +326,11 @@ def plain_canonical_bytes(value: Any) -> bytes | None:
 def plain_canonical_many(values: list[Any]) -> list[bytes | None]:
     """:func:`plain_canonical_bytes` of each value (``None`` where it answers ``None``), the whole batch written
     in one call when every value is in the domain (the ledger's batched appends)."""
-    if values and all([_plain(value) for value in values]):
+    try:
+        plain = bool(values) and all([_plain_walk(value, 0) for value in values])  # _plain of each, one try
+    except RecursionError:
+        plain = False
+    if plain:
         written = _orjson_each(values)
         if written is not None:
             return list(written)

@@ -298,6 +298,9 @@ def test_attack_entry_over_64_kib(ledger: Ledger) -> None:
     with pytest.raises(EntryRejected, match="over the 65536-byte limit") as caught:
         ledger.append(over, signer=signer, now=T0)
     assert caught.value.exit_code == 2 and ledger.size == index + 1
+    with pytest.raises(EntryRejected, match="over the 65536-byte limit") as caught:  # in a batch: named by position
+        ledger.append_batch([bundle_entry(3), over, bundle_entry(4)], signer=signer, now=T0)
+    assert caught.value.evidence["position"] == 1 and ledger.size == index + 1
 
 
 def test_attack_entry_over_64_kib_in_export(exported: Path) -> None:
