@@ -112,6 +112,11 @@ def server_error(exc: BaseException) -> LedgerError:
     return LedgerStorageError(f"the ledger database cannot be used: {words}")
 
 
+# The columns are typed, but NOT NULL can be dropped by the database's owner: a missing value reads as empty,
+# which fails the replay's checks at its row (instead of failing the replay with a type error).
+_HASH = "coalesce(hash, ''::bytea)"
+_CHECKPOINT_COLUMNS = "SELECT size, coalesce(root, ''::bytea), coalesce(note, ''), coalesce(created_utc, '')"
+
 class PostgresStorage:
     """The rows of one ledger schema (see ``ledger.storage.LedgerStorage``)."""
 
@@ -185,7 +190,8 @@ class PostgresStorage:
             yield int(index), str(kind), bytes(data), bytes(leaf), str(created)
 
     def data_and_leaves(self) -> Iterator[tuple[bytes, bytes]]:
-        for data, leaf in self._stream("SELECT data, leaf_hash FROM {s}.entries ORDER BY idx"):
+        for data, leaf in self._stream("SELECT coalesce(data, ''::bytea), coalesce(leaf_hash, ''::bytea) "
+                                       "FROM {s}.entries ORDER BY idx"):
             yield bytes(data), bytes(leaf)
 
     def entry_ranges(self) -> None:
@@ -194,22 +200,22 @@ class PostgresStorage:
         return None
 
     def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]:
-        for level, index, digest in self._stream(f"SELECT level, idx, hash FROM {{s}}.nodes ORDER BY {NODE_ORDER}"):
+        for level, index, digest in self._stream(f"SELECT level, idx, {_HASH} FROM {{s}}.nodes ORDER BY {NODE_ORDER}"):
             yield int(level), int(index), bytes(digest)
 
     def checkpoint_rows(self) -> Iterator[CheckpointRow]:
-        for row in self._stream("SELECT size, root, note, created_utc FROM {s}.checkpoints ORDER BY size"):
+        for row in self._stream(_CHECKPOINT_COLUMNS + " FROM {s}.checkpoints ORDER BY size"):
             checkpoint = checkpoint_row(row)
             assert checkpoint is not None
             yield checkpoint
 
     def checkpoint_row(self, size: int) -> CheckpointRow | None:
         return checkpoint_row(self._q(
-            "SELECT size, root, note, created_utc FROM {s}.checkpoints WHERE size = %s", (size,)).fetchone())
+            _CHECKPOINT_COLUMNS + " FROM {s}.checkpoints WHERE size = %s", (size,)).fetchone())
 
     def latest_checkpoint_row(self) -> CheckpointRow | None:
         return checkpoint_row(self._q(
-            "SELECT size, root, note, created_utc FROM {s}.checkpoints ORDER BY size DESC LIMIT 1").fetchone())
+            _CHECKPOINT_COLUMNS + " FROM {s}.checkpoints ORDER BY size DESC LIMIT 1").fetchone())
 
     def cosignature_lines(self, size: int) -> list[str]:
         rows = self._q("SELECT line FROM {s}.cosignatures WHERE size = %s ORDER BY witness, key_id, timestamp",

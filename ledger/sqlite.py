@@ -29,6 +29,29 @@ if TYPE_CHECKING:  # ledger.db imports sqlite-utils its own way (without pandas)
     from sqlite_utils import Database
 
 LEDGER_SUFFIX = ".sqlite"
+# Columns as the replay reads them: each of its own type, or else a value that fails the replay's checks at
+# that row (an empty entry, leaf hash, root or note; a node at level 0 and index -1; a size of -1). A file whose
+# tables are not the STRICT ones this code makes (a crafted one) may hold TEXT, numbers or NULL anywhere; the
+# replay then names the row instead of failing with a type error, and nothing is converted into a value that
+# would pass (TEXT holding an entry's JSON is not that entry's bytes to any other reader). Free for a real
+# ledger.
+
+
+def _blob(column: str) -> str:
+    return f"CASE typeof({column}) WHEN 'blob' THEN {column} ELSE x'' END"
+
+
+def _integer(column: str, otherwise: int = -1) -> str:
+    return f"CASE typeof({column}) WHEN 'integer' THEN {column} ELSE {otherwise} END"
+
+
+def _text(column: str) -> str:
+    return f"CASE typeof({column}) WHEN 'text' THEN {column} ELSE '' END"
+
+
+_DATA_AND_LEAF = f"{_blob('data')}, {_blob('leaf_hash')}"
+_NODE = f"{_integer('level', 0)}, {_integer('idx')}, {_blob('hash')}"  # level 0: never a stored node
+_CHECKPOINT = f"{_integer('size')}, {_blob('root')}, {_text('note')}, {_text('created_utc')}"
 
 
 class SqliteStorage:
@@ -94,7 +117,7 @@ class SqliteStorage:
     def data_and_leaves(self) -> Iterator[tuple[bytes, bytes]]:
         # the cursor itself: SQLite steps it one row at a time (nothing accumulates), and BLOB columns arrive as
         # bytes, so no per-row generator stands between the replay and the database
-        cursor: Iterator[tuple[bytes, bytes]] = self.conn.execute("SELECT data, leaf_hash FROM entries ORDER BY idx")
+        cursor: Iterator[tuple[bytes, bytes]] = self.conn.execute(f"SELECT {_DATA_AND_LEAF} FROM entries ORDER BY idx")
         return cursor
 
     def entry_ranges(self) -> SqliteEntryRanges | None:
@@ -112,22 +135,22 @@ class SqliteStorage:
         # the cursor itself, as for the entries: the nodes table is STRICT (INTEGER, INTEGER, BLOB), so its rows
         # arrive as (int, int, bytes) already (a hash of another type would fail the replay's comparison)
         cursor: Iterator[tuple[int, int, bytes]] = self.conn.execute(
-            f"SELECT level, idx, hash FROM nodes ORDER BY {NODE_ORDER}")
+            f"SELECT {_NODE} FROM nodes ORDER BY {NODE_ORDER}")
         return cursor
 
     def checkpoint_rows(self) -> Iterator[CheckpointRow]:
-        for row in self.conn.execute("SELECT size, root, note, created_utc FROM checkpoints ORDER BY size"):
+        for row in self.conn.execute(f"SELECT {_CHECKPOINT} FROM checkpoints ORDER BY size"):
             checkpoint = checkpoint_row(row)
             assert checkpoint is not None
             yield checkpoint
 
     def checkpoint_row(self, size: int) -> CheckpointRow | None:
         return checkpoint_row(self.conn.execute(
-            "SELECT size, root, note, created_utc FROM checkpoints WHERE size = ?", (size,)).fetchone())
+            f"SELECT {_CHECKPOINT} FROM checkpoints WHERE size = ?", (size,)).fetchone())
 
     def latest_checkpoint_row(self) -> CheckpointRow | None:
         return checkpoint_row(self.conn.execute(
-            "SELECT size, root, note, created_utc FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone())
+            f"SELECT {_CHECKPOINT} FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone())
 
     def cosignature_lines(self, size: int) -> list[str]:
         rows = self.conn.execute("SELECT line FROM cosignatures WHERE size = ? ORDER BY witness, key_id, "
@@ -242,7 +265,7 @@ class SqliteRangeReader:
 
     def rows(self, start: int, stop: int) -> Iterator[tuple[bytes, bytes]]:
         cursor: Iterator[tuple[bytes, bytes]] = self.db.conn.execute(
-            "SELECT data, leaf_hash FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx", (start, stop))
+            f"SELECT {_DATA_AND_LEAF} FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx", (start, stop))
         return cursor
 
     def close(self) -> None:

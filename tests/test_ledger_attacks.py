@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import ledger.replay as replay_module
 from heldout.cli import app
 from keys import note_key_hash
 from ledger import (
@@ -350,3 +351,68 @@ def test_attack_unknown_entry_type_in_export(exported: Path) -> None:
     lines[2] = canonical_bytes({**retire_entry(1), "type": "backdoor"})
     write_lines(exported, lines)
     refused(exported, "unknown entry type")
+
+
+# --- a crafted database file: values of another type, or NULL, where the verify reads -------------------------
+
+_LOOSE_COLUMNS = {  # table -> (columns a replay reads, the row to alter)
+    "entries": (("data", "leaf_hash"), "idx = 5"),
+    "nodes": (("level", "idx", "hash"), "level = 4 AND idx = 0"),
+    "checkpoints": (("root", "note"), "size = 10"),  # size is the rowid: integers only, in any file
+}
+_LOOSE_VALUES = ("NULL", "'text'", "7", "x'00'", "'{\"type\":\"bundle\"}'")
+#: What even a loose table cannot hold: NULL in a WITHOUT ROWID table's primary key.
+_IMPOSSIBLE = {("nodes", "level", "NULL"), ("nodes", "idx", "NULL")}
+
+
+def _loosen(conn: sqlite3.Connection, table: str) -> None:
+    """Rebuild ``table`` without STRICT, NOT NULL or triggers, as a crafted file may have it (same rows)."""
+    for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f"DROP TRIGGER {trigger}")
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()[0]
+    loose = re.sub(r"\)\s*WITHOUT ROWID,\s*STRICT\s*$", ") WITHOUT ROWID", sql)
+    loose = re.sub(r"\)\s*STRICT\s*$", ")", loose).replace("NOT NULL", "")
+    loose = re.sub(r"^CREATE TABLE \S+", "CREATE TABLE loose", loose)
+    conn.executescript(f"{loose}; INSERT INTO loose SELECT * FROM {table}; DROP TABLE {table}; "
+                       f"ALTER TABLE loose RENAME TO {table};")
+
+
+@pytest.mark.parametrize("table, column, value", [
+    (table, column, value) for table, (columns, _) in _LOOSE_COLUMNS.items() for column in columns
+    for value in _LOOSE_VALUES if (table, column, value) not in _IMPOSSIBLE])
+def test_attack_crafted_sqlite_file_with_values_of_another_type(tmp_path: Path, table: str, column: str, value: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SQLite file whose tables are not STRICT, holding TEXT, a number, NULL or a blob where ``ledger verify``
+    reads an entry, a leaf hash, a tree node or a checkpoint: refused as a damaged ledger naming the row, with
+    and without decoding workers reading the file themselves, never a crash on the value's type, and never
+    taken for the value it would convert to."""
+    with new_ledger(tmp_path, entries=39, batch=3) as built:  # 40 entries: stored nodes at level 4
+        path = built.path
+    assert path is not None
+    conn = sqlite3.connect(path, isolation_level=None)
+    _loosen(conn, table)
+    _, where = _LOOSE_COLUMNS[table]
+    assert conn.execute(f"UPDATE {table} SET {column} = {value} WHERE {where}").rowcount == 1
+    conn.close()
+    monkeypatch.setattr(replay_module, "PARALLEL_MIN_ENTRIES", 1)
+    monkeypatch.setattr(replay_module, "CHUNK", 4)
+    outcomes = []
+    for cpus in (1, 2):
+        monkeypatch.setattr(replay_module, "available_cpus", lambda cpus=cpus: cpus)
+        with Ledger.open(path, read_only=True) as opened, pytest.raises(LedgerIntegrityError) as caught:
+            opened.verify()
+        outcomes.append((caught.value.message, caught.value.evidence))
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("table, column", [("entries", "data"), ("entries", "leaf_hash"), ("nodes", "hash"),
+                                           ("checkpoints", "root"), ("checkpoints", "note")])
+def test_attack_null_where_postgresql_had_not_null(postgres_url: str, table: str, column: str) -> None:
+    """The database's owner drops a NOT NULL and empties a value the verify reads: refused as a damaged ledger,
+    never a crash on the missing value."""
+    with new_ledger(LedgerBackend(database=postgres_url), entries=39, batch=3) as ledger:
+        _, where = _LOOSE_COLUMNS[table]
+        tamper_database(ledger, f"ALTER TABLE {table} ALTER COLUMN {column} DROP NOT NULL",
+                        f"UPDATE {table} SET {column} = NULL WHERE {where}")
+        with pytest.raises(LedgerIntegrityError):
+            ledger.verify()
