@@ -25,7 +25,13 @@ from ledger.replay import CheckpointClaim, locate_damage, replay
 from ledger.rfc6962 import leaf_hash, reference_consistency_proof, reference_root
 from ledger.tree import CompactRange
 from tests.test_ledger_attacks import tamper_database
-from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
+from tests.test_ledger_support import (
+    T0,
+    bundle_entry,
+    ledger_signer,
+    new_ledger,
+    refusal_alike_with_and_without_workers,
+)
 
 
 def signed_log(signer: Signer, count: int) -> list[bytes]:
@@ -354,15 +360,7 @@ def test_attack_rows_missing_or_out_of_place_fail_alike_whoever_reads_them(
         tamper_database(ledger, statement)
         path = ledger.path
     assert path is not None
-    monkeypatch.setattr(replay_module, "CHUNK", 8)
-    monkeypatch.setattr(replay_module, "PARALLEL_MIN_ENTRIES", 1)
-    outcomes = []
-    for cpus in (1, 2):
-        monkeypatch.setattr(replay_module, "available_cpus", lambda cpus=cpus: cpus)
-        with Ledger.open(path, read_only=True) as opened, pytest.raises(LedgerIntegrityError) as caught:
-            opened.verify()
-        outcomes.append((caught.value.message, caught.value.evidence))
-    assert outcomes[0] == outcomes[1]
+    refusal_alike_with_and_without_workers(path, 8, monkeypatch)
 
 
 def _big_entries_log(folder: Path, count: int) -> Path:

@@ -12,12 +12,32 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+import ledger.replay as replay_module
 from keys import Signer
-from ledger import Ledger, LedgerBackend
+from ledger import Ledger, LedgerBackend, LedgerIntegrityError
 from tests.conftest import REPO_ROOT, seeded_signer
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 VECTORS = Path(os.environ.get("HELDOUT_VECTORS", REPO_ROOT / "tests" / "data" / "rfc6962"))
+
+
+def refusal_alike_with_and_without_workers(path: Path, chunk: int,
+                                           monkeypatch: pytest.MonkeyPatch) -> tuple[str, dict[str, Any]]:
+    """``Ledger.verify`` of the SQLite file at ``path`` in chunks of ``chunk`` entries, once in its own process
+    and once with two decoding workers (which read the file themselves): both must refuse it, with the same
+    message and evidence, which are returned."""
+    monkeypatch.setattr(replay_module, "CHUNK", chunk)
+    monkeypatch.setattr(replay_module, "PARALLEL_MIN_ENTRIES", 1)
+    outcomes = []
+    for cpus in (1, 2):
+        monkeypatch.setattr(replay_module, "available_cpus", lambda cpus=cpus: cpus)
+        with Ledger.open(path, read_only=True) as opened, pytest.raises(LedgerIntegrityError) as caught:
+            opened.verify()
+        outcomes.append((caught.value.message, caught.value.evidence))
+    assert outcomes[0] == outcomes[1]
+    return outcomes[0]
 
 
 def hexhash(label: str) -> str:
