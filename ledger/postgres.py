@@ -35,6 +35,7 @@ from typing import Any
 from ledger.db import MIN_NODE_LEVEL, SCHEMA_VERSION
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerError, LedgerIntegrityError, LedgerStorageError, LedgerUsageError
+from ledger.rfc6962 import HASH_SIZE
 from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
 
 WRITER_ROLE = "heldout_writer"
@@ -115,6 +116,8 @@ def server_error(exc: BaseException) -> LedgerError:
 # The columns are typed, but NOT NULL can be dropped by the database's owner: a missing value reads as empty,
 # which fails the replay's checks at its row (instead of failing the replay with a type error).
 _HASH = "coalesce(hash, ''::bytea)"
+_DATA = "coalesce(data, ''::bytea)"
+_LEAF = "coalesce(leaf_hash, ''::bytea)"
 _CHECKPOINT_COLUMNS = "SELECT size, coalesce(root, ''::bytea), coalesce(note, ''), coalesce(created_utc, '')"
 
 class PostgresStorage:
@@ -141,34 +144,40 @@ class PostgresStorage:
 
     def node(self, level: int, index: int) -> bytes:
         if level == 0:
-            row = self._q("SELECT leaf_hash FROM {s}.entries WHERE idx = %s", (index,)).fetchone()
+            row = self._q(f"SELECT {_LEAF} FROM {{s}}.entries WHERE idx = %s", (index,)).fetchone()
         else:
-            row = self._q("SELECT hash FROM {s}.nodes WHERE level = %s AND idx = %s", (level, index)).fetchone()
+            row = self._q(f"SELECT {_HASH} FROM {{s}}.nodes WHERE level = %s AND idx = %s", (level, index)).fetchone()
         if row is None:
             raise LedgerIntegrityError("a tree node is missing from the ledger database", level=level, index=index)
+        if len(row[0]) != HASH_SIZE:
+            raise LedgerIntegrityError("a stored tree node is not a SHA-256 hash", level=level, index=index,
+                                       found=len(row[0]))
         return bytes(row[0])
 
     def leaf_range(self, offset: int, width: int) -> list[bytes]:
-        rows = self._q("SELECT leaf_hash FROM {s}.entries WHERE idx >= %s AND idx < %s ORDER BY idx",
+        rows = self._q(f"SELECT {_LEAF} FROM {{s}}.entries WHERE idx >= %s AND idx < %s ORDER BY idx",
                        (offset, offset + width)).fetchall()
         if len(rows) != width:
             raise LedgerIntegrityError("leaf hashes are missing from the ledger database", index=offset)
-        return [bytes(r[0]) for r in rows]
+        leaves = [bytes(r[0]) for r in rows]
+        if leaves and set(map(len, leaves)) != {HASH_SIZE}:
+            raise LedgerIntegrityError("a stored leaf hash is not a SHA-256 hash", index=offset)
+        return leaves
 
     # reading ---------------------------------------------------------------------------------------------
     def meta(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in self._q("SELECT key, value FROM {s}.meta").fetchall()}
 
     def entry_data(self, index: int) -> bytes | None:
-        row = self._q("SELECT data FROM {s}.entries WHERE idx = %s", (index,)).fetchone()
+        row = self._q(f"SELECT {_DATA} FROM {{s}}.entries WHERE idx = %s", (index,)).fetchone()
         return None if row is None else bytes(row[0])
 
     def entry_time(self, index: int) -> str | None:
-        row = self._q("SELECT created_utc FROM {s}.entries WHERE idx = %s", (index,)).fetchone()
+        row = self._q("SELECT coalesce(created_utc, '') FROM {s}.entries WHERE idx = %s", (index,)).fetchone()
         return None if row is None else str(row[0])
 
     def last_entry(self) -> tuple[int, bytes] | None:
-        row = self._q("SELECT idx, data FROM {s}.entries ORDER BY idx DESC LIMIT 1").fetchone()
+        row = self._q(f"SELECT idx, {_DATA} FROM {{s}}.entries ORDER BY idx DESC LIMIT 1").fetchone()
         return None if row is None else (int(row[0]), bytes(row[1]))
 
     def _stream(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -179,19 +188,18 @@ class PostgresStorage:
             yield from cursor
 
     def entries_bytes(self, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
-        for index, data in self._stream("SELECT idx, data FROM {s}.entries WHERE idx >= %s AND idx < %s "
+        for index, data in self._stream(f"SELECT idx, {_DATA} FROM {{s}}.entries WHERE idx >= %s AND idx < %s "
                                         "ORDER BY idx", (start, stop)):
             yield int(index), bytes(data)
 
     def entry_rows(self, start: int, stop: int) -> Iterator[EntryRow]:
         for index, kind, data, leaf, created in self._stream(
-                "SELECT idx, type, data, leaf_hash, created_utc FROM {s}.entries WHERE idx >= %s AND idx < %s "
-                "ORDER BY idx", (start, stop)):
+                f"SELECT idx, coalesce(type, ''), {_DATA}, {_LEAF}, coalesce(created_utc, '') FROM {{s}}.entries "
+                "WHERE idx >= %s AND idx < %s ORDER BY idx", (start, stop)):
             yield int(index), str(kind), bytes(data), bytes(leaf), str(created)
 
     def data_and_leaves(self) -> Iterator[tuple[bytes, bytes]]:
-        for data, leaf in self._stream("SELECT coalesce(data, ''::bytea), coalesce(leaf_hash, ''::bytea) "
-                                       "FROM {s}.entries ORDER BY idx"):
+        for data, leaf in self._stream(f"SELECT {_DATA}, {_LEAF} FROM {{s}}.entries ORDER BY idx"):
             yield bytes(data), bytes(leaf)
 
     def entry_ranges(self) -> None:

@@ -23,18 +23,19 @@ from keys.files import fsync_dir
 from ledger.db import MIN_NODE_LEVEL, connect
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
+from ledger.rfc6962 import HASH_SIZE
 from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
 
 if TYPE_CHECKING:  # ledger.db imports sqlite-utils its own way (without pandas)
     from sqlite_utils import Database
 
 LEDGER_SUFFIX = ".sqlite"
-# Columns as the replay reads them: each of its own type, or else a value that fails the replay's checks at
-# that row (an empty entry, leaf hash, root or note; a node at level 0 and index -1; a size of -1). A file whose
-# tables are not the STRICT ones this code makes (a crafted one) may hold TEXT, numbers or NULL anywhere; the
-# replay then names the row instead of failing with a type error, and nothing is converted into a value that
-# would pass (TEXT holding an entry's JSON is not that entry's bytes to any other reader). Free for a real
-# ledger.
+# Columns as every reader here takes them (the replay, proofs, exports): each of its own type, or else a value
+# that fails the checks at its row (an empty entry, leaf hash, root or note; a node at level 0 and index -1; a
+# size of -1). A file whose tables are not the STRICT ones this code makes (a crafted one) may hold TEXT,
+# numbers or NULL anywhere; the row is then named as damage instead of failing with a type error, and nothing
+# is converted into a value that would pass (TEXT holding an entry's JSON is not that entry's bytes). Free for
+# a real ledger.
 
 
 def _blob(column: str) -> str:
@@ -52,6 +53,8 @@ def _text(column: str) -> str:
 _DATA_AND_LEAF = f"{_blob('data')}, {_blob('leaf_hash')}"
 _NODE = f"{_integer('level', 0)}, {_integer('idx')}, {_blob('hash')}"  # level 0: never a stored node
 _CHECKPOINT = f"{_integer('size')}, {_blob('root')}, {_text('note')}, {_text('created_utc')}"
+_COSIGNATURE = ", ".join([_integer("size"), _text("witness"), _text("key_id"), _integer("timestamp"), _text("line"),
+                          _text("vkey"), _text("received_utc")])
 
 
 class SqliteStorage:
@@ -72,45 +75,52 @@ class SqliteStorage:
 
     def node(self, level: int, index: int) -> bytes:
         if level == 0:
-            row = self.conn.execute("SELECT leaf_hash FROM entries WHERE idx = ?", (index,)).fetchone()
+            row = self.conn.execute(f"SELECT {_blob('leaf_hash')} FROM entries WHERE idx = ?", (index,)).fetchone()
         else:
-            row = self.conn.execute("SELECT hash FROM nodes WHERE level = ? AND idx = ?", (level, index)).fetchone()
+            row = self.conn.execute(f"SELECT {_blob('hash')} FROM nodes WHERE level = ? AND idx = ?",
+                                    (level, index)).fetchone()
         if row is None:
             raise LedgerIntegrityError("a tree node is missing from the ledger database", level=level, index=index)
+        if len(row[0]) != HASH_SIZE:
+            raise LedgerIntegrityError("a stored tree node is not a SHA-256 hash", level=level, index=index,
+                                       found=len(row[0]))
         return bytes(row[0])
 
     def leaf_range(self, offset: int, width: int) -> list[bytes]:
-        rows = self.conn.execute("SELECT leaf_hash FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
+        rows = self.conn.execute(f"SELECT {_blob('leaf_hash')} FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
                                  (offset, offset + width)).fetchall()
         if len(rows) != width:
             raise LedgerIntegrityError("leaf hashes are missing from the ledger database", index=offset)
-        return [bytes(r[0]) for r in rows]
+        leaves = [bytes(r[0]) for r in rows]
+        if leaves and set(map(len, leaves)) != {HASH_SIZE}:
+            raise LedgerIntegrityError("a stored leaf hash is not a SHA-256 hash", index=offset)
+        return leaves
 
     # reading ---------------------------------------------------------------------------------------------
     def meta(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in self.conn.execute("SELECT key, value FROM meta").fetchall()}
 
     def entry_data(self, index: int) -> bytes | None:
-        row = self.conn.execute("SELECT data FROM entries WHERE idx = ?", (index,)).fetchone()
+        row = self.conn.execute(f"SELECT {_blob('data')} FROM entries WHERE idx = ?", (index,)).fetchone()
         return None if row is None else bytes(row[0])
 
     def entry_time(self, index: int) -> str | None:
-        row = self.conn.execute("SELECT created_utc FROM entries WHERE idx = ?", (index,)).fetchone()
+        row = self.conn.execute(f"SELECT {_text('created_utc')} FROM entries WHERE idx = ?", (index,)).fetchone()
         return None if row is None else str(row[0])
 
     def last_entry(self) -> tuple[int, bytes] | None:
-        row = self.conn.execute("SELECT idx, data FROM entries ORDER BY idx DESC LIMIT 1").fetchone()
+        row = self.conn.execute(f"SELECT idx, {_blob('data')} FROM entries ORDER BY idx DESC LIMIT 1").fetchone()
         return None if row is None else (int(row[0]), bytes(row[1]))
 
     def entries_bytes(self, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
-        cursor = self.conn.execute("SELECT idx, data FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
+        cursor = self.conn.execute(f"SELECT idx, {_blob('data')} FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
                                    (start, stop))
         for index, data in cursor:
             yield int(index), bytes(data)
 
     def entry_rows(self, start: int, stop: int) -> Iterator[EntryRow]:
-        cursor = self.conn.execute("SELECT idx, type, data, leaf_hash, created_utc FROM entries "
-                                   "WHERE idx >= ? AND idx < ? ORDER BY idx", (start, stop))
+        cursor = self.conn.execute(f"SELECT idx, {_text('type')}, {_DATA_AND_LEAF}, {_text('created_utc')} "
+                                   "FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx", (start, stop))
         for index, kind, data, leaf, created in cursor:
             yield int(index), str(kind), bytes(data), bytes(leaf), str(created)
 
@@ -153,14 +163,13 @@ class SqliteStorage:
             f"SELECT {_CHECKPOINT} FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone())
 
     def cosignature_lines(self, size: int) -> list[str]:
-        rows = self.conn.execute("SELECT line FROM cosignatures WHERE size = ? ORDER BY witness, key_id, "
+        rows = self.conn.execute(f"SELECT {_text('line')} FROM cosignatures WHERE size = ? ORDER BY witness, key_id, "
                                  "timestamp", (size,)).fetchall()
         return [str(row[0]) for row in rows]
 
     def cosignature_rows(self) -> Iterator[CosignatureRow]:
-        for a, b, c, d, e, f, g in self.conn.execute("SELECT size, witness, key_id, timestamp, line, vkey, "
-                                                     "received_utc FROM cosignatures ORDER BY size, witness, "
-                                                     "key_id, timestamp"):
+        for a, b, c, d, e, f, g in self.conn.execute(f"SELECT {_COSIGNATURE} FROM cosignatures ORDER BY size, "
+                                                     "witness, key_id, timestamp"):
             yield int(a), str(b), str(c), int(d), str(e), str(f), str(g)
 
     def witness_sizes(self) -> dict[str, int]:

@@ -10,14 +10,14 @@ import hashlib
 import json
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from heldout.cli import app
-from keys import note_key_hash
+from keys import HeldoutError, note_key_hash
 from ledger import (
     MAX_ENTRY_BYTES,
     CheckpointClient,
@@ -408,11 +408,53 @@ def test_attack_crafted_sqlite_file_with_values_of_another_type(tmp_path: Path, 
 @pytest.mark.parametrize("table, column", [("entries", "data"), ("entries", "leaf_hash"), ("nodes", "hash"),
                                            ("checkpoints", "root"), ("checkpoints", "note")])
 def test_attack_null_where_postgresql_had_not_null(postgres_url: str, table: str, column: str) -> None:
-    """The database's owner drops a NOT NULL and empties a value the verify reads: refused as a damaged ledger,
-    never a crash on the missing value."""
+    """The database's owner drops a NOT NULL and empties a value the verify reads: refused as a damaged ledger
+    by the verify and by the reads that touch it, never a crash on the missing value."""
     with new_ledger(LedgerBackend(database=postgres_url), entries=39, batch=3) as ledger:
         _, where = _LOOSE_COLUMNS[table]
         tamper_database(ledger, f"ALTER TABLE {table} ALTER COLUMN {column} DROP NOT NULL",
                         f"UPDATE {table} SET {column} = NULL WHERE {where}")
         with pytest.raises(LedgerIntegrityError):
             ledger.verify()
+        # every other read refuses what it touches (no entry, root or proof touches a checkpoint), or serves
+        assert bool(_refused_reads(ledger)) == (table != "checkpoints")
+
+
+def _refused_reads(opened: Ledger) -> list[str]:
+    """Every entry, root and proof of ``opened`` read; the names of the reads refused with the project's error
+    (any other exception fails the test that calls this)."""
+    calls: list[tuple[str, Callable[[], object]]] = [("entry 5", lambda: opened.entry(5)),
+                                                     ("entries", lambda: list(opened.entries()))]
+    calls += [(f"inclusion {i}", lambda i=i: opened.inclusion_proof(i)) for i in range(opened.size)]
+    calls += [(f"root {n}", lambda n=n: opened.root(n)) for n in range(1, opened.size + 1)]
+    calls += [(f"consistency {m}", lambda m=m: opened.consistency_proof(m)) for m in range(1, opened.size)]
+    refused = []
+    for name, call in calls:
+        try:
+            call()
+        except HeldoutError:
+            refused.append(name)
+    return refused
+
+
+def test_attack_crafted_sqlite_file_read_by_proofs_and_entries(tmp_path: Path) -> None:
+    """The same crafted file read by the other readers: an entry stored as TEXT, a leaf hash as TEXT and a tree
+    node as NULL make ``entry``, the roots and the proofs that touch them fail as damage naming the row; no
+    reader fails on a value's type, and every proof that does not touch them is still served."""
+    with new_ledger(tmp_path, entries=39, batch=3) as built:
+        path = built.path
+    assert path is not None
+    conn = sqlite3.connect(path, isolation_level=None)
+    for table in ("entries", "nodes"):
+        _loosen(conn, table)
+    conn.execute("UPDATE entries SET data = CAST(data AS TEXT) WHERE idx = 5")
+    conn.execute("UPDATE entries SET leaf_hash = 'abc' WHERE idx = 6")
+    conn.execute("UPDATE nodes SET hash = NULL WHERE level = 4 AND idx = 1")
+    conn.close()
+    with Ledger.open(path, read_only=True) as opened:
+        refused = _refused_reads(opened)
+    # what touches leaf 6 (roots 7-15, the proofs in [0, 16)) or node (4, 1) (the proofs of 0-15 and those from
+    # sizes up to 16) is refused; the rest is served from the stored nodes around them
+    touched = {"entry 5", "entries", *(f"inclusion {i}" for i in range(16)), *(f"root {n}" for n in range(7, 16)),
+               *(f"consistency {m}" for m in range(1, 17))}
+    assert set(refused) == touched, sorted(set(refused) ^ touched)
