@@ -99,7 +99,7 @@ class Ledger(ProvingLog):
         # it again only when the stored row is still byte for byte that one (another writer's append, or an
         # altered row, is a different key and is parsed afresh)
         self._parsed_head: tuple[CheckpointRow, Checkpoint] | None = None
-        self._last_time: tuple[tuple[int, bytes], Any] | None = None
+        self._last_time: tuple[tuple[int, bytes], str] | None = None
         meta = storage.meta()
         if meta.get("ledger_id") != self.ledger_id:
             raise LedgerIntegrityError("the ledger id recorded in the database is not the hash of its genesis entry",

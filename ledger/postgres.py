@@ -35,8 +35,7 @@ from typing import Any
 from ledger.db import MIN_NODE_LEVEL, SCHEMA_VERSION
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerError, LedgerIntegrityError, LedgerStorageError, LedgerUsageError
-from ledger.rfc6962 import HASH_SIZE
-from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
+from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row, stored_hashes
 
 WRITER_ROLE = "heldout_writer"
 SCHEMA_PREFIX = "ledger_"
@@ -120,6 +119,7 @@ _DATA = "coalesce(data, ''::bytea)"
 _LEAF = "coalesce(leaf_hash, ''::bytea)"
 _CHECKPOINT_COLUMNS = "SELECT size, coalesce(root, ''::bytea), coalesce(note, ''), coalesce(created_utc, '')"
 
+
 class PostgresStorage:
     """The rows of one ledger schema (see ``ledger.storage.LedgerStorage``)."""
 
@@ -149,20 +149,14 @@ class PostgresStorage:
             row = self._q(f"SELECT {_HASH} FROM {{s}}.nodes WHERE level = %s AND idx = %s", (level, index)).fetchone()
         if row is None:
             raise LedgerIntegrityError("a tree node is missing from the ledger database", level=level, index=index)
-        if len(row[0]) != HASH_SIZE:
-            raise LedgerIntegrityError("a stored tree node is not a SHA-256 hash", level=level, index=index,
-                                       found=len(row[0]))
-        return bytes(row[0])
+        return stored_hashes([bytes(row[0])], level=level, index=index)[0]
 
     def leaf_range(self, offset: int, width: int) -> list[bytes]:
         rows = self._q(f"SELECT {_LEAF} FROM {{s}}.entries WHERE idx >= %s AND idx < %s ORDER BY idx",
                        (offset, offset + width)).fetchall()
         if len(rows) != width:
             raise LedgerIntegrityError("leaf hashes are missing from the ledger database", index=offset)
-        leaves = [bytes(r[0]) for r in rows]
-        if leaves and set(map(len, leaves)) != {HASH_SIZE}:
-            raise LedgerIntegrityError("a stored leaf hash is not a SHA-256 hash", index=offset)
-        return leaves
+        return stored_hashes([bytes(r[0]) for r in rows], index=offset)
 
     # reading ---------------------------------------------------------------------------------------------
     def meta(self) -> dict[str, str]:

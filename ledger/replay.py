@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from itertools import accumulate, chain, islice
 from operator import itemgetter
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from keys import HeldoutError, PublicKey, TrustedKey, b64encode, verifier_key_string
 from ledger.checkpoint import MAX_NOTE_BYTES, Checkpoint, parse_checkpoint, verify_checkpoint
@@ -62,7 +62,7 @@ from ledger.entries import (
     origin_of,
 )
 from ledger.errors import LedgerIntegrityError, LedgerStorageError, ProofError
-from ledger.rfc6962 import LEAF_PREFIX, leaf_hash
+from ledger.rfc6962 import HASH_SIZE, LEAF_PREFIX, leaf_hash
 from ledger.tree import ChunkNodes, CompactRange, consistency_ranges
 from ledger.verify import verify_consistency
 
@@ -84,6 +84,7 @@ StoredNode = tuple[int, int, bytes]
 
 _sha256 = hashlib.sha256
 _NEVER = 1 << 62
+_T = TypeVar("_T")
 
 
 class RangeReader(Protocol):
@@ -222,22 +223,31 @@ def _piece(first: int, datas: list[bytes], stored: list[bytes | None], entries: 
            levels: list[bytes] | None) -> _Piece:
     """A chunk the walk read itself: its nodes (hashed here without ``levels``) and the first stored leaf hash
     at fault."""
-    nodes = _chunk_nodes(datas, first) if levels is None else ChunkNodes(first, first + len(datas), levels)
-    bad_leaf = len(datas)
-    if any(leaf is not None for leaf in stored):
-        try:
-            same = b"".join(stored) == nodes.levels[0]  # type: ignore[arg-type]
-        except TypeError:  # a source without stored leaf hashes for some entries
-            same = False
-        if not same:
-            bad_leaf = _first_bad_leaf(stored, nodes.nodes(0, first, first + len(datas)))
+    nodes = ChunkNodes.of_leaves(_leaf_hashes(datas), first) if levels is None else \
+        ChunkNodes(first, first + len(datas), levels)
+    bad_leaf = _first_bad_leaf(stored, nodes.levels[0])
     return _Piece(first, len(datas), entries, counts, fault, nodes, bad_leaf,
                   stored[bad_leaf] if bad_leaf < len(datas) else None, datas)
 
 
-def _chunk_nodes(datas: list[bytes], first: int) -> ChunkNodes:
+def _leaf_hashes(datas: list[bytes]) -> list[bytes]:
     sha256, prefix = _sha256, LEAF_PREFIX
-    return ChunkNodes.of_leaves([sha256(prefix + data).digest() for data in datas], first)
+    return [sha256(prefix + data).digest() for data in datas]
+
+
+def _first_bad_leaf(stored: list[bytes | None] | tuple[bytes | None, ...], leaves: bytes) -> int:
+    """The offset of the first stored leaf hash that is not its entry's, ``leaves`` being the entries' leaf
+    hashes joined (``None`` stored: the source keeps none for that entry, nothing to compare); ``len(stored)``
+    when there is none."""
+    if not any(leaf is not None for leaf in stored):  # a source without stored leaf hashes (an export)
+        return len(stored)
+    try:
+        if b"".join(stored) == leaves:  # type: ignore[arg-type]
+            return len(stored)
+    except TypeError:  # some entries without a stored leaf hash
+        pass
+    return next((k for k, want in enumerate(stored)
+                 if want is not None and want != leaves[k * HASH_SIZE:(k + 1) * HASH_SIZE]), len(stored))
 
 
 def _decode_in_worker(chunks: Any, answers: Any, required: Any, optional: Any,
@@ -278,7 +288,8 @@ def _decode_in_worker(chunks: Any, answers: Any, required: Any, optional: Any,
                 ends = list(accumulate(lengths, initial=_HEADER.size + 4 * count))
                 datas = list(map(message.__getitem__, map(slice, ends, ends[1:])))
                 _, counts, fault = _decode_here(datas, first)
-                answer = (dict(counts), None if fault is None else fault[0], _chunk_nodes(datas, first).levels)
+                answer = (dict(counts), None if fault is None else fault[0],
+                          ChunkNodes.of_leaves(_leaf_hashes(datas), first).levels)
                 notes = message[ends[-1]:]
             try:
                 answers.send((*answer, _signed_notes(notes)))
@@ -324,10 +335,10 @@ def _read_range(reader: RangeReader | None, first: int, count: int) -> _RangeAns
                 if failure is not None:
                     fault = offset + len(entries)
                     keep[fault] = datas[len(entries)]
-            hashes = [_sha256(LEAF_PREFIX + data).digest() for data in datas]
+            hashes = _leaf_hashes(datas)
             leaves.extend(hashes)
             if bad_leaf == count and (fault is None or offset <= fault):
-                found = _first_bad_leaf(stored, hashes)
+                found = _first_bad_leaf(stored, b"".join(hashes))
                 if found < len(datas):
                     bad_leaf, bad_stored = offset + found, stored[found]
     except Exception:  # whatever is wrong with the rows, the walk's own read of them names it
@@ -336,18 +347,6 @@ def _read_range(reader: RangeReader | None, first: int, count: int) -> _RangeAns
         return len(leaves), None, None
     levels = ChunkNodes.of_leaves(leaves, first).levels
     return dict(counts), fault, levels, bad_leaf, bad_stored, keep
-
-
-def _first_bad_leaf(stored: list[bytes | None] | tuple[bytes | None, ...], leaves: list[bytes]) -> int:
-    """The offset of the first stored leaf hash that is not the computed one (``None``: the source stores
-    none for that entry, nothing to compare); ``len(leaves)`` when there is none."""
-    try:
-        if b"".join(stored) == b"".join(leaves):  # type: ignore[arg-type]
-            return len(leaves)
-    except TypeError:  # a source without stored leaf hashes for some entries
-        pass
-    return next((k for k, (want, got) in enumerate(zip(stored, leaves, strict=True))
-                 if want is not None and want != got), len(leaves))
 
 
 def _signed_notes(message: bytes) -> list[bool]:
@@ -545,47 +544,48 @@ class _DecoderPool:
     def pipeline(self, entries: Iterator[tuple[bytes, bytes | None]],
                  notes_for: Callable[[int], tuple[bytes, list[CheckpointClaim]]],
                  vouched: Callable[[list[CheckpointClaim], list[bool]], None]) -> Iterator[
-                     tuple[list[bytes], list[bytes | None], _PendingChunk]]:
-        """Each chunk of ``entries`` with its pending decoding, in order; keeps two chunks a worker in flight,
-        sent to the workers in turn (so answers come back in order on each pipe). ``notes_for(end)``: the
-        checkpoint claims whose signatures the worker checks with the chunk that ends at ``end`` (see
-        :meth:`Replay._notes_for`), and the message part that carries them; ``vouched`` gets the verdicts."""
-        in_flight: deque[tuple[list[bytes], list[bytes | None], _PendingChunk]] = deque()
-        first = sent = 0
-        more = True
-        while True:
-            while more and len(in_flight) < _IN_FLIGHT * len(self.workers):
-                datas, stored = _take_chunk(entries)
-                if not datas:
-                    more = False
-                    break
-                connection = self.workers[sent % len(self.workers)][1]
-                notes, claims = notes_for(first + len(datas))
-                connection.send_bytes(b"".join((_HEADER.pack(first, len(datas), 0),
-                                                array("I", map(len, datas)).tobytes(), *datas, notes)))
-                in_flight.append((datas, stored, _PendingChunk(connection, claims, vouched)))
+                     tuple[tuple[list[bytes], list[bytes | None]], _PendingChunk]]:
+        """Each chunk of ``entries`` (its entry bytes and stored leaf hashes) with its pending decoding, in
+        order, the chunk sent to a worker with its entries (see :meth:`_in_turn`)."""
+        def sent() -> Iterator[tuple[tuple[list[bytes], list[bytes | None]], int, tuple[bytes, ...]]]:
+            first = 0
+            while (chunk := _take_chunk(entries))[0]:
+                datas = chunk[0]
+                yield chunk, first + len(datas), (_HEADER.pack(first, len(datas), 0),
+                                                  array("I", map(len, datas)).tobytes(), *datas)
                 first += len(datas)
-                sent += 1
-            if not in_flight:
-                return
-            yield in_flight.popleft()
 
+        return self._in_turn(sent(), notes_for, vouched)
 
     def ranged(self, size: int, notes_for: Callable[[int], tuple[bytes, list[CheckpointClaim]]],
                vouched: Callable[[list[CheckpointClaim], list[bool]], None]) -> Iterator[
-                   tuple[int, int, _PendingChunk]]:
-        """:meth:`pipeline` for workers that read the entries themselves (see :class:`EntryRanges`): each chunk
-        of ``[0, size)`` as ``(first, count, pending)``, in order, the workers sent only its range."""
-        in_flight: deque[tuple[int, int, _PendingChunk]] = deque()
-        first = sent = 0
-        while True:
-            while first < size and len(in_flight) < _IN_FLIGHT * len(self.workers):
+                   tuple[tuple[int, int], _PendingChunk]]:
+        """Each chunk of ``[0, size)`` as ``(first, count)`` with its pending decoding, in order, the chunk sent
+        to a worker as its range only: the worker reads the entries itself (see :class:`EntryRanges`)."""
+        def sent() -> Iterator[tuple[tuple[int, int], int, tuple[bytes, ...]]]:
+            for first in range(0, size, CHUNK):
                 count = min(CHUNK, size - first)
+                yield (first, count), first + count, (_HEADER.pack(first, count, 1),)
+
+        return self._in_turn(sent(), notes_for, vouched)
+
+    def _in_turn(self, chunks: Iterator[tuple[_T, int, tuple[bytes, ...]]],
+                 notes_for: Callable[[int], tuple[bytes, list[CheckpointClaim]]],
+                 vouched: Callable[[list[CheckpointClaim], list[bool]], None]) -> Iterator[tuple[_T, _PendingChunk]]:
+        """Each of ``chunks`` (what the caller gets back, the index its entries end at, and the message parts)
+        with its pending decoding, in order; keeps two chunks a worker in flight, sent to the workers in turn
+        (so answers come back in order on each pipe). ``notes_for(end)``: the checkpoint claims whose
+        signatures the worker checks with the chunk that ends at ``end`` (see :meth:`Replay._notes_for`), and
+        the message part that carries them; ``vouched`` gets the verdicts."""
+        in_flight: deque[tuple[_T, _PendingChunk]] = deque()
+        sent = 0
+        while True:
+            while len(in_flight) < _IN_FLIGHT * len(self.workers) and (chunk := next(chunks, None)) is not None:
+                item, end, parts = chunk
                 connection = self.workers[sent % len(self.workers)][1]
-                notes, claims = notes_for(first + count)
-                connection.send_bytes(_HEADER.pack(first, count, 1) + notes)
-                in_flight.append((first, count, _PendingChunk(connection, claims, vouched)))
-                first += count
+                notes, claims = notes_for(end)
+                connection.send_bytes(b"".join((*parts, notes)))
+                in_flight.append((item, _PendingChunk(connection, claims, vouched)))
                 sent += 1
             if not in_flight:
                 return
@@ -690,7 +690,7 @@ class Replay:
         pool = _DecoderPool.start(self.jobs, self.total, self._ranges) if self.on_entry is None else None
         if pool is not None and self._ranges is not None:
             with pool:
-                for start, count, pending in pool.ranged(self._ranges.size, self._notes_for, self._vouched):
+                for (start, count), pending in pool.ranged(self._ranges.size, self._notes_for, self._vouched):
                     piece = pending.ranged(start, count)
                     if piece is None:  # rows missing or unreadable there: the rest is read here, from the stream
                         pool.stop()
@@ -709,7 +709,7 @@ class Replay:
                 first += len(datas)
             return
         with pool:
-            for datas, stored, pending in pool.pipeline(entries, self._notes_for, self._vouched):
+            for (datas, stored), pending in pool.pipeline(entries, self._notes_for, self._vouched):
                 yield pending.result(datas, stored, first)
                 first += len(datas)
 

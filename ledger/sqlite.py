@@ -23,8 +23,7 @@ from keys.files import fsync_dir
 from ledger.db import MIN_NODE_LEVEL, connect
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
-from ledger.rfc6962 import HASH_SIZE
-from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row
+from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row, stored_hashes
 
 if TYPE_CHECKING:  # ledger.db imports sqlite-utils its own way (without pandas)
     from sqlite_utils import Database
@@ -81,20 +80,14 @@ class SqliteStorage:
                                     (level, index)).fetchone()
         if row is None:
             raise LedgerIntegrityError("a tree node is missing from the ledger database", level=level, index=index)
-        if len(row[0]) != HASH_SIZE:
-            raise LedgerIntegrityError("a stored tree node is not a SHA-256 hash", level=level, index=index,
-                                       found=len(row[0]))
-        return bytes(row[0])
+        return stored_hashes([bytes(row[0])], level=level, index=index)[0]
 
     def leaf_range(self, offset: int, width: int) -> list[bytes]:
         rows = self.conn.execute(f"SELECT {_blob('leaf_hash')} FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
                                  (offset, offset + width)).fetchall()
         if len(rows) != width:
             raise LedgerIntegrityError("leaf hashes are missing from the ledger database", index=offset)
-        leaves = [bytes(r[0]) for r in rows]
-        if leaves and set(map(len, leaves)) != {HASH_SIZE}:
-            raise LedgerIntegrityError("a stored leaf hash is not a SHA-256 hash", index=offset)
-        return leaves
+        return stored_hashes([bytes(r[0]) for r in rows], index=offset)
 
     # reading ---------------------------------------------------------------------------------------------
     def meta(self) -> dict[str, str]:
@@ -125,8 +118,8 @@ class SqliteStorage:
             yield int(index), str(kind), bytes(data), bytes(leaf), str(created)
 
     def data_and_leaves(self) -> Iterator[tuple[bytes, bytes]]:
-        # the cursor itself: SQLite steps it one row at a time (nothing accumulates), and BLOB columns arrive as
-        # bytes, so no per-row generator stands between the replay and the database
+        # the cursor itself: SQLite steps it one row at a time (nothing accumulates), and the typed read makes
+        # every value bytes, so no per-row generator stands between the replay and the database
         cursor: Iterator[tuple[bytes, bytes]] = self.conn.execute(f"SELECT {_DATA_AND_LEAF} FROM entries ORDER BY idx")
         return cursor
 
@@ -142,8 +135,7 @@ class SqliteStorage:
         return SqliteEntryRanges(str(self.path), high + 1)
 
     def stored_nodes(self) -> Iterator[tuple[int, int, bytes]]:
-        # the cursor itself, as for the entries: the nodes table is STRICT (INTEGER, INTEGER, BLOB), so its rows
-        # arrive as (int, int, bytes) already (a hash of another type would fail the replay's comparison)
+        # the cursor itself, as for the entries: the typed read (_NODE) makes every row (int, int, bytes)
         cursor: Iterator[tuple[int, int, bytes]] = self.conn.execute(
             f"SELECT {_NODE} FROM nodes ORDER BY {NODE_ORDER}")
         return cursor

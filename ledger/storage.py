@@ -21,6 +21,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ledger.errors import LedgerIntegrityError
+from ledger.rfc6962 import HASH_SIZE
+
 if TYPE_CHECKING:
     from ledger.replay import EntryRanges
 
@@ -138,3 +141,12 @@ def checkpoint_row(row: tuple[Any, ...] | None) -> CheckpointRow | None:
         return None
     size, root, note, created = row
     return int(size), bytes(root), str(note), str(created)
+
+
+def stored_hashes(hashes: list[bytes], **where: int) -> list[bytes]:
+    """Tree hashes as a backend read them (``node``, ``leaf_range``), refused unless each is a SHA-256 hash: a
+    crafted row's value of another type reads as empty (the backends' typed reads), and must not be served as
+    a hash."""
+    if hashes and set(map(len, hashes)) != {HASH_SIZE}:
+        raise LedgerIntegrityError("a stored tree hash is not a SHA-256 hash", **where)
+    return hashes
