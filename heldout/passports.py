@@ -112,9 +112,12 @@ def _choose_generation(generations: Mapping[str, GenerationState], model_id: str
         if state is None:
             raise UsageError(f"no generation {generation!r} is sealed on this ledger", field="generation",
                              found=generation, expected=sorted(generations))
+        if state.membership == "public":
+            raise UsageError(f"{generation} is public (its cases and labels are published): a passport is anchored "
+                             "to a sealed held-out generation", field="generation", found=generation)
         state.require_current(now)
         return state
-    candidates = [s for s in generations.values() if s.state_at(now) == "current"
+    candidates = [s for s in generations.values() if s.state_at(now) == "current" and s.membership != "public"
                   and any(b.model_id == model_id for b in s.bundles)]
     if not candidates:
         raise UsageError(f"no current generation has bundles of {model_id}; name one with --generation",
@@ -313,6 +316,10 @@ class LedgerFacts:
             return found
         return self._once("passports", index)
 
+    def bundles(self) -> list[BundleEntry]:
+        """The bundle entries in index order."""
+        return self._once("bundles", lambda: records(self.ordered(), BundleEntry))
+
     def generations(self, at: datetime) -> Generations:
         return self._once(("generations", at), lambda: load_generations(self.ordered(), at))
 
@@ -379,18 +386,28 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
                                     expected=expected, found=found)
     size, root = _anchor(heldout, facts, index)
     _check_cited_bundles(passport, heldout, facts, size, root, index)
+    _check_cited_latest(passport, heldout, facts, size, index)
     genesis = facts.declared_keys()[0]
     proven = check_passport_proofs(passport, log_name=genesis.name, log_key=genesis.public_key)
     if proven.size > index or facts.root(proven.size) != proven.root:
         raise VerificationError("the passport's offline proofs rest on a checkpoint this ledger does not have "
                                 f"before entry {index} (another history?)", index=index,
                                 field="computed.heldout.proofs", found=proven.size)
-    _check_audit_claim(doc, facts, index)
+    _check_audit_claim(doc, facts, index, size)
     generations = facts.generations(at)
     state = generations.get(str(heldout.get("generation")))
     if state is None or state.seal_index > index:
         raise VerificationError(f"the ledger has no generation {heldout.get('generation')!r} sealed before the "
                                 "passport", index=index, field="computed.heldout.generation")
+    if state.membership == "public":
+        raise VerificationError(f"the passport of entry {index} is anchored to {state.name}, whose cases and labels "
+                                "are public: a passport rests on a sealed held-out generation", index=index,
+                                field="computed.heldout.generation", found=state.name)
+    for ref in heldout["bundles"]:  # (each checked above to be a bundle of this generation)
+        over_budget = state.budget_error(ref["index"])
+        if over_budget is not None:
+            raise VerificationError(f"the passport of entry {index} cites {over_budget.message}", index=index,
+                                    field="computed.heldout.bundles", found=ref["index"])
     for member, expected in (("set_hash", state.set_hash), ("expiry_utc", format_utc(state.expiry))):
         if heldout.get(member) != expected:
             raise VerificationError(f"the passport's {member} is not its generation's", index=index,
@@ -516,7 +533,30 @@ def _check_cited_bundles(passport: Passport, heldout: Mapping[str, Any], facts: 
                                     "logged", index=index, field=f"computed.evaluations[{position}]")
 
 
-def _check_audit_claim(doc: Mapping[str, Any], facts: LedgerFacts, index: int) -> None:
+def _check_cited_latest(passport: Passport, heldout: Mapping[str, Any], facts: LedgerFacts, size: int,
+                        index: int) -> None:
+    """A passport states the model as its checkpoint logged it: for every task the model has bundles of on the
+    generation inside the checkpoint, it cites the latest one (so an operator cannot pick an older, better run,
+    or leave out a task it did badly on)."""
+    generation = heldout.get("generation")
+    latest: dict[str, int] = {}
+    for bundle in facts.bundles():
+        if int(bundle.index or 0) >= size:
+            break
+        if bundle.generation == generation and bundle.model_id == passport.model_id:
+            latest[bundle.task] = int(bundle.index or 0)
+    cited = {str(facts.entries[ref["index"]].get("task")): ref["index"] for ref in heldout["bundles"]}
+    if cited != latest:
+        raise VerificationError(f"the passport of entry {index} does not cite the model's latest bundle of every task "
+                                f"on {generation} inside its checkpoint", index=index,
+                                field="computed.heldout.bundles", expected=sorted(latest.values()),
+                                found=sorted(ref["index"] for ref in heldout["bundles"]))
+
+
+def _check_audit_claim(doc: Mapping[str, Any], facts: LedgerFacts, index: int, size: int) -> None:
+    """The audit a passport claims: clean, of this ledger's head at the passport's checkpoint (``size``), every
+    bundle below it re-derived. (Whether the operator ran it cannot be checked here; that it claims to cover
+    what the passport rests on, with counts this ledger bears out, can.)"""
     found = (doc.get("computed") or {}).get("audit")
     audit: Mapping[str, Any] = found if isinstance(found, dict) else {}
     entries_then = audit.get("ledger_entries")
@@ -524,6 +564,16 @@ def _check_audit_claim(doc: Mapping[str, Any], facts: LedgerFacts, index: int) -
             facts.root(entries_then).hex() != audit.get("ledger_head") or audit.get("ledger_intact") is not True:
         raise VerificationError(f"the passport of entry {index}: its audit is not of this ledger's head at the time",
                                 index=index, field="computed.audit", found=audit.get("ledger_head"))
+    if entries_then != size:
+        raise VerificationError(f"the passport of entry {index}: its audit covers {entries_then} entries, not the "
+                                f"{size} of the checkpoint it rests on", index=index,
+                                field="computed.audit.ledger_entries", expected=size, found=entries_then)
+    bundles = sum(1 for bundle in facts.bundles() if int(bundle.index or 0) < entries_then)
+    if audit.get("bundles") != bundles or audit.get("rederived") != bundles:
+        raise VerificationError(f"the passport of entry {index}: its audit does not claim every bundle below its size "
+                                "re-derived", index=index, field="computed.audit",
+                                expected=f"bundles = rederived = {bundles}",
+                                found=f"bundles {audit.get('bundles')!r}, rederived {audit.get('rederived')!r}")
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,13 @@ def reference_passport_path() -> Path:
     return REFERENCE_PASSPORT
 
 
+@pytest.fixture(autouse=True)
+def private_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test writes to the user's data folder: the default store (and what a third-party audit records
+    beside its default report) goes to a folder of the test's own."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data-home")))
+
+
 @pytest.fixture
 def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty store location; HELDOUT_STORE points at it so no test touches the user's store."""

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from heldout.audit import ReportRecord
+from heldout.audit.report import RECORD_NAME
 from heldout.cli import app
 from seals import canonical_bytes
 from tests.audit_support import NOW, AuditFixture, add_bundle, build_store, command_clock
@@ -266,11 +268,67 @@ def test_a_report_that_cannot_be_trusted_is_a_finding_and_a_full_audit(
         earlier["version"] = 1
     given = tmp_path / "given.json"
     given.write_bytes(b"[]" if problem == "not a report" else canonical_bytes(earlier) + b"\n")
+    own_record(built).add(given.read_bytes())  # as if this auditor had written it: the checks below must hold
     add_bundle(built.store, "gen1", "new_0", seed=63)
     code, report = operator_audit(built, tmp_path / "r1.json", "--since", str(given))
     assert code == 1
     assert [f["check"] for f in report["findings"]] == ["since"]
     assert report["since"] is None and report["rederived"] == report["bundles"] == 4
+
+
+def own_record(fixture: AuditFixture) -> ReportRecord:
+    """The operator auditor's record of the clean reports it wrote."""
+    return ReportRecord(fixture.store / "audit" / fixture.ledger_id / RECORD_NAME)
+
+
+def test_attack_since_a_clean_report_this_auditor_never_wrote(audited: tuple[AuditFixture, Path],
+                                                              tmp_path: Path) -> None:
+    """Everything a report says can be written from public data: a stranger (or the operator) writes a "clean"
+    report around the ledger's real latest checkpoint, covering a bundle that does not re-derive. Carried
+    forward, it would spare that bundle its re-derivation; it is refused, and the full audit finds the bundle."""
+    from heldout.generations import open_ledger
+    from heldout.store import Store
+
+    built, first = audited
+    assert hashlib.sha256(first.read_bytes()).hexdigest() in own_record(built).digests()
+
+    def forged(evaluation: dict[str, Any]) -> dict[str, Any]:
+        return {**evaluation, "composite": {**evaluation["composite"], "index": 99.0}}
+
+    bad = add_bundle(built.store, "gen2", "forger", seed=64, edit=forged)
+    with open_ledger(Store.open(built.store)) as ledger:
+        checkpoint = ledger.latest_checkpoint()
+        bundles = sum(1 for _, e in ledger.entries() if e.get("type") == "bundle")
+    claim = {**report_of(first), "ledger_entries": checkpoint.size, "ledger_head": checkpoint.root.hex(),
+             "checkpoint": checkpoint.note, "bundles": bundles, "rederived": bundles}
+    given = tmp_path / "claim.json"
+    given.write_bytes(canonical_bytes(claim) + b"\n")
+    code, report = operator_audit(built, tmp_path / "r1.json", "--since", str(given))
+    assert code == 1 and report["since"] is None
+    since = [f for f in report["findings"] if f["check"] == "since"]
+    assert len(since) == 1 and "not a clean report this auditor wrote" in since[0]["message"]
+    assert any(f["index"] == bad and f["check"] == "bundle" for f in report["findings"])
+    assert hashlib.sha256(given.read_bytes()).hexdigest() not in own_record(built).digests()
+
+
+def test_the_record_of_clean_reports_survives_a_line_cut_short(audited: tuple[AuditFixture, Path],
+                                                               tmp_path: Path) -> None:
+    """A crash in the middle of recording costs that one line: the next report is recorded on a line of its own,
+    and a failed audit's report is never recorded."""
+    built, first = audited
+    record = own_record(built)
+    with record.path.open("ab") as cut:
+        cut.write(b"0123abcd")
+    code, _ = operator_audit(built, tmp_path / "r1.json")
+    assert code == 0
+    assert hashlib.sha256((tmp_path / "r1.json").read_bytes()).hexdigest() in record.digests()
+    assert hashlib.sha256(first.read_bytes()).hexdigest() in record.digests()
+    digest = json.loads(entry_bytes(built, add_bundle(built.store, "gen1", "late", seed=65)))["predictions_sha256"]
+    blob = built.store / "blobs" / "sha256" / digest[:2] / digest
+    blob.write_bytes(blob.read_bytes()[:-1])
+    code, _ = operator_audit(built, tmp_path / "r2.json")
+    assert code == 1
+    assert hashlib.sha256((tmp_path / "r2.json").read_bytes()).hexdigest() not in record.digests()
 
 
 def test_since_a_missing_file_is_a_usage_error(audited: tuple[AuditFixture, Path], tmp_path: Path) -> None:

@@ -186,8 +186,28 @@ def _reveal_with_a_wrong_label(st: Store, ledger: Ledger, signer: Signer) -> Non
     data = canonical_bytes(opening)
     digest = BlobStore(st.blobs).put(data)
     (st.seals / "gen2.reveal.json").write_bytes(data)
+    ledger.append_batch([{"type": "retire", "v": 1, "generation": "gen2", "reason": "expired", "created_utc": ISSUE_AT},
+                         {"type": "reveal", "v": 1, "generation": "gen2", "reveal_sha256": digest,
+                          "created_utc": ISSUE_AT}], signer=signer, now=parse_utc(ISSUE_AT))
+
+
+def _reveal_before_retirement(st: Store, ledger: Ledger, signer: Signer) -> None:
+    """A true reveal of gen2, which is not retired: its labels are public while it is still held out."""
+    state = load_generations(ledger, parse_utc(ISSUE_AT))["gen2"]
+    data = opening_bytes(st, ledger.ledger_id, state)
+    digest = BlobStore(st.blobs).put(data)
+    (st.seals / "gen2.reveal.json").write_bytes(data)
     ledger.append({"type": "reveal", "v": 1, "generation": "gen2", "reveal_sha256": digest,
                    "created_utc": ISSUE_AT}, signer=signer, now=parse_utc(ISSUE_AT))
+
+
+def _passport_claiming_an_audit_of_no_bundle(st: Store, ledger: Ledger, signer: Signer) -> None:
+    _, entry = _entries_of(ledger, "passport")[-1]
+    doc = json.loads(BlobStore(st.blobs).get(entry["passport_sha256"]))
+    doc["computed"]["audit"].update(bundles=0, rederived=0)
+    resigned = sign_document(doc, signer)
+    digest = BlobStore(st.blobs).put(canonical_bytes(resigned))
+    ledger.append({**entry, "passport_sha256": digest}, signer=signer, now=parse_utc(ISSUE_AT))
 
 
 def _passport_with_a_wrong_inclusion_proof(st: Store, ledger: Ledger, signer: Signer) -> None:
@@ -240,6 +260,9 @@ CRAFTED = {
                                            "time ran backwards"),
     "bundle-after-retirement": (_bundle_after_retirement, "bundle", "entries.jsonl", "after its retirement"),
     "reveal-commitment-does-not-open": (_reveal_with_a_wrong_label, "reveal", "blob", "commitment does not open"),
+    "reveal-before-retirement": (_reveal_before_retirement, "reveal", "entries.jsonl", "before it is retired"),
+    "passport-audit-of-no-bundle": (_passport_claiming_an_audit_of_no_bundle, "passport", "blob",
+                                    "does not claim every bundle below it re-derived"),
     "passport-inclusion-proof": (_passport_with_a_wrong_inclusion_proof, "passport", "blob",
                                  "inclusion proof does not lead to the root"),
     "manifest-entry-index": (_manifest_that_names_another_entry, "seal", "seals/gen9.seal.json",

@@ -234,3 +234,35 @@ def test_a_thresholdout_answer_on_the_wrong_branch_is_named_by_the_operator_audi
     assert operator.exit_code == 1, operator.output
     assert any(f["index"] == index and "Thresholdout branch" in f["message"]
                for f in json.loads(operator.output)["findings"])
+
+
+def test_attack_thresholdout_estimate_from_an_older_public_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thresholdout answers against the model's public estimate: its latest public run before the bundle. An
+    operator who cites an earlier, better public run (chosen after seeing the held-out score) is named by both
+    audits (the rule reads public entries only)."""
+    from heldout.store import Store
+    from ledger import BlobStore
+    from tests.audit_support import log_withheld_bundle
+
+    store, ledger_id, data = thresholdout_store(tmp_path)
+    better = add_bundle(store, "public", "picky", seed=5, skill=3.0, data_root=data)
+    latest = add_bundle(store, "public", "picky", seed=6, skill=0.1, data_root=data)
+
+    def from_the_better_run(ledger: Any, state: Any) -> dict[str, Any]:
+        entry = dict(ledger.entries(better, better + 1).__next__()[1])
+        score = json.loads(BlobStore(Store.open(store).blobs).get(entry["evaluation_sha256"]))
+        estimate = round(score["dimensions"]["accuracy"]["score"], 6)
+        return {"mode": "thresholdout", "value": estimate, "label_dependent": False, "bits": 0.0,
+                "score": "dimensions.accuracy.score", "public_estimate": estimate, "public_bundle": better}
+
+    index = log_withheld_bundle(store, "gen1", "picky", seed=7, skill=3.0, release=from_the_better_run)
+    monkeypatch.setenv("HELDOUT_NOW", "2026-09-02T00:00:00Z")
+    operator = cli("audit", ledger_id, "--json", store=store)
+    assert operator.exit_code == 1, operator.output
+    expected = f"cites public bundle {better}, not the model's latest before it ({latest})"
+    assert any(f["index"] == index and expected in f["message"] for f in json.loads(operator.output)["findings"])
+    export = tmp_path / "export"
+    assert cli("ledger", "export", ledger_id, str(export), store=store).exit_code == 0
+    third = stranger("audit", ledger_id, "--from", str(export), "--json", "--out", str(tmp_path / "r.json"))
+    assert third.exit_code == 1
+    assert any(f["index"] == index and expected in f["message"] for f in json.loads(third.output)["findings"])

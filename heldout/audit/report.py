@@ -4,13 +4,16 @@ summary and exit code."""
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from keys import HeldoutError
-from keys.files import write_atomic
-from seals import canonical_bytes
+from keys.files import fsync_dir, write_atomic
+from keys.safeio import read_named
+from seals import canonical_bytes, sha256_hex
 
 REPORT_FORMAT = "heldout-audit-report"
 #: 2: ``checkpoint`` (the signed note the audit ended at) and ``since`` (the earlier report it carried forward).
@@ -168,3 +171,48 @@ class AuditReport:
         data = canonical_bytes(self.to_json()) + b"\n"
         write_atomic(path, data)
         return data
+
+
+#: The file, beside a ledger's default report, that records the clean reports the auditor wrote (see
+#: :class:`ReportRecord`).
+RECORD_NAME = "clean_reports.sha256"
+#: At most this many bytes of the record are read (about 250,000 reports).
+RECORD_LIMIT = 16 * 1024 * 1024
+_DIGEST_LINE = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class ReportRecord:
+    """The SHA-256 of every clean report this auditor wrote for one ledger and mode, one per line.
+
+    ``--since`` carries a report forward only when its SHA-256 is recorded here: everything else a report says
+    (clean, its counts, even its signed checkpoint) can be written by anyone from public data, so without the
+    record a stranger's "clean" report would spare a forged bundle its re-derivation. The record is the auditor's
+    own file; it proves nothing to anyone else (a passport's audit claim is checked against the log instead)."""
+
+    path: Path
+
+    def digests(self) -> frozenset[str]:
+        """The recorded SHA-256s (none when there is no record yet); a line that is not one is ignored (a write
+        cut short by a crash), so the worst a damaged record does is make the next audit a full one."""
+        try:
+            text = read_named(self.path, limit=RECORD_LIMIT, what="the audit's record of its reports")
+        except (HeldoutError, OSError):  # none yet, or not a readable file: nothing is carried forward
+            return frozenset()
+        return frozenset(line for line in text.decode("ascii", "replace").splitlines() if _DIGEST_LINE.fullmatch(line))
+
+    def add(self, report: bytes) -> str:
+        """Record ``report`` (the bytes written), durably; returns its SHA-256."""
+        digest = sha256_hex(report)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            # a line cut short by a crash is closed first, so it costs only itself
+            size = os.fstat(fd).st_size
+            ends_clean = size == 0 or os.pread(fd, 1, size - 1) == b"\n"
+            os.write(fd, (b"" if ends_clean else b"\n") + digest.encode("ascii") + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(self.path.parent)
+        return digest

@@ -39,8 +39,9 @@ one run names everything it can):
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -121,6 +122,7 @@ class _Context:
     release_logs: dict[str, ReleaseLog] = field(default_factory=dict)
     facts: LedgerFacts | None = None
     _by_type: dict[type[EntryRecord], list[Any]] = field(default_factory=dict)
+    _public_bundles: dict[tuple[str, str], list[int]] | None = None
 
     def record(self, index: int) -> EntryRecord | None:
         """Entry ``index`` as its typed record (None for a generic entry or one the ledger lacks)."""
@@ -138,6 +140,16 @@ class _Context:
             self._by_type[kind] = [r for i in sorted(self.entries) if self.entries[i].get("type") == kind.TYPE
                                    for r in [self.record(i)] if isinstance(r, kind)]
         return self._by_type[kind]
+
+    def public_bundles(self, model_id: str, task: str) -> list[int]:
+        """The indices of the ``public`` generation's bundles of ``model_id`` on ``task``, in ledger order (the
+        candidates for a Thresholdout public estimate), derived once per audit."""
+        if self._public_bundles is None:
+            self._public_bundles = {}
+            for bundle in self.records(BundleEntry):
+                if bundle.generation == "public":
+                    self._public_bundles.setdefault((bundle.model_id, bundle.task), []).append(int(bundle.index or 0))
+        return self._public_bundles.get((model_id, task), [])
 
     def find(self, check: str, error: HeldoutError, *, index: int | None = None, file: str | None = None) -> None:
         self.report.findings.append(Finding.from_error(check, error, index=index, file=file))
@@ -177,14 +189,16 @@ class _Context:
 
 def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
               progress: AuditProgress | None = None, policy: Policy | None = None, jobs: int = 1,
-              since: bytes | None = None) -> AuditReport:
+              since: bytes | None = None, own_reports: Collection[str] = frozenset()) -> AuditReport:
     """Audit ``source`` at the reference time ``now``; never raises for what it finds (it reports it).
     ``policy``: the witness policy the checkpoints must satisfy (default: the source's own, if any).
     ``jobs``: processes that re-derive bundles (the report is the same whatever it is). Above 1, workers start
     from a forkserver and import the caller's main module, as multiprocessing's do: a script that calls this
     must guard its entry (``if __name__ == "__main__":``), as ``audit.py`` and the ``heldout`` command do.
     ``since``: the bytes of an earlier report to carry forward (:func:`_trust_since`): when it holds, only the
-    bundles appended after it are re-derived; when it does not, the audit is a full one with a finding."""
+    bundles appended after it are re-derived; when it does not, the audit is a full one with a finding.
+    ``own_reports``: the SHA-256s of the clean reports this auditor wrote (``ReportRecord``); ``since`` must be
+    one of them."""
     report = AuditReport(ledger_id=source.ledger_id, mode=source.mode, audit_command=audit_command,
                          checked_utc=format_utc(now))
     ctx = _Context(source=source, report=report, now=now)
@@ -192,7 +206,7 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
     _replay(ctx, tick)
     _decode_entries(ctx)
     if since is not None:
-        _trust_since(ctx, since)
+        _trust_since(ctx, since, own_reports)
     _load_generations(ctx)
     _check_seals(ctx)
     _check_intents(ctx)
@@ -293,16 +307,22 @@ def _replay(ctx: _Context, tick: AuditProgress) -> None:
         ctx.find("ledger", exc)
 
 
-def _trust_since(ctx: _Context, data: bytes) -> None:
+def _trust_since(ctx: _Context, data: bytes, own_reports: Collection[str]) -> None:
     """Carry an earlier report forward, or say why not (a ``since`` finding; the audit then covers everything).
 
-    Trusted only when all of these hold: it is a version-2 report of this ledger in this mode; it is clean
+    Trusted only when all of these hold: this auditor wrote it (its SHA-256 is in ``own_reports``: what it
+    claims cannot be checked, and anyone can write a "clean" report around a real checkpoint); it is a
+    version-2 report of this ledger in this mode; it is clean
     (intact, no finding, every bundle re-derived); its checkpoint note verifies under this ledger's genesis key
     and names the size and root the report states; this ledger replays intact now; a consistency proof from
     that checkpoint to the current one verifies (so the entries it covered are the ones here, unchanged); and
     the ledger holds as many bundles below that size as the report re-derived."""
     digest = sha256_hex(data)
     try:
+        if digest not in own_reports:
+            raise VerificationError("the --since report is not a clean report this auditor wrote (its SHA-256 is "
+                                    "not in the auditor's record): a report is carried forward only from the "
+                                    "auditor's own audits", found=digest)
         earlier = parse_json_object(data, what="the --since report")
         if earlier.get("format") != REPORT_FORMAT or earlier.get("version") != REPORT_VERSION:
             raise VerificationError(f"the --since report is not a version-{REPORT_VERSION} audit report (one that "
@@ -640,6 +660,9 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
         raise VerificationError(f"bundle entry {index} was evaluated while {name} was not current",
                                 index=index, field="created_utc", expected=f"{format_utc(state.created)} .. "
                                 f"{format_utc(state.expiry)}", found=format_utc(created))
+    over_budget = state.budget_error(index)
+    if over_budget is not None:
+        raise over_budget
     withholding = state.release_mode in WITHHOLDING_MODES
     if withholding:
         _check_release_record(ctx, index, entry, state)
@@ -723,6 +746,12 @@ def _check_release_record(ctx: _Context, index: int, entry: BundleEntry, state: 
                 or public_index >= index:
             raise VerificationError(f"bundle entry {index}: its public estimate cites no earlier public bundle of "
                                     "the same model and task", index=index, field="release.public_bundle")
+        earlier = ctx.public_bundles(entry.model_id, task)
+        latest = earlier[bisect_left(earlier, index) - 1]  # (public_index, below index, is among them)
+        if public_index != latest:  # the estimate is the latest public run's, not one picked after the fact
+            raise VerificationError(f"bundle entry {index}: its public estimate cites public bundle {public_index}, "
+                                    f"not the model's latest before it ({latest})", index=index,
+                                    field="release.public_bundle", expected=latest, found=public_index)
         public_eval = parse_json_object(ctx.blob(public_entry.evaluation_sha256, index=public_index,
                                                  what="evaluation_sha256"), what=f"evaluation of entry {public_index}")
         score = released_score(public_eval)

@@ -10,8 +10,9 @@ from typing import Annotated
 
 import typer
 
-from heldout.audit import AuditReport, AuditSource, ExportSource, operator_source, run_audit
+from heldout.audit import AuditReport, AuditSource, ExportSource, ReportRecord, operator_source, run_audit
 from heldout.audit.rederive import default_jobs
+from heldout.audit.report import RECORD_NAME
 from heldout.cli.common import (
     HeldoutCommand,
     JsonFlag,
@@ -56,9 +57,10 @@ def audit_command(
         "--jobs", min=1, max=1024, help="Processes that re-derive bundles (default: every core). The report is "
         "the same bytes whatever it is.", show_default=False)] = None,
     since: Annotated[Path | None, typer.Option(
-        "--since", help="An earlier clean audit report of this ledger to carry forward: after its checkpoint "
-        "verifies and a consistency proof ties it to the current log, only the bundles appended since are "
-        "re-derived; if it does not hold, a full audit with a finding.", show_default=False)] = None,
+        "--since", help="An earlier clean audit report of this ledger that this auditor wrote (recorded in "
+        f"{RECORD_NAME} beside the default report) to carry forward: after its checkpoint verifies and a "
+        "consistency proof ties it to the current log, only the bundles appended since are re-derived; if it "
+        "does not hold, a full audit with a finding.", show_default=False)] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Replay the ledger, check every signature, blob, seal and reveal, and re-derive every bundle.
@@ -79,21 +81,25 @@ def audit_command(
                              "--from DIR", found=ledger_id)
         source = ExportSource.open(from_dir, ledger_id)
         target = out or third_party_report_path(ledger_id)
+        record = ReportRecord(third_party_report_path(ledger_id).with_name(RECORD_NAME))
         command = f"python audit.py {ledger_id} --from {from_dir}"
-        report = _run(source, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier)
+        report = _run(source, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier,
+                      own_reports=record.digests() if earlier is not None else frozenset())
     else:
         st = open_store(store)
         opened = operator_source(st, ledger_id)
+        record = ReportRecord(audit_report_path(st, opened.ledger_id).with_name(RECORD_NAME))
         try:
             command = f"python audit.py {opened.ledger_id}"
-            report = _run(opened, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier)
+            report = _run(opened, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier,
+                          own_reports=record.digests() if earlier is not None else frozenset())
         finally:
             opened.ledger.close()
         target = out or audit_report_path(st, opened.ledger_id)
     if not as_json:
         show_report(report)
     try:
-        written = _write_report(report, target, fallback=out is None)
+        written = _write_report(report, target, fallback=out is None, record=record)
     except (OSError, HeldoutError) as exc:
         mapped = as_heldout_error(exc)
         if not report.exit_code or mapped is None:
@@ -116,27 +122,36 @@ def third_party_report_path(ledger_id: str) -> Path:
     return default_store_path() / "audit" / ledger_id / "from-export" / "audit_report.json"
 
 
-def _write_report(report: AuditReport, target: Path, *, fallback: bool) -> Path:
+def _write_report(report: AuditReport, target: Path, *, fallback: bool, record: ReportRecord) -> Path:
     """Write the report; a default location that cannot be written (a read-only copy of a store) falls back to
-    the temporary folder, and says so. An explicit ``--out`` that fails is an error."""
+    the temporary folder, and says so. An explicit ``--out`` that fails is an error. A clean report is then
+    added to the auditor's ``record`` (what ``--since`` will trust); when the record cannot be written, the
+    report is not trusted later, and that is said."""
     try:
-        report.write(target)
-        return target
+        data = report.write(target)
+        written = target
     except (OSError, StorageError) as exc:
         code = exc.errno if isinstance(exc, OSError) else None
         if not fallback or code not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
-    spare = Path(tempfile.gettempdir()) / "heldout-audit" / report.ledger_id / "audit_report.json"
-    report.write(spare)
-    err_console.print(f"note: {target.parent} cannot be written (read-only store?); the report went to {spare}")
-    return spare
+        written = Path(tempfile.gettempdir()) / "heldout-audit" / report.ledger_id / "audit_report.json"
+        data = report.write(written)
+        err_console.print(f"note: {target.parent} cannot be written (read-only store?); the report went to "
+                          f"{written}")
+    if report.clean:
+        try:
+            record.add(data)
+        except OSError as exc:
+            err_console.print(f"note: the record of clean reports ({record.path}) cannot be written ({exc.strerror}):"
+                              " a later --since will not carry this report forward")
+    return written
 
 
 def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool, policy: Policy | None,
-         jobs: int, since: bytes | None) -> AuditReport:
+         jobs: int, since: bytes | None, own_reports: frozenset[str]) -> AuditReport:
     with phase_progress(disable=quiet) as tick:
         return run_audit(source, now=now, audit_command=command, progress=tick, policy=policy, jobs=jobs,
-                         since=since)
+                         since=since, own_reports=own_reports)
 
 
 def show_report(report: AuditReport) -> None:

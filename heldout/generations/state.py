@@ -2,7 +2,8 @@
 
 A generation exists once a ``seal`` entry names it. At a reference time ``now`` it is:
 
-* ``retired``: a ``retire`` entry names it (whatever ``now`` is: the ledger as it stands is the truth);
+* ``retired``: a ``retire`` entry names it (whatever ``now`` is: the ledger as it stands is the truth), or a
+  ``reveal`` entry does before any retire (its labels are public from then on; the reveal is an anomaly);
 * ``sealed``: ``now`` is before its seal time (committed, not yet in force; only reachable with an injected
   clock that looks back);
 * ``expired``: ``now`` is at or after its expiry;
@@ -20,10 +21,12 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, Protocol
 
 from harness.metrics.spec import split_origin_for
 from heldout.entries import BundleEntry, RetireEntry, RevealEntry, SealEntry, entry_record
+from heldout.generations.budget import TOLERANCE as BUDGET_TOLERANCE
 from heldout.generations.budget import charge_bits, implied_eps
 from heldout.generations.release import WITHHOLDING_MODES
 from keys import ExpiredError, IncompleteError, LapsedError, VerificationError
@@ -34,6 +37,8 @@ from seals import format_utc, parse_json_object
 STATES = ("sealed", "current", "expired", "retired")
 _GENERATION_TYPES = frozenset({SealEntry.TYPE, RetireEntry.TYPE, RevealEntry.TYPE, BundleEntry.TYPE})
 RETIRE_REASONS = ("expired", "leaked", "superseded", "budget")
+#: The retirement a reveal of a generation that was not retired implies (see :func:`load_generations`).
+REVEALED_EARLY = "revealed before it was retired"
 
 
 class BlobSource(Protocol):
@@ -114,6 +119,35 @@ class GenerationState:
     def bits_used(self) -> float:
         """The seal's own statement (each task's smallest class) plus every bundle's charge."""
         return round(math.fsum([self.statement_bits, *(b.leakage_bits for b in self.bundles)]), 6)
+
+    @cached_property
+    def over_budget(self) -> dict[int, tuple[float, float]]:
+        """The bundles admitted past the budget, by entry index: ``(used before it, its charge)`` for each bundle
+        that :func:`~heldout.generations.budget.check_budget` would have refused with the bundles before it (the
+        seal's statement plus their charges). The rule is enforced when a bundle is written; this is the same
+        rule on replay, for a ledger whose operator skipped it (every charge is public)."""
+        if self.budget_bits is None:
+            return {}
+        out: dict[int, tuple[float, float]] = {}
+        charges = [self.statement_bits]
+        for bundle in self.bundles:
+            used = round(math.fsum(charges), 6)
+            if used + bundle.leakage_bits > self.budget_bits + BUDGET_TOLERANCE:
+                out[bundle.index] = (used, bundle.leakage_bits)
+            charges.append(bundle.leakage_bits)
+        return out
+
+    def budget_error(self, index: int) -> VerificationError | None:
+        """The finding for bundle ``index`` when it was admitted past the budget (see :meth:`over_budget`)."""
+        over = self.over_budget.get(index)
+        if over is None or self.budget_bits is None:
+            return None
+        used, charge = over
+        return VerificationError(
+            f"bundle entry {index} was admitted past the leakage budget of {self.name}: it charges {charge:.6f} "
+            f"bits with {self.budget_bits - used:.6f} of {self.budget_bits:.6f} left", index=index,
+            field="leakage_bits", expected=f"<= {round(self.budget_bits - used, 6)} bits", found=charge,
+            generation=self.name, used_bits=used, budget_bits=self.budget_bits)
 
     @property
     def release_step(self) -> float | None:
@@ -327,6 +361,8 @@ def load_generations(ledger: LogReader | Iterable[tuple[int, Mapping[str, Any]]]
                     index=index, field="generation", found=name[:60]))
                 continue
             done = updates[name]
+            if isinstance(record, RetireEntry) and done.get("retire_reason") == REVEALED_EARLY:
+                continue  # already retired by its early reveal (reported there): the retire entry changes nothing
             if f"{kind}_index" in done:
                 out.anomalies.append(VerificationError(
                     f"entry {index}: {name} was already {kind}ed at entry {done[f'{kind}_index']}; ignored",
@@ -338,6 +374,14 @@ def load_generations(ledger: LogReader | Iterable[tuple[int, Mapping[str, Any]]]
                 done["retired_at"] = record.created
             else:
                 done["reveal_sha256"] = record.reveal_sha256
+                if "retire_index" not in done and states[name].membership != "public":
+                    # Its labels are public from here on, so nothing after it is held out: the generation counts
+                    # as retired at this entry (bundles after it are refused, passports on it lapse), and the
+                    # reveal is reported. Only `public` is revealed at its seal.
+                    out.anomalies.append(VerificationError(
+                        f"entry {index} reveals {name}, which is not retired: its labels are public from this "
+                        "entry on, so it counts as retired here", index=index, field="type", found=kind))
+                    done.update(retire_index=index, retire_reason=REVEALED_EARLY, retired_at=record.created)
         elif isinstance(record, BundleEntry) and record.generation in states:
             bundles[record.generation].append(BundleRecord(
                 index=index, model_id=record.model_id, task=record.task, created=record.created,

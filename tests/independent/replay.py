@@ -17,6 +17,7 @@ import binascii
 import hashlib
 import io
 import json
+import math
 import re
 import struct
 import zipfile
@@ -737,6 +738,9 @@ class _Replay:
             name = entry["generation"]
             if name not in self.seal_docs or self.seal_entries[name][0] > index:
                 raise ReplayFailure(ENTRIES, "reveal", f"entry {index} reveals {name}, which no earlier entry seals")
+            if self.seal_entries[name][1].get("membership") != "public" and not any(
+                    e["type"] == "retire" and e["generation"] == name for e in self.entries[:index]):
+                raise ReplayFailure(ENTRIES, "reveal", f"entry {index} reveals {name} before it is retired")
             digest = entry["reveal_sha256"]
             file = f"blobs/sha256/{digest[:2]}/{digest}"
             data = self.blob(digest, index, "reveal_sha256")
@@ -864,6 +868,25 @@ class _Replay:
         return any(e["type"] == "spec" and e["spec_version"] == spec_version and e["effective_utc"] <= at
                    for e in self.entries[:before])
 
+    def retired_before(self, name: str, index: int) -> bool:
+        """A retire entry before ``index``, or a reveal of a generation that is not public (which retires it)."""
+        public = self.seal_entries[name][1].get("membership") == "public"
+        return any(e["generation"] == name and (e["type"] == "retire" or (e["type"] == "reveal" and not public))
+                   for e in self.entries[:index] if e["type"] in ("retire", "reveal"))
+
+    def over_budget(self, index: int) -> bool:
+        """Was bundle ``index`` admitted past its generation's budget (statement plus the charges before it, summed
+        and rounded to 6 decimals, plus its own, above budget_bits + 1e-9)?"""
+        entry = self.entries[index]
+        seal = self.seal_entries[entry["generation"]][1]
+        budget = seal.get("budget_bits")
+        if not isinstance(budget, (int, float)):
+            return False
+        charges = [float(seal.get("statement_bits") or 0.0)] + [
+            round(float(e.get("leakage_bits", 0.0)), 6) for e in self.entries[:index]
+            if e["type"] == "bundle" and e["generation"] == entry["generation"]]
+        return round(math.fsum(charges), 6) + round(float(entry.get("leakage_bits", 0.0)), 6) > budget + 1e-9
+
     def bundles(self) -> None:
         for index, entry in enumerate(self.entries):
             if entry["type"] != "bundle":
@@ -872,8 +895,18 @@ class _Replay:
             seal = self.seal_entries.get(name)
             if seal is None or seal[0] > index:
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} is on a generation no earlier entry seals")
-            if any(e["type"] == "retire" and e["generation"] == name for e in self.entries[:index]):
+            if self.retired_before(name, index):
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} is on {name} after its retirement")
+            if self.over_budget(index):
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was admitted past {name}'s leakage budget")
+            release = entry.get("release")
+            if (seal[1].get("release") or {}).get("mode") == "thresholdout" and isinstance(release, dict):
+                earlier = [j for j, e in enumerate(self.entries[:index]) if e["type"] == "bundle"
+                           and e["generation"] == "public" and e["model_id"] == entry["model_id"]
+                           and e["task"] == entry["task"]]
+                if release.get("public_bundle") != (earlier[-1] if earlier else None):
+                    raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: public_bundle is not the model's "
+                                        "latest public bundle of the task")
             # UTC times in the one textual form compare as strings
             if not seal[1]["created_utc"] <= entry["created_utc"] < seal[1]["expiry_utc"]:
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made while {name} was not current")
@@ -953,6 +986,8 @@ class _Replay:
         if not isinstance(heldout, dict) or heldout.get("generation") != entry["generation"]:
             raise ReplayFailure(file, "passport", f"computed.heldout.generation is not entry {index}'s")
         seal_index, seal = self.seal_entries[entry["generation"]]
+        if seal.get("membership") == "public":
+            raise ReplayFailure(file, "passport", "it rests on the public generation")
         expected = {"ledger_id": self.ledger_id, "set_hash": seal["set_hash"], "seal_index": seal_index,
                     "manifest_sha256": seal["manifest_sha256"], "expiry_utc": seal["expiry_utc"],
                     "note_verifier_key": verifier_key(self.ledger_key.name, self.ledger_key.public_key)}
@@ -996,11 +1031,23 @@ class _Replay:
                 continue
             if hashlib.sha256(jcs(evaluation)).hexdigest() != bundle["evaluation_sha256"]:
                 raise ReplayFailure(file, "passport", f"evaluations[{k}] is not the evaluation entry {at} logged")
+        latest: dict[str, int] = {}
+        for at, bundle in enumerate(self.entries[:note.size]):
+            if bundle["type"] == "bundle" and bundle["model_id"] == entry["model_id"] \
+                    and bundle["generation"] == entry["generation"]:
+                latest[bundle["task"]] = at
+        if sorted(latest.values()) != sorted(ref.get("index") for ref in cited):
+            raise ReplayFailure(file, "passport", "it does not cite the model's latest bundle of every task")
+        if any(self.over_budget(at) for at in latest.values()):
+            raise ReplayFailure(file, "passport", "it cites a bundle admitted past the budget")
         audit = doc["computed"].get("audit") or {}
         then = audit.get("ledger_entries")
-        if not isinstance(then, int) or not 0 < then <= index or audit.get("ledger_intact") is not True \
+        if not isinstance(then, int) or then != note.size or audit.get("ledger_intact") is not True \
                 or audit.get("ledger_head") != mth(self.leaves[:then]).hex():
-            raise ReplayFailure(file, "passport", "computed.audit is not this ledger's head before the passport")
+            raise ReplayFailure(file, "passport", "computed.audit is not this ledger's head at its checkpoint")
+        bundles = sum(1 for e in self.entries[:then] if e["type"] == "bundle")
+        if audit.get("bundles") != bundles or audit.get("rederived") != bundles:
+            raise ReplayFailure(file, "passport", "computed.audit does not claim every bundle below it re-derived")
 
     # R12 ------------------------------------------------------------------------------------------------
     def manifest_claims(self) -> None:

@@ -1,0 +1,239 @@
+"""Attacks of a dishonest operator who holds the keys, the pool and the clock and writes the ledger through the
+library while skipping the checks its own commands make. Each rule below is enforced when the operator's
+commands write; these tests show the audit (operator's and a third party's) and the passport verifier enforce it
+again from the log, which every outsider can read. One named test per attack."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import heldout.evaluation
+import heldout.passports as passports
+from heldout.cli import app
+from heldout.entries import RetireEntry, RevealEntry
+from heldout.generations import ledger_signer, load_generations, open_ledger
+from heldout.generations.access import opening_path
+from heldout.generations.reveal import reveal_bytes
+from heldout.store import Store
+from keys.files import read_private_file
+from ledger import BlobStore
+from seals import parse_json_object, parse_utc
+from tests.audit_support import NOW, TASK, AuditFixture, add_bundle, build_store, command_clock
+
+runner = CliRunner()
+LATER = "2026-09-02T00:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> AuditFixture:
+    return build_store(tmp_path_factory.mktemp("operator-base"))
+
+
+@pytest.fixture
+def fixture(base: AuditFixture, tmp_path: Path) -> AuditFixture:
+    """A private copy of the base store (public, gen1, gen2 with two bundles each) for one attack."""
+    root = base.store.parent
+    shutil.copytree(root, tmp_path / "copy", symlinks=True)
+    moved = tmp_path / "copy"
+    return AuditFixture(store=moved / "store", ledger_id=base.ledger_id, data_root=moved / "data", key_b64=base.key_b64)
+
+
+def cli_at(*args: Any, at: str = LATER) -> Any:
+    with command_clock(at):
+        return runner.invoke(app, [str(a) for a in args])
+
+
+def operator_audit(fx: AuditFixture) -> tuple[int, dict[str, Any]]:
+    result = cli_at("audit", fx.ledger_id, "--store", fx.store, "--jobs", "1", "--json")
+    return result.exit_code, json.loads(result.output)
+
+
+def third_party_audit(fx: AuditFixture, tmp_path: Path) -> tuple[int, dict[str, Any]]:
+    export = tmp_path / "export"
+    assert cli_at("ledger", "export", fx.ledger_id, export, "--store", fx.store).exit_code == 0
+    result = cli_at("audit", fx.ledger_id, "--from", export, "--jobs", "1", "--json", "--out", tmp_path / "r.json")
+    return result.exit_code, json.loads(result.output)
+
+
+def findings_at(report: dict[str, Any], index: int) -> list[str]:
+    return [f["message"] for f in report["findings"] if f.get("index") == index]
+
+
+@contextmanager
+def operator_skipping(module: Any, name: str, replacement: Any) -> Iterator[None]:
+    """The operator's own tooling: the library with one of its write-time checks taken out."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, name, replacement)
+        yield
+
+
+def issue(fx: AuditFixture, model_id: str, generation: str) -> Path:
+    st = Store.open(fx.store)
+    with open_ledger(st) as ledger:
+        issued = passports.issue_passport(st, ledger, ledger_signer(st, ledger), model_id, generation=generation,
+                                          now=parse_utc(LATER))
+    return issued.path
+
+
+# --- the leakage budget -------------------------------------------------------------------------------------
+
+def test_attack_bundles_logged_past_the_leakage_budget(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The seal admits bundles while used + charge <= budget; an operator who skips the admission logs more.
+    Both audits name every bundle past the budget, and a passport on one does not verify."""
+    assert cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "20", "--expires", "2027-05-01",
+                   "--budget-bits", "2500", "--store", fixture.store, at=NOW).exit_code == 0
+    with operator_skipping(heldout.evaluation, "check_budget", lambda *args, **kwargs: None):
+        logged = [add_bundle(fixture.store, "gen3", f"spender_{i}", seed=900 + i) for i in range(3)]
+    status = json.loads(cli_at("status", "--json", "--store", fixture.store).output)
+    gen3 = next(g for g in status["generations"] if g["generation"] == "gen3")
+    assert gen3["budget"]["left"] < 0
+    code, report = operator_audit(fixture)
+    assert code == 1
+    over = [i for i in logged if any("past the leakage budget of gen3" in m for m in findings_at(report, i))]
+    assert over and over == logged[len(logged) - len(over):]  # the first admitted ones are fine, then every one
+    assert findings_at(report, logged[0]) == []
+    code, third = third_party_audit(fixture, tmp_path)
+    assert code == 1
+    assert all(findings_at(third, i) for i in over)
+    # A passport issued by skipping the clean-audit rule too does not verify.
+    with operator_skipping(passports, "load_clean_audit", lambda store, ledger: _claimed_audit(ledger)):
+        path = issue(fixture, f"spender_{len(logged) - 1}", "gen3")
+    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    assert result.exit_code == 1 and "past the leakage budget" in result.output, result.output
+
+
+def _claimed_audit(ledger: Any) -> tuple[dict[str, Any], bytes]:
+    """A report claiming a clean audit at the head (counts that the log bears out)."""
+    bundles = sum(1 for _, e in ledger.entries() if e.get("type") == "bundle")
+    return ({"audit_command": "python audit.py", "bundles": bundles, "ledger_entries": ledger.size,
+             "ledger_head": ledger.root().hex(), "ledger_intact": True, "rederived": bundles}, b"{}")
+
+
+# --- revealing before retiring ------------------------------------------------------------------------------
+
+def log_reveal(fx: AuditFixture, generation: str) -> int:
+    """The operator logs the true reveal of ``generation`` (its private opening) with no retire before it."""
+    st = Store.open(fx.store)
+    now = parse_utc(NOW)
+    with open_ledger(st) as ledger:
+        state = load_generations(ledger, now)[generation]
+        opening = parse_json_object(read_private_file(opening_path(st, ledger.ledger_id, generation,
+                                                                   state.set_hash)), what="opening")
+        digest = BlobStore(st.blobs).put(reveal_bytes(opening))
+        return ledger.append(RevealEntry(generation=generation, reveal_sha256=digest, created_utc=NOW,
+                                         extra={"n_cases": state.n_cases}).to_entry(),
+                             signer=ledger_signer(st, ledger), now=now)
+
+
+def test_attack_reveal_without_retire_keeps_evaluating(fixture: AuditFixture, tmp_path: Path) -> None:
+    """A reveal entry on gen2 with no retire: its labels are public from then on, so gen2 counts as retired there.
+    The reveal is reported, a later evaluation is refused, a bundle logged anyway is a finding, and a passport
+    on gen2 is lapsed."""
+    reveal = log_reveal(fixture, "gen2")
+    with open_ledger(Store.open(fixture.store)) as ledger:
+        after = load_generations(ledger, parse_utc(NOW))["gen2"]
+    assert after.retire_index == reveal and after.state == "retired" and after.revealed
+    with pytest.raises(Exception, match="retired"):
+        add_bundle(fixture.store, "gen2", "cheater", seed=77)
+    with operator_skipping(heldout.evaluation, "check_budget", lambda *args, **kwargs: None):
+        late = add_bundle(fixture.store, "gen2", "cheater", seed=77)
+    code, report = operator_audit(fixture)
+    assert code == 1
+    assert any("reveals gen2, which is not retired" in m for m in findings_at(report, reveal))
+    assert any("after gen2 was retired" in m for m in findings_at(report, late))
+    code, third = third_party_audit(fixture, tmp_path)
+    assert code == 1 and findings_at(third, reveal) and findings_at(third, late)
+    status = json.loads(cli_at("status", "--json", "--store", fixture.store).output)
+    assert any("reveals gen2" in a["message"] for a in status["anomalies"])
+
+
+def test_attack_reveal_then_retire_is_reported_once(fixture: AuditFixture) -> None:
+    """After an early reveal the retire command says the generation is retired already; a retire entry the
+    operator logs anyway changes nothing and adds no second report."""
+    reveal = log_reveal(fixture, "gen1")
+    st = Store.open(fixture.store)
+    now = parse_utc(NOW)
+    refused = cli_at("retire", "gen1", "--reason", "leaked", "--store", fixture.store)
+    assert refused.exit_code == 2 and "revealed before it was retired" in refused.output, refused.output
+    with open_ledger(st) as ledger:
+        ledger.append(RetireEntry(generation="gen1", reason="leaked", created_utc=NOW).to_entry(),
+                      signer=ledger_signer(st, ledger), now=now)
+        generations = load_generations(ledger, now)
+    assert generations["gen1"].retire_index == reveal
+    assert [a.evidence.get("index") for a in generations.anomalies] == [reveal]
+
+
+# --- passports ----------------------------------------------------------------------------------------------
+
+def test_attack_passport_claiming_an_audit_of_nothing(fixture: AuditFixture, tmp_path: Path) -> None:
+    """A logged, signed passport whose audit claim covers entry 0 only (no bundle re-derived): refused, with the
+    ledger and with an export."""
+    with open_ledger(Store.open(fixture.store)) as ledger:
+        first_root = ledger.root(1).hex()
+    vacuous = {"audit_command": "python audit.py", "bundles": 0, "ledger_entries": 1, "ledger_head": first_root,
+               "ledger_intact": True, "rederived": 0}
+    with operator_skipping(passports, "load_clean_audit", lambda store, ledger: (vacuous, b"{}")):
+        path = issue(fixture, "model_0", "gen2")
+    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    assert result.exit_code == 1 and "its audit covers 1 entries" in result.output, result.output
+    export = tmp_path / "export"
+    assert cli_at("ledger", "export", fixture.ledger_id, export, "--store", fixture.store).exit_code == 0
+    assert cli_at("passport", "verify", path, "--from", export).exit_code == 1
+
+
+@pytest.mark.parametrize("claim", [{"bundles": 1, "rederived": 1}, {"rederived": 5}])
+def test_attack_passport_claiming_an_audit_with_counts_the_log_refutes(fixture: AuditFixture,
+                                                                      claim: dict[str, int]) -> None:
+    with operator_skipping(passports, "load_clean_audit",
+                           lambda store, ledger: ({**_claimed_audit(ledger)[0], **claim}, b"{}")):
+        path = issue(fixture, "model_0", "gen2")
+    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    assert result.exit_code == 1 and "does not claim every bundle below its size re-derived" in result.output
+
+
+def test_attack_passport_citing_an_older_better_bundle(fixture: AuditFixture) -> None:
+    """The model's latest run on gen2 is poor; the operator cites its earlier, better one."""
+    good = add_bundle(fixture.store, "gen2", "picky", seed=11, skill=2.0)
+    latest = add_bundle(fixture.store, "gen2", "picky", seed=12, skill=0.05)
+    assert operator_audit(fixture)[0] == 0
+    real = passports.records
+    with operator_skipping(passports, "records", lambda pairs, *types: [r for r in real(pairs, *types)
+                                                                        if r.index != latest]):
+        path = issue(fixture, "picky", "gen2")
+    assert [b["index"] for b in json.loads(path.read_text())["computed"]["heldout"]["bundles"]] == [good]
+    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    assert result.exit_code == 1 and "latest bundle of every task" in result.output, result.output
+    code, report = operator_audit(fixture)
+    assert code == 1 and any(f["check"] == "passport" for f in report["findings"])
+
+
+def test_honest_passport_cites_the_latest_bundle_and_verifies(fixture: AuditFixture) -> None:
+    add_bundle(fixture.store, "gen2", "steady", seed=21)
+    latest = add_bundle(fixture.store, "gen2", "steady", seed=22)
+    assert operator_audit(fixture)[0] == 0
+    result = cli_at("passport", "issue", "steady", "--generation", "gen2", "--store", fixture.store, "--json")
+    assert result.exit_code == 0, result.output
+    path = fixture.store / "passports" / "steady__gen2.passport.json"
+    assert [b["index"] for b in json.loads(path.read_text())["computed"]["heldout"]["bundles"]] == [latest]
+    assert cli_at("passport", "verify", path, "--store", fixture.store).exit_code == 0
+
+
+def test_attack_passport_anchored_to_the_public_generation(fixture: AuditFixture) -> None:
+    """`public`'s cases and labels are published: nothing about a model's score on it is held out. Issuing on it is
+    refused; a passport made on it anyway does not verify."""
+    assert operator_audit(fixture)[0] == 0
+    result = cli_at("passport", "issue", "model_0", "--generation", "public", "--store", fixture.store)
+    assert result.exit_code == 2 and "public" in result.output
+    with operator_skipping(passports, "_choose_generation",
+                           lambda generations, model_id, ledger, generation, now: generations["public"]):
+        path = issue(fixture, "model_0", "public")
+    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    assert result.exit_code == 1 and "public" in result.output, result.output
