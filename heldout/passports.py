@@ -112,12 +112,9 @@ def _choose_generation(generations: Mapping[str, GenerationState], model_id: str
         if state is None:
             raise UsageError(f"no generation {generation!r} is sealed on this ledger", field="generation",
                              found=generation, expected=sorted(generations))
-        if state.membership == "public":
-            raise UsageError(f"{generation} is public (its cases and labels are published): a passport is anchored "
-                             "to a sealed held-out generation", field="generation", found=generation)
         state.require_current(now)
         return state
-    candidates = [s for s in generations.values() if s.state_at(now) == "current" and s.membership != "public"
+    candidates = [s for s in generations.values() if s.state_at(now) == "current"
                   and any(b.model_id == model_id for b in s.bundles)]
     if not candidates:
         raise UsageError(f"no current generation has bundles of {model_id}; name one with --generation",
@@ -200,7 +197,9 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
     supersessions = load_supersessions(ledger.entries())
     require_not_superseded(supersessions, spec_version, now)
     expiry = state.expiry
-    expiry_basis = (f"the sealed held-out generation this evidence is anchored to ({state.name}, set hash "
+    anchor = ("the public generation (its cases and labels are published: this evidence is not held out)"
+              if state.membership == "public" else "the sealed held-out generation")
+    expiry_basis = (f"{anchor} this evidence is anchored to ({state.name}, set hash "
                     f"{state.set_hash[:16]}...) is published to expire {format_utc(state.expiry)}; the passport "
                     "lapses earlier if the generation is retired or its spec version superseded")
     superseded = supersessions.get(spec_version)
@@ -399,10 +398,6 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
     if state is None or state.seal_index > index:
         raise VerificationError(f"the ledger has no generation {heldout.get('generation')!r} sealed before the "
                                 "passport", index=index, field="computed.heldout.generation")
-    if state.membership == "public":
-        raise VerificationError(f"the passport of entry {index} is anchored to {state.name}, whose cases and labels "
-                                "are public: a passport rests on a sealed held-out generation", index=index,
-                                field="computed.heldout.generation", found=state.name)
     for ref in heldout["bundles"]:  # (each checked above to be a bundle of this generation)
         over_budget = state.budget_error(ref["index"])
         if over_budget is not None:
@@ -654,13 +649,19 @@ def witnessed_passport(passport: Passport, policy: Policy) -> Witnessed:
 def check_passport(doc: dict[str, Any], *, store: Store, source: str | None, at: datetime,
                    pinned: PublicKey | TrustedKey | None = None, policy: Policy | None = None) -> PassportCheck:
     """Verify a passport document as ``heldout passport verify`` does: against its ledger when one is at hand
-    (``source``, else ``store``'s copy: :func:`check_passport_on_ledger`), else on its own (signature, expiry,
+    (``source``, else ``store``'s copy: :func:`check_passport_on_ledger`; with ``source``, the issuer key is
+    ``pinned`` or else the keyring's, and the ledger must declare it), else on its own (signature, expiry,
     and its offline proofs under ``pinned`` or the keyring's issuer key); with ``policy``, its proofs must rest
     on a checkpoint the policy's quorum cosigned. Raises for a failed check; an expired or lapsed passport is
     a verdict, not an error."""
     facts = passport_ledger_facts(doc, store, source)
     proven = None
     if facts is not None:
+        if source is not None and pinned is None:
+            # A public log proves what it holds, not whose it is: anyone can publish a ledger whose entry 0
+            # declares their own key, and the passport names its ledger itself. The trust comes from the
+            # auditor's keyring (or --key), and the ledger must declare that key.
+            pinned = store.issuer_key(doc, what="passport")
         verdict = check_passport_on_ledger(doc, facts, at=at, pinned=pinned)
     else:
         trusted = pinned if pinned is not None else store.issuer_key(doc, what="passport")

@@ -33,6 +33,14 @@ def default_store_path() -> Path:
     return base / "heldout"
 
 
+def auditor_state_path() -> Path:
+    """What the auditor keeps for itself, outside every store (the record of the clean audit reports it wrote):
+    ``$XDG_STATE_HOME/heldout``, else ``~/.local/state/heldout``."""
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
+    return base / "heldout"
+
+
 @dataclass(frozen=True)
 class Store:
     root: Path

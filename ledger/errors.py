@@ -120,3 +120,8 @@ def database_error(exc: sqlite3.Error, path: Path | str | None = None) -> Ledger
 class TimeRegression(LedgerUsageError):
     """An append whose time is earlier than the ledger's last entry: the ledger's time only moves forward
     (exit 2; nothing is written)."""
+
+
+class EntryAfterNow(LedgerUsageError):
+    """An entry dated after the append's own reference time: since the ledger's time only moves forward, one
+    entry dated in the far future would refuse every later append, for good (exit 2; nothing is written)."""

@@ -65,6 +65,8 @@ ENTRIES = "entries.jsonl"
 CHECKPOINTS = "checkpoints"
 BLOBS = Path("blobs") / "sha256"
 KEYS = "keys"
+#: A key file is one small canonical JSON object (section 4 of FORMATS.md); a larger one is refused unread.
+KEY_FILE_LIMIT = 64 * 1024
 SEALS = "seals"
 
 
@@ -318,6 +320,12 @@ class LedgerExport(EntryList):
         except UnsafeFile as exc:
             raise LedgerIntegrityError(exc.message, **exc.evidence) from None
 
+    def _is_file(self, relative: str) -> bool:
+        try:
+            return file_in(self.folder, relative, what="ledger export")
+        except UnsafeFile as exc:
+            raise LedgerIntegrityError(exc.message, **exc.evidence) from None
+
     def _list(self, relative: str) -> list[str]:
         try:
             return list_in(self.folder, relative, what="ledger export") or []
@@ -350,11 +358,11 @@ class LedgerExport(EntryList):
         no other file there; ``seals`` = the files under ``seals/``; ``blobs`` = the blob files present, each
         one an entry references, and ``missing_blobs`` = the referenced ones absent."""
         m = self.manifest
-        raw = (self.folder / MANIFEST).read_bytes()
+        raw = self._read(MANIFEST, limit=DOCUMENT_LIMIT)  # every file read here confined and bounded (_read)
         if raw != canonical_bytes(m) + b"\n":
             yield LedgerIntegrityError("export.json is not in canonical form (canonical JSON and one newline)",
                                        file=MANIFEST, field="export.json")
-        entries_raw = (self.folder / ENTRIES).read_bytes() if (self.folder / ENTRIES).is_file() else b""
+        entries_raw = self._read(ENTRIES, limit=ENTRIES_FILE_LIMIT) or b""
         expected_entries = {"file": ENTRIES, "count": self.size, "sha256": hashlib.sha256(entries_raw).hexdigest()}
         if m.get("entries") != expected_entries:
             yield LedgerIntegrityError("the export manifest's entries member does not describe entries.jsonl",
@@ -364,16 +372,22 @@ class LedgerExport(EntryList):
         if m.get("keys") != sorted(declared):
             yield LedgerIntegrityError("the export manifest's keys are not the keys the ledger declares",
                                        file=MANIFEST, field="keys", expected=sorted(declared), found=m.get("keys"))
-        key_folder = self.folder / KEYS
-        for path in sorted(key_folder.iterdir()) if key_folder.is_dir() else []:
-            key = declared.get(path.name.removesuffix(".pub.json")) if path.name.endswith(".pub.json") else None
+        for name in self._list(KEYS):
+            key = declared.get(name.removesuffix(".pub.json")) if name.endswith(".pub.json") else None
             if key is None:
                 yield LedgerIntegrityError("a key file in the export names a key no ledger entry declares "
                                            "(keys are trusted only when the genesis or a key entry declares them)",
-                                           file=f"{KEYS}/{path.name}", field="keys")
-            elif not path.is_file() or path.read_bytes() != key_file_bytes(key):
+                                           file=f"{KEYS}/{name}", field="keys")
+                continue
+            try:  # a link, a folder, a FIFO or an oversized file there is refused by the confined read
+                data = self._read(f"{KEYS}/{name}", limit=KEY_FILE_LIMIT)
+            except LedgerIntegrityError as exc:
+                yield LedgerIntegrityError(f"a key file in the export is not a plain file: {exc.message}",
+                                           file=f"{KEYS}/{name}", field="keys")
+                continue
+            if data != key_file_bytes(key):
                 yield LedgerIntegrityError("a key file in the export is not the key its ledger entry declares",
-                                           file=f"{KEYS}/{path.name}", field="keys", expected=key.public_key.b64)
+                                           file=f"{KEYS}/{name}", field="keys", expected=key.public_key.b64)
         seal_names = [p.name for p in self.seal_paths()]
         if m.get("seals") != seal_names:
             yield LedgerIntegrityError("the export manifest's seals are not the files under seals/", file=MANIFEST,
@@ -382,14 +396,29 @@ class LedgerExport(EntryList):
         for index, data in self.entries_bytes():
             referenced.update(blob_references(decode_entry(data, index=index)))
         present: list[str] = []
-        blob_root = self.folder / BLOBS
-        for path in sorted(blob_root.glob("*/*")) if blob_root.is_dir() else []:
-            relative = str(path.relative_to(self.folder))
-            if path.parent.name != path.name[:2] or path.name not in referenced:
-                yield LedgerIntegrityError("a blob file in the export is not one an entry references",
-                                           file=relative, field="blobs")
+        for prefix in self._list(str(BLOBS)):
+            if len(prefix) != 2 or prefix.strip("0123456789abcdef"):
+                yield LedgerIntegrityError("a file or folder in blobs/sha256 that is not a two-hex prefix folder",
+                                           file=f"{BLOBS}/{prefix}", field="blobs")
                 continue
-            present.append(path.name)
+            try:  # a link, a file or anything but a real folder where a prefix folder belongs is refused
+                names = self._list(f"{BLOBS}/{prefix}")
+            except LedgerIntegrityError as exc:
+                yield LedgerIntegrityError(f"not a blob folder: {exc.message}", file=f"{BLOBS}/{prefix}",
+                                           field="blobs")
+                continue
+            for name in names:
+                relative = f"{BLOBS}/{prefix}/{name}"
+                try:
+                    plain = self._is_file(relative)
+                except LedgerIntegrityError as exc:
+                    yield LedgerIntegrityError(f"not a blob file: {exc.message}", file=relative, field="blobs")
+                    continue
+                if not plain or prefix != name[:2] or name not in referenced:
+                    yield LedgerIntegrityError("a blob file in the export is not one an entry references",
+                                               file=relative, field="blobs")
+                    continue
+                present.append(name)
         missing = sorted(referenced - set(present))
         for member, expected in (("blobs", sorted(present)), ("missing_blobs", missing)):
             if m.get(member) != expected:

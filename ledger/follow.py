@@ -12,15 +12,15 @@ One step of :func:`follow`:
    both signed notes as fork/rollback evidence and raises.
 
 Over HTTP the export's ``export.json``, ``entries.jsonl`` and the one checkpoint note are fetched into a
-temporary folder (timeouts and size caps), then read exactly like a local export. A tiles directory
-(``ledger tiles``), local or served (a URL whose ``checkpoint`` exists), is read through ``ledger.tiles``.
+temporary folder (``ledger.tiles.http_get``: a timeout per socket operation, an overall deadline per request,
+size caps; any failure to fetch, a malformed answer included, is a usage error, exit 2), then read exactly like
+a local export. A tiles directory (``ledger tiles``), local or served (a URL whose ``checkpoint`` exists), is
+read through ``ledger.tiles``.
 """
 
 from __future__ import annotations
 
 import tempfile
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +32,11 @@ from ledger.errors import LedgerIntegrityError, LedgerUsageError
 from ledger.export import CHECKPOINTS, ENTRIES, MANIFEST, LedgerExport, open_export
 from ledger.policy import Policy, Witnessed
 from ledger.public import PublicLog
-from ledger.tiles import CHECKPOINT, HttpFiles, is_tiles_dir, open_tiles
+from ledger.tiles import CHECKPOINT, HttpFiles, http_get, is_tiles_dir, open_tiles
 from seals import parse_json_object
 
-FETCH_TIMEOUT_S = 30.0
+FETCH_TIMEOUT_S = 30.0  # per socket operation
+FETCH_DEADLINE_S: float | None = None  # per request; None: ledger.tiles.FETCH_DEADLINE_S
 MAX_FETCH_BYTES = 512 * 1024 * 1024
 
 
@@ -51,13 +52,10 @@ class FollowResult:
 
 
 def _fetch(url: str, dest: Path) -> None:
-    try:
-        with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:
-            data = response.read(MAX_FETCH_BYTES + 1)
-    except (urllib.error.URLError, OSError) as exc:
-        raise LedgerUsageError(f"cannot fetch {url}: {exc}", path=url) from None
-    if len(data) > MAX_FETCH_BYTES:
-        raise LedgerUsageError(f"{url} is larger than {MAX_FETCH_BYTES} bytes", path=url)
+    data = http_get(url, MAX_FETCH_BYTES, timeout=FETCH_TIMEOUT_S, deadline=FETCH_DEADLINE_S,
+                    over_limit=LedgerUsageError)
+    if data is None:
+        raise LedgerUsageError(f"cannot fetch {url}: not found (HTTP 404 or 410)", path=url)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(data)
 
@@ -70,8 +68,10 @@ def mirror_export(url: str, folder: Path) -> LedgerExport:
     _fetch(f"{base}/{MANIFEST}", folder / MANIFEST)
     manifest = parse_json_object((folder / MANIFEST).read_bytes(), what=f"{base}/{MANIFEST}")
     sizes = manifest.get("checkpoints")
-    if not isinstance(sizes, list) or not sizes or not all(isinstance(s, int) for s in sizes):
-        raise LedgerIntegrityError("the export manifest lists no checkpoints", file=MANIFEST)
+    if not isinstance(sizes, list) or not sizes or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        raise LedgerIntegrityError("the export manifest lists no checkpoints (positive integer sizes)",
+                                   file=MANIFEST, field="checkpoints")
     latest = max(sizes)
     _fetch(f"{base}/{CHECKPOINTS}/{latest}.note", folder / CHECKPOINTS / f"{latest}.note")
     _fetch(f"{base}/{ENTRIES}", folder / ENTRIES)

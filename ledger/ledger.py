@@ -30,7 +30,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -54,6 +54,7 @@ from ledger.entries import (
 from ledger.errors import (
     AppendConflict,
     CheckpointError,
+    EntryAfterNow,
     EntryRejected,
     LedgerIntegrityError,
     LedgerKeyError,
@@ -73,6 +74,10 @@ if TYPE_CHECKING:  # ledger.db imports sqlite-utils its own way (without pandas)
 from seals import format_utc, parse_json_object
 
 _sha256 = hashlib.sha256
+#: How far after the append's own time an entry may be dated: the host that made it and the log's host may
+#: disagree on the time a little; further ahead is refused (the ledger's time only moves forward, so an entry
+#: dated far ahead would refuse every later append, for good).
+MAX_AHEAD = timedelta(days=1)
 
 
 class Ledger(ProvingLog):
@@ -353,6 +358,14 @@ class Ledger(ProvingLog):
                                  field="created_utc", position=position, expected=f">= {previous}", found=stamp)
         encoded = list(zip(kinds, encode_entries(plain), strict=True))
         first, last = plain[0].get("created_utc"), plain[-1].get("created_utc")
+        moment = format_utc(now + MAX_AHEAD)
+        if isinstance(last, str) and last > moment:  # (dated in order: the last one is the latest)
+            position = next(p for p, e in enumerate(plain) if str(e.get("created_utc")) > moment)
+            found = plain[position].get("created_utc")
+            raise EntryAfterNow(f"an entry is dated {found}, more than {MAX_AHEAD} after the append's time "
+                                f"{format_utc(now)}: entries are dated when they are made, not ahead (one far ahead "
+                                "would stop every later append)", field="created_utc", position=position,
+                                expected=f"<= {moment}", found=found)
         return self._append_encoded(encoded, signer=signer, now=now, expected_size=expected_size,
                                     first_entry_time=first if isinstance(first, str) else None,
                                     last_entry_time=last if isinstance(last, str) else None)

@@ -293,14 +293,15 @@ def create_storage(folder: Path, ledger_id: str, fill: Fill) -> SqliteStorage:
     if path.exists():
         raise LedgerUsageError(f"a ledger {ledger_id} already exists in {folder}", path=str(path))
     tmp = folder / f".{ledger_id}{LEDGER_SUFFIX}.tmp{os.getpid()}"
-    for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-        leftover.unlink(missing_ok=True)
-    storage = SqliteStorage(connect(tmp, create=True), tmp)
+    _remove_stale_builds(folder, ledger_id)
+    storage: SqliteStorage | None = None
     try:
+        storage = SqliteStorage(connect(tmp, create=True), tmp)
         with storage.write():
             fill(storage)
     except BaseException:  # a full disk, a refused copy: no half-built file is left behind
-        storage.close()
+        if storage is not None:
+            storage.close()
         for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
             leftover.unlink(missing_ok=True)
         raise
@@ -313,6 +314,25 @@ def create_storage(folder: Path, ledger_id: str, fill: Fill) -> SqliteStorage:
         tmp.unlink(missing_ok=True)
     fsync_dir(folder)
     return open_storage(path)
+
+
+def _remove_stale_builds(folder: Path, ledger_id: str) -> None:
+    """Half-built files of this ledger that a killed build left (``.<id>.sqlite.tmp<pid>`` and its -wal and
+    -shm), unless the process that named them still runs: never a ledger, so nothing to keep."""
+    stem = f".{ledger_id}{LEDGER_SUFFIX}.tmp"
+    for path in folder.glob(f"{stem}*"):
+        pid = path.name[len(stem):].removesuffix("-wal").removesuffix("-shm")
+        if not pid.isdigit():
+            continue
+        if int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), 0)
+                continue  # its builder runs: leave it alone
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue  # another user's running process
+        path.unlink(missing_ok=True)
 
 
 def locate(folder: Path, ledger_id_or_prefix: str) -> Path:

@@ -26,10 +26,14 @@ an older checkpoint still finds its own), and all partial versions of a tile are
 the new checkpoint is in place. Nothing under the store's ``private/`` is read.
 
 :class:`TilesLog` reads such a folder (files opened without following symbolic links, sizes bounded) or the
-same layout over HTTP(S) (timeouts, sizes bounded) and presents the interface of
-:class:`ledger.export.LedgerExport`. What it returns is checked: every entry against the leaf hash in its
-level-0 tile, every hash tile against the tree the entries give, that tree's root against the ``checkpoint``
-signed by the key entry 0 declares; :meth:`TilesLog.verify` then replays every checkpoint as an export's.
+same layout over HTTP(S) (a timeout per socket operation and an overall deadline per request, sizes bounded)
+and presents the interface of :class:`ledger.export.LedgerExport`. What it returns is checked: every entry
+against the leaf hash in its level-0 tile, every hash tile against the tree the entries give, that tree's root
+against the ``checkpoint`` signed by the key entry 0 declares; :meth:`TilesLog.verify` then replays every
+checkpoint as an export's. The manifest's lists are checked item by item before any item is used (checkpoint
+sizes strictly increasing up to the size, so never more notes fetched than the log has entries; digests and
+names of the form they must have; never a boolean where an integer belongs), and in a local folder every name
+under the folders the tiles own (``checkpoints/``, ``keys/``, ``blobs/``) must be one the manifest names.
 """
 
 from __future__ import annotations
@@ -37,14 +41,18 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import http.client
+import io
 import os
 import re
 import shutil
+import socket
 import stat
+import time
 import urllib.error
 import urllib.request
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -88,7 +96,8 @@ MAX_BUNDLE_ENTRY = 0xFFFF  # the uint16 length prefix of an entry bundle
 TILE_LIMIT = TILE_WIDTH * HASH_SIZE
 BUNDLE_LIMIT = TILE_WIDTH * (2 + MAX_BUNDLE_ENTRY)
 MANIFEST_LIMIT = ENTRIES_FILE_LIMIT  # it lists every checkpoint size and blob: it grows with the log
-FETCH_TIMEOUT_S = 30.0
+FETCH_TIMEOUT_S = 30.0  # the most one socket operation (connect, one receive) may wait
+FETCH_DEADLINE_S = 120.0  # the most one request may take in all (redirects, headers, body): a dripping server
 FETCH_THREADS = 8  # concurrent requests to a tiles server
 
 _T = TypeVar("_T")
@@ -314,9 +323,23 @@ def write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None = None,
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise LedgerUsageError(f"another 'ledger tiles' run is writing {out}", path=str(out)) from None
+        _remove_temp_files(out)
         return _write_tiles(ledger, out, blobs=blobs, seals=seals)
     finally:
         os.close(fd)  # releases the lock
+
+
+_TEMP_NAME = re.compile(r"\..+\.tmp[0-9]+")
+
+
+def _remove_temp_files(out: Path) -> None:
+    """The temporary files (``.NAME.tmpPID``) of runs killed before they linked them into place: under the
+    folder's lock no other run writes, so every one is a leftover, which readers would rightly report as a
+    file the manifest does not list."""
+    for folder, _, names in os.walk(out):
+        for name in names:
+            if _TEMP_NAME.fullmatch(name):
+                (Path(folder) / name).unlink(missing_ok=True)
 
 
 def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | None) -> TilesResult:
@@ -405,8 +428,8 @@ def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: P
                                    found=b64encode(computed), checkpoint=new)
 
     # what a verifier needs beside the tiles, as an export holds it
-    missing = [d for d in previous.get("missing_blobs") or [] if isinstance(d, str)]
-    present = [d for d in previous.get("blobs") or [] if isinstance(d, str)]
+    missing = _strings(previous.get("missing_blobs"))
+    present = _strings(previous.get("blobs"))
     known = set(present)
     for digest in dict.fromkeys([*missing, *referenced]):
         if digest in known:
@@ -419,7 +442,7 @@ def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: P
             known.add(digest)
             missing.append(digest)
     missing = sorted(set(missing) - set(present))
-    key_ids = {k for k in previous.get("keys") or [] if isinstance(k, str)}
+    key_ids = set(_strings(previous.get("keys")))
     for key in declared:
         writer.immutable(f"{KEYS}/{key.key_id}.pub.json", key_file_bytes(key))
         key_ids.add(key.key_id)
@@ -464,6 +487,11 @@ def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: P
     return result
 
 
+def _strings(value: object) -> list[str]:
+    """The strings of a list an earlier run's manifest holds (nothing from anything else)."""
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
 def _read_back_root(out: Path, level: int, number: int) -> bytes:
     rel = hash_tile_path(level, number)
     path = out / rel
@@ -493,6 +521,60 @@ def is_tiles_dir(folder: Path) -> bool:
 
 
 _PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_PREFIX = re.compile(r"[0-9a-f]{2}")
+
+
+def _is_int(value: object) -> bool:
+    """An integer, and not a boolean (``True == 1`` in Python; JSON's ``true`` is no size)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: object) -> str:
+    """A name or value from the files, for a message: printable, at most 120 characters."""
+    text = value if isinstance(value, str) else repr(value)
+    return text[:120] if text.isprintable() else ascii(text)[:120]
+
+
+def _increasing_sizes(value: object, size: int) -> list[int]:
+    """``value`` as checkpoint sizes of a log of ``size`` entries: a list of integers, strictly increasing from
+    1, ending at ``size`` (so at most ``size`` of them), checked in one pass before anything is fetched."""
+    if not isinstance(value, list) or not value:
+        raise LedgerIntegrityError("the tiles manifest lists no checkpoint sizes", file=MANIFEST,
+                                   field="checkpoints")
+    if len(value) > size:
+        raise LedgerIntegrityError(f"the tiles manifest lists {len(value)} checkpoint sizes for a log of {size} "
+                                   "entries", file=MANIFEST, field="checkpoints", expected=size, found=len(value))
+    previous = 0
+    for position, item in enumerate(value):
+        if not _is_int(item) or not previous < item <= size:
+            raise LedgerIntegrityError(f"the tiles manifest's checkpoint sizes are not strictly increasing "
+                                       f"integers from 1 to the log's size {size}", file=MANIFEST,
+                                       field="checkpoints", index=position, found=_shown(item))
+        previous = item
+    if previous != size:
+        raise LedgerIntegrityError("the tiles manifest's last checkpoint size is not the log's size",
+                                   file=MANIFEST, field="checkpoints", expected=size, found=previous)
+    return value
+
+
+def _names_problem(value: object, pattern: re.Pattern[str], most: int | None) -> str | None:
+    """Why ``value`` is not a list of distinct strings matching ``pattern`` in sorted order (at most ``most``),
+    or ``None``: every item is checked before any is used (hashed, joined into a path, fetched)."""
+    if not isinstance(value, list):
+        return f"it is a JSON {_JSON_TYPES.get(type(value), type(value).__name__)}"
+    if most is not None and len(value) > most:
+        return f"it has {len(value)} items, more than the log's {most} entries can name"
+    for position, item in enumerate(value):
+        if not isinstance(item, str) or not pattern.fullmatch(item):
+            return f"item {position} is {_shown(item)}"
+        if position and item <= value[position - 1]:
+            return f"item {position} repeats or is out of order"
+    return None
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+               type(None): "null"}
 
 
 def _parts(rel: str) -> list[str]:
@@ -533,62 +615,201 @@ class LocalFiles:
             raise LedgerIntegrityError(exc.message, **exc.evidence) from None
 
 
+class FetchDeadline(TimeoutError):
+    """A server answered too slowly: the request was not complete within its overall deadline."""
+
+
+@dataclass(frozen=True)
+class _Deadline:
+    at: float  # time.monotonic()
+    seconds: float
+
+    @classmethod
+    def start(cls, seconds: float) -> _Deadline:
+        return cls(time.monotonic() + seconds, seconds)
+
+    def left(self) -> float:
+        """Seconds left; :class:`FetchDeadline` once none are."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise FetchDeadline(f"no complete answer within {self.seconds:g} s (the server is too slow)")
+        return left
+
+
+_DEADLINE = "heldout_deadline"  # the attribute of a urllib Request that carries its deadline (and redirects')
+
+
+def _deadline_of(request: urllib.request.Request) -> _Deadline:
+    deadline = getattr(request, _DEADLINE, None)
+    return deadline if isinstance(deadline, _Deadline) else _Deadline.start(FETCH_DEADLINE_S)
+
+
+class _DeadlineIO(io.RawIOBase):
+    """The reading side of a connection's socket: each receive waits at most the per-operation timeout and
+    never past the request's deadline, so neither headers nor a body sent a byte at a time can hold a
+    reader longer than the deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        super().__init__()
+        self._sock = sock
+        self._raw = sock.makefile("rb", buffering=0)  # counts as a reference, as http.client's own reader does
+        self._per_operation = sock.gettimeout()
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        left = self._deadline.left()
+        self._sock.settimeout(left if self._per_operation is None else min(left, self._per_operation))
+        try:
+            return self._raw.readinto(buffer)
+        except TimeoutError:
+            self._deadline.left()  # past the deadline: say that rather than a bare "timed out"
+            raise
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    deadline: _Deadline
+
+    def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        self.fp.close()
+        self.fp = io.BufferedReader(_DeadlineIO(sock, self.deadline))
+
+
+def _response_class(deadline: _Deadline) -> type[http.client.HTTPResponse]:
+    return type("DeadlineResponse", (_DeadlineResponse,), {"deadline": deadline})
+
+
+class _DeadlineHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, host: str, *, deadline: _Deadline, timeout: Any = FETCH_TIMEOUT_S, **kwargs: Any) -> None:
+        per_operation = timeout if isinstance(timeout, (int, float)) else FETCH_TIMEOUT_S
+        super().__init__(host, timeout=min(per_operation, deadline.left()), **kwargs)
+        self.response_class = _response_class(deadline)
+
+
+class _DeadlineHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, host: str, *, deadline: _Deadline, timeout: Any = FETCH_TIMEOUT_S, **kwargs: Any) -> None:
+        per_operation = timeout if isinstance(timeout, (int, float)) else FETCH_TIMEOUT_S
+        super().__init__(host, timeout=min(per_operation, deadline.left()), **kwargs)
+        self.response_class = _response_class(deadline)
+
+
+class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(partial(_DeadlineHTTPConnection, deadline=_deadline_of(req)), req)
+
+
+class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(partial(_DeadlineHTTPSConnection, deadline=_deadline_of(req)), req,
+                            context=getattr(self, "_context", None))
+
+
 class _NoSchemeChange(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
                          newurl: str) -> urllib.request.Request | None:
         if not is_url(newurl):
             raise LedgerUsageError("a tiles server redirected outside http(s)", found=newurl[:120])
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            setattr(new, _DEADLINE, _deadline_of(req))  # a redirect runs on the first request's deadline
+        return new
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a fetch failed, in one printable line (a server's status line is shown escaped, never raw)."""
+    reason: object = exc
+    if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError):
+        reason = exc.reason
+    text = str(reason)[:200]
+    if not text.isprintable():
+        text = ascii(text)
+    if isinstance(reason, FetchDeadline) or not isinstance(reason, BaseException):
+        return text
+    return f"{type(reason).__name__}: {text}" if text else type(reason).__name__
+
+
+def http_opener() -> urllib.request.OpenerDirector:
+    """A urllib opener whose requests each finish within their deadline (see :func:`http_get`) and follow
+    redirects only to http(s)."""
+    return urllib.request.build_opener(_NoSchemeChange, _DeadlineHTTPHandler, _DeadlineHTTPSHandler)
+
+
+def http_get(url: str, limit: int, *, method: str = "GET", timeout: float = FETCH_TIMEOUT_S,
+             deadline: float | None = None, opener: urllib.request.OpenerDirector | None = None,
+             over_limit: type[LedgerIntegrityError] | type[LedgerUsageError] = LedgerIntegrityError,
+             shown: str | None = None) -> bytes | None:
+    """GET (or HEAD) ``url``: its body, ``b""`` for HEAD, ``None`` on 404 or 410. Each socket operation waits at
+    most ``timeout`` s and the whole request (connecting, redirects, headers, body) at most ``deadline`` s
+    (default :data:`FETCH_DEADLINE_S`). Any failure to fetch (unreachable, an HTTP error, a malformed answer,
+    the deadline, a body shorter than its ``Content-Length``) is a :class:`LedgerUsageError` naming the URL;
+    a body (declared or read) over ``limit`` bytes is ``over_limit`` naming ``shown`` (default the URL)."""
+    where = url if url.isprintable() else ascii(url)  # for messages
+    shown = where if shown is None else shown
+    if not is_url(url):
+        raise LedgerUsageError(f"cannot fetch {where}: not an http(s) URL", path=where)
+    try:
+        request = urllib.request.Request(url, method=method)
+        setattr(request, _DEADLINE, _Deadline.start(FETCH_DEADLINE_S if deadline is None else deadline))
+        response = (opener or http_opener()).open(request, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        if exc.code in (404, 410):
+            return None
+        raise LedgerUsageError(f"cannot fetch {where}: HTTP {exc.code}", path=where) from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        raise LedgerUsageError(f"cannot fetch {where}: {_reason(exc)}", path=where) from None
+    with response:
+        if method == "HEAD":
+            return b""
+        expected = response.length  # what Content-Length promises (None: chunked, or not said)
+        if expected is not None and expected > limit:
+            raise over_limit(f"{shown} is {expected} bytes, over the {limit}-byte limit", file=shown,
+                             expected=limit, found=expected)
+        try:
+            data = response.read(limit + 1)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise LedgerUsageError(f"cannot fetch {where}: {_reason(exc)}", path=where) from None
+    if expected is not None and len(data) < expected:
+        raise LedgerUsageError(f"cannot fetch {where}: the body ended after {len(data)} of the {expected} bytes "
+                               "its Content-Length promises (connection cut?)", path=where, expected=expected,
+                               found=len(data))
+    if len(data) > limit:
+        raise over_limit(f"{shown} is over the {limit}-byte limit", file=shown, expected=limit)
+    return bytes(data)
 
 
 class HttpFiles:
-    """The same layout served over HTTP(S): GET with a timeout, sizes bounded (the declared length first),
-    404/410 as absent, redirects only to http(s)."""
+    """The same layout served over HTTP(S) (:func:`http_get`): a timeout per socket operation and a deadline
+    per request (injectable: ``timeout``, ``deadline``), sizes bounded (the declared length first), 404/410
+    as absent, redirects only to http(s)."""
 
-    def __init__(self, base: str, *, timeout: float = FETCH_TIMEOUT_S) -> None:
+    def __init__(self, base: str, *, timeout: float = FETCH_TIMEOUT_S, deadline: float | None = None) -> None:
         self.base = base.rstrip("/")
         self.timeout = timeout
-        self.opener = urllib.request.build_opener(_NoSchemeChange)
+        self.deadline = deadline  # None: FETCH_DEADLINE_S at each request
+        self.opener = http_opener()
 
     def where(self, rel: str) -> str:
         return f"{self.base}/{rel}"
 
-    def _open(self, rel: str, method: str) -> Any:
+    def _get(self, rel: str, limit: int, method: str) -> bytes | None:
         url = f"{self.base}/{'/'.join(_parts(rel))}"
-        try:
-            return self.opener.open(urllib.request.Request(url, method=method), timeout=self.timeout)
-        except urllib.error.HTTPError as exc:
-            exc.close()
-            if exc.code in (404, 410):
-                return None
-            raise LedgerUsageError(f"cannot fetch {url}: HTTP {exc.code}", path=url) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise LedgerUsageError(f"cannot fetch {url}: {reason}", path=url) from None
+        return http_get(url, limit, method=method, timeout=self.timeout, deadline=self.deadline,
+                        opener=self.opener, shown=rel)
 
     def read(self, rel: str, limit: int) -> bytes | None:
-        response = self._open(rel, "GET")
-        if response is None:
-            return None
-        with response:
-            declared = response.headers.get("Content-Length")
-            if declared is not None and declared.isdigit() and int(declared) > limit:
-                raise LedgerIntegrityError(f"{rel} is {declared} bytes, over the {limit}-byte limit", file=rel,
-                                           expected=limit, found=int(declared))
-            try:
-                data = response.read(limit + 1)
-            except (OSError, http.client.HTTPException) as exc:
-                raise LedgerUsageError(f"cannot fetch {self.where(rel)}: {exc}", path=self.where(rel)) from None
-        if len(data) > limit:
-            raise LedgerIntegrityError(f"{rel} is over the {limit}-byte limit", file=rel, expected=limit)
-        return bytes(data)
+        return self._get(rel, limit, "GET")
 
     def exists(self, rel: str) -> bool:
-        response = self._open(rel, "HEAD")
-        if response is None:
-            return False
-        response.close()
-        return True
+        return self._get(rel, 0, "HEAD") is not None
 
     def listing(self, rel: str) -> list[str] | None:
         return None  # HTTP has no listing: what the manifest names is fetched instead
@@ -640,10 +861,11 @@ class TilesLog(EntryList):
                                    path=self.source)
         self.manifest_bytes = raw
         self.manifest: dict[str, Any] = _json_object(raw, MANIFEST)
-        if self.manifest.get("format") != TILES_FORMAT or self.manifest.get("version") != TILES_VERSION:
+        version = self.manifest.get("version")
+        if self.manifest.get("format") != TILES_FORMAT or not _is_int(version) or version != TILES_VERSION:
             raise LedgerIntegrityError("unknown tiles format", file=MANIFEST,
                                        expected=f"{TILES_FORMAT} v{TILES_VERSION}",
-                                       found=f"{self.manifest.get('format')} v{self.manifest.get('version')}")
+                                       found=f"{_shown(self.manifest.get('format'))} v{_shown(version)}")
         claimed = self.manifest.get("ledger_id")
         if not isinstance(claimed, str) or not is_ledger_id(claimed):
             raise LedgerIntegrityError("the tiles manifest has no valid ledger id", file=MANIFEST)
@@ -653,11 +875,13 @@ class TilesLog(EntryList):
         if note is None:
             raise LedgerUsageError(f"{self.source} has no {CHECKPOINT}", path=self.source)
         self._checkpoint = parse_checkpoint(note)
-        if self.manifest.get("size") != self._checkpoint.size:
+        size = self.manifest.get("size")
+        if not _is_int(size) or size != self._checkpoint.size:
             raise LedgerIntegrityError("the tiles manifest and checkpoint disagree on the size (being updated? "
                                        "try again)", file=MANIFEST, expected=self._checkpoint.size,
-                                       found=self.manifest.get("size"))
+                                       found=_shown(size))
         self.blobs = TileBlobs(self.files)
+        self._sizes: list[int] | None = None
         self._entries: list[bytes] | None = None
         self._nodes: MemoryNodes | None = None
         self._tree: HashTree | None = None
@@ -704,8 +928,21 @@ class TilesLog(EntryList):
         if isinstance(self.files, LocalFiles) or len(numbers) < 2:
             yield from map(fetch, numbers)
             return
-        with ThreadPoolExecutor(max_workers=FETCH_THREADS) as pool:
-            yield from pool.map(fetch, numbers)
+        # a window of requests in flight (never one per tile up front: the size may be huge), and on a
+        # failure the ones not started are cancelled (each started one ends within its deadline)
+        pool = ThreadPoolExecutor(max_workers=FETCH_THREADS)
+        pending: deque[Future[_T]] = deque()
+        try:
+            for number in numbers:
+                pending.append(pool.submit(fetch, number))
+                if len(pending) >= 2 * FETCH_THREADS:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
+            pool.shutdown(wait=True)
 
     def _load(self) -> list[bytes]:
         if self._entries is not None:
@@ -754,12 +991,12 @@ class TilesLog(EntryList):
 
     # checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint_sizes(self) -> list[int]:
-        sizes = self.manifest.get("checkpoints")
-        if not isinstance(sizes, list) or not sizes or not all(
-                isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
-            raise LedgerIntegrityError("the tiles manifest lists no checkpoint sizes", file=MANIFEST,
-                                       field="checkpoints")
-        return sizes
+        """The manifest's checkpoint sizes, checked before any note is fetched: integers (never booleans),
+        strictly increasing from 1, the last one the log's size, so there are never more of them than the log
+        has entries."""
+        if self._sizes is None:
+            self._sizes = _increasing_sizes(self.manifest.get("checkpoints"), self._checkpoint.size)
+        return self._sizes
 
     def _note(self, size: int) -> str:
         rel = f"{CHECKPOINTS}/{size}.note"
@@ -772,6 +1009,7 @@ class TilesLog(EntryList):
             raise LedgerIntegrityError("a checkpoint note is not UTF-8", file=rel) from None
 
     def checkpoints(self) -> list[Checkpoint]:
+        self._load()  # the size that bounds the list is then the one the ledger's key signed
         return [parse_checkpoint(self._note(size)) for size in self._checkpoint_sizes()]
 
     def latest_checkpoint(self) -> Checkpoint:
@@ -809,14 +1047,26 @@ class TilesLog(EntryList):
         """Where a file of the tiles is (its path, or its URL), for messages."""
         return self.files.where(relative)
 
+    def _digests(self, member: str) -> list[str]:
+        """The manifest's ``blobs`` or ``missing_blobs``, each item checked before any is used."""
+        value = self.manifest.get(member)
+        problem = _names_problem(value, _HEX64, None)
+        if problem is not None:
+            raise LedgerIntegrityError(f"the tiles manifest's {member} is not a sorted list of distinct SHA-256 "
+                                       f"digests in lowercase hex: {problem}", file=MANIFEST, field=member)
+        assert isinstance(value, list)
+        return value
+
     def seal_names(self) -> list[str]:
         """The files of ``seals/`` as the manifest lists them (a local folder's listing is checked against the
         list by :meth:`manifest_problems`; over HTTP there is no listing)."""
         names = self.manifest.get("seals")
-        if not isinstance(names, list) or not all(isinstance(n, str) and _PART.fullmatch(n) for n in names):
-            raise LedgerIntegrityError("the tiles manifest's seals are not a list of file names", file=MANIFEST,
-                                       field="seals")
-        return sorted(names)
+        problem = _names_problem(names, _PART, self._checkpoint.size)
+        if problem is not None:
+            raise LedgerIntegrityError(f"the tiles manifest's seals is not a sorted list of distinct file names: "
+                                       f"{problem}", file=MANIFEST, field="seals")
+        assert isinstance(names, list)
+        return names
 
     # tree and proofs ---------------------------------------------------------------------------------------
     def _hash_tree(self) -> HashTree:
@@ -828,8 +1078,11 @@ class TilesLog(EntryList):
     def manifest_problems(self) -> Iterator[LedgerIntegrityError]:
         """Each way the manifest and the files disagree: canonical form; ``keys`` = the ids the ledger
         declares, each key file exactly that key; ``blobs`` + ``missing_blobs`` = the blobs the entries
-        reference; in a local folder also no file the manifest does not name (checkpoints, keys, seals,
-        blobs)."""
+        reference (each a SHA-256 in hex, sorted, once); in a local folder also no file the manifest does not
+        name in the folders the tiles own (``checkpoints/``, ``keys/``, ``blobs/``: hidden files included, as an
+        export's reader refuses them; ``seals/``: hidden files aside, as an export's), each one reported with
+        its path. Files beside these folders and tiles beyond the size are the C2SP layout's business, not
+        reported."""
         m = self.manifest
         if self.manifest_bytes != canonical_bytes(m) + b"\n":
             yield LedgerIntegrityError(f"{MANIFEST} is not in canonical form (canonical JSON and one newline)",
@@ -839,7 +1092,8 @@ class TilesLog(EntryList):
             declared.setdefault(key.key_id, key)
         if m.get("keys") != sorted(declared):
             yield LedgerIntegrityError("the tiles manifest's keys are not the keys the ledger declares",
-                                       file=MANIFEST, field="keys", expected=sorted(declared), found=m.get("keys"))
+                                       file=MANIFEST, field="keys", expected=sorted(declared),
+                                       found=_shown(m.get("keys")))
         for key_id, key in sorted(declared.items()):
             rel = f"{KEYS}/{key_id}.pub.json"
             if self.files.read(rel, KEY_FILE_LIMIT) != key_file_bytes(key):
@@ -848,27 +1102,88 @@ class TilesLog(EntryList):
         referenced: set[str] = set()
         for index, data in self.entries_bytes():
             referenced.update(blob_references(decode_entry(data, index=index)))
-        listed, missing = m.get("blobs"), m.get("missing_blobs")
-        if not isinstance(listed, list) or not isinstance(missing, list) or \
-                sorted(set(listed) | set(missing)) != sorted(referenced) or set(listed) & set(missing):
+        lists: dict[str, list[str]] = {}
+        for member in ("blobs", "missing_blobs"):
+            try:
+                lists[member] = self._digests(member)
+            except LedgerIntegrityError as exc:
+                yield exc
+        listed, missing = lists.get("blobs"), lists.get("missing_blobs")
+        if listed is not None and missing is not None and (
+                sorted({*listed, *missing}) != sorted(referenced) or set(listed) & set(missing)):
             yield LedgerIntegrityError("the tiles manifest's blobs and missing_blobs are not the blobs the entries "
                                        "reference", file=MANIFEST, field="blobs")
-        expected_files = {
-            CHECKPOINTS: sorted(f"{s}.note" for s in m.get("checkpoints") or []),
-            KEYS: sorted(f"{k}.pub.json" for k in declared),
-            SEALS: sorted(str(s) for s in m.get("seals") or []),
-        }
-        for folder, names in expected_files.items():
+        try:
+            sizes = self._checkpoint_sizes()
+        except LedgerIntegrityError as exc:
+            yield exc
+            sizes = None
+        try:
+            seals: list[str] | None = self.seal_names()
+        except LedgerIntegrityError as exc:
+            yield exc
+            seals = None
+        folders: list[tuple[str, list[str] | None, bool]] = [
+            (CHECKPOINTS, None if sizes is None else [f"{s}.note" for s in sizes], False),
+            (KEYS, [f"{k}.pub.json" for k in declared], False),
+            (SEALS, seals, True),
+        ]
+        for folder, names, hidden_aside in folders:
             found = self.files.listing(folder)
-            if found is not None and sorted(n for n in found if not n.startswith(".")) != names:
-                yield LedgerIntegrityError(f"the files under {folder}/ are not the ones the tiles manifest names",
-                                           file=f"{folder}/", field=folder)
-        blob_root = self.files.listing(str(BLOBS))
-        if blob_root is not None:
-            present = sorted(name for prefix in blob_root for name in self.files.listing(f"{BLOBS}/{prefix}") or [])
-            if isinstance(listed, list) and present != sorted(str(d) for d in listed):
-                yield LedgerIntegrityError("the blob files are not the ones the tiles manifest lists",
+            if found is None or names is None:
+                continue
+            expected = set(names)
+            for name in found:
+                if name not in expected and not (hidden_aside and name.startswith(".")):
+                    yield LedgerIntegrityError(f"unexpected file in the tiles directory's {folder}/ (the tiles "
+                                               "manifest does not name it)", file=f"{folder}/{_shown(name)}",
+                                               field=folder)
+            absent = sorted(expected - set(found))
+            if absent:
+                yield LedgerIntegrityError(f"the tiles directory's {folder}/ lacks files the tiles manifest names",
+                                           file=f"{folder}/{absent[0]}", field=folder, found=len(absent))
+        yield from self._blob_file_problems(listed)
+
+    def _blob_file_problems(self, listed: list[str] | None) -> Iterator[LedgerIntegrityError]:
+        """In a local folder: every name under ``blobs/`` is ``sha256/<hh>/<hex>`` of a blob the manifest lists,
+        and every listed blob is there (over HTTP there is no listing: each listed blob is fetched instead)."""
+        if not isinstance(self.files, LocalFiles):
+            return
+        top = self.files.listing("blobs")
+        if top is None:
+            if listed:
+                yield LedgerIntegrityError("the tiles directory has no blobs/ folder but its manifest lists blobs",
                                            file=f"{BLOBS}/", field="blobs")
+            return
+        for name in top:
+            if name != BLOBS.name:
+                yield LedgerIntegrityError("unexpected name in the tiles directory's blobs/ (only sha256/ belongs "
+                                           "there)", file=f"blobs/{_shown(name)}", field="blobs")
+        expected = set(listed or [])
+        present: set[str] = set()
+        for prefix in self.files.listing(str(BLOBS)) or []:
+            where = f"{BLOBS}/{_shown(prefix)}"
+            if not _PREFIX.fullmatch(prefix):
+                yield LedgerIntegrityError("unexpected name in the tiles directory's blobs (not a two-hex-digit "
+                                           "folder)", file=where, field="blobs")
+                continue
+            try:
+                names = self.files.listing(f"{BLOBS}/{prefix}")
+            except LedgerIntegrityError as exc:
+                yield exc
+                continue
+            if names is None:
+                continue
+            for name in names:
+                if not _HEX64.fullmatch(name) or name[:2] != prefix or (listed is not None and name not in expected):
+                    yield LedgerIntegrityError("a blob file in the tiles directory is not one its manifest lists",
+                                               file=f"{where}/{_shown(name)}", field="blobs")
+                else:
+                    present.add(name)
+        absent = sorted(expected - present)
+        if listed is not None and absent:
+            yield LedgerIntegrityError(f"listed blob {absent[0]} is missing", file=f"{BLOBS}/{absent[0][:2]}/"
+                                       f"{absent[0]}", field="blobs", found=len(absent))
 
     def verify(self, *, expected_id: str | None = None, progress: ProgressFn | None = None,
                check_blobs: bool = True, check_manifest: bool = True, on_entry: EntryFn | None = None,
@@ -891,12 +1206,12 @@ class TilesLog(EntryList):
             for problem in self.manifest_problems():
                 raise problem
         if check_blobs:
-            for digest in m.get("blobs") or []:
+            for digest in self._digests("blobs"):
                 try:
-                    self.blobs.verify(str(digest))
+                    self.blobs.verify(digest)
                 except BlobMissing:
                     raise LedgerIntegrityError(f"listed blob {digest} is missing", file=self.blobs.path_of(
-                        str(digest)), found=digest) from None
+                        digest), found=digest) from None
         return report
 
 

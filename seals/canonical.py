@@ -412,13 +412,22 @@ def _parse_int(text: str) -> int | float:
     # JSON numbers are IEEE doubles (I-JSON): an integer literal beyond 2^53 is a float written without a
     # fraction (RFC 8785 emits 2^53 as "9007199254740992"), so read it back as that float.
     value = int(text)
-    return value if abs(value) <= MAX_SAFE_INTEGER else float(text)
+    return value if abs(value) <= MAX_SAFE_INTEGER else _parse_float(text)
+
+
+def _parse_float(text: str) -> float:
+    # A literal too large for a double (1e400) would read as infinity, which JSON has no form for: refused as
+    # the NaN and Infinity literals are, so no such value enters a document (or an audit's evidence).
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large for a double")
+    return value
 
 
 def parse_json(data: bytes | str, *, what: str = "document") -> Any:
     """Strict JSON: UTF-8, no duplicate members (they would let two readers see two documents), no
-    NaN/Infinity literals, nesting at most ``keys.safeio.MAX_JSON_DEPTH`` deep. Raises :class:`MalformedInput`
-    naming the document and the position."""
+    NaN/Infinity literals nor numbers beyond a double's range, nesting at most ``keys.safeio.MAX_JSON_DEPTH``
+    deep. Raises :class:`MalformedInput` naming the document and the position."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -432,7 +441,8 @@ def parse_json(data: bytes | str, *, what: str = "document") -> Any:
     check_json_depth(data, what=what)  # before json recurses: deep nesting is a refusal, not a RecursionError
     try:
         return json.loads(
-            data, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant, parse_int=_parse_int
+            data, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant, parse_int=_parse_int,
+            parse_float=_parse_float,
         )
     except json.JSONDecodeError as exc:
         raise MalformedInput(

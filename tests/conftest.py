@@ -54,9 +54,10 @@ def reference_passport_path() -> Path:
 
 @pytest.fixture(autouse=True)
 def private_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test writes to the user's data folder: the default store (and what a third-party audit records
-    beside its default report) goes to a folder of the test's own."""
+    """No test writes to the user's data or state folders: the default store, and the auditor's record of its
+    clean reports, go to folders of the test's own."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data-home")))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
 
 
 @pytest.fixture

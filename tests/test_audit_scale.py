@@ -17,7 +17,6 @@ import pytest
 from typer.testing import CliRunner
 
 from heldout.audit import ReportRecord
-from heldout.audit.report import RECORD_NAME
 from heldout.cli import app
 from seals import canonical_bytes
 from tests.audit_support import NOW, AuditFixture, add_bundle, build_store, command_clock
@@ -278,7 +277,9 @@ def test_a_report_that_cannot_be_trusted_is_a_finding_and_a_full_audit(
 
 def own_record(fixture: AuditFixture) -> ReportRecord:
     """The operator auditor's record of the clean reports it wrote."""
-    return ReportRecord(fixture.store / "audit" / fixture.ledger_id / RECORD_NAME)
+    from heldout.store import auditor_state_path
+
+    return ReportRecord.of(auditor_state_path(), fixture.ledger_id, "operator")
 
 
 def test_attack_since_a_clean_report_this_auditor_never_wrote(audited: tuple[AuditFixture, Path],
@@ -323,6 +324,10 @@ def test_the_record_of_clean_reports_survives_a_line_cut_short(audited: tuple[Au
     assert code == 0
     assert hashlib.sha256((tmp_path / "r1.json").read_bytes()).hexdigest() in record.digests()
     assert hashlib.sha256(first.read_bytes()).hexdigest() in record.digests()
+    lines = record.path.read_bytes().count(b"\n")
+    assert operator_audit(built, tmp_path / "again.json")[0] == 0  # the same report (same clock): recorded once
+    assert (tmp_path / "again.json").read_bytes() == (tmp_path / "r1.json").read_bytes()
+    assert record.path.read_bytes().count(b"\n") == lines
     digest = json.loads(entry_bytes(built, add_bundle(built.store, "gen1", "late", seed=65)))["predictions_sha256"]
     blob = built.store / "blobs" / "sha256" / digest[:2] / digest
     blob.write_bytes(blob.read_bytes()[:-1])

@@ -82,6 +82,18 @@ def test_init_twice_is_refused_and_writes_nothing(env: SimpleNamespace) -> None:
     assert snapshot(env.store) == before
 
 
+def test_an_init_killed_before_it_named_the_default_is_finished_by_the_next(env: SimpleNamespace) -> None:
+    """A kill between creating the ledger and recording it as the store's default: the next init takes that
+    ledger (one ledger, the same id) instead of creating a second one beside it."""
+    st = Store.open(env.store)
+    st.default_ledger_file.unlink()  # where the killed init stopped
+    result = cli("init", "--json", store=env.store)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["ledger_id"] == env.ledger_id and st.default_ledger_id() == env.ledger_id
+    assert [p.name for p in st.ledgers.glob("*.sqlite")] == [f"{env.ledger_id}.sqlite"]
+    assert cli("init", store=env.store).exit_code == 2  # and now it is initialised
+
+
 def test_pool_add_hashes_cases_keeps_them_private_and_skips_known_ones(env: SimpleNamespace) -> None:
     st = Store.open(env.store)
     assert len(pool_case_ids(st, "bloodmnist")) == 200
@@ -101,6 +113,42 @@ def test_pool_add_refuses_a_file_of_another_image_shape(env: SimpleNamespace) ->
     before = snapshot(env.store)
     result = cli("pool", "add", "bloodmnist", str(env.data / "other.npz"), store=env.store)
     assert result.exit_code == 2 and "shape" in result.output
+    assert snapshot(env.store) == before
+
+
+def _bad_pool_file(path: Path, kind: str) -> None:
+    rng = np.random.default_rng(3)
+    images = rng.integers(0, 256, size=(10, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 4, size=(10, 1)).astype(np.uint8)
+    if kind == "a folder":
+        path.mkdir()
+    elif kind == "a FIFO":
+        import os
+
+        os.mkfifo(path)
+    elif kind == "garbage":
+        path.write_bytes(b"PK\x03\x04 not really a zip")
+    elif kind == "object labels":
+        np.savez(path, test_images=images, test_labels=np.array([["a"]] * 10, dtype=object))
+    elif kind == "counts that differ":
+        np.savez(path, test_images=images, test_labels=labels[:7])
+    elif kind == "negative labels":
+        np.savez(path, test_images=images, test_labels=-labels - 1)
+    elif kind == "float images":
+        np.savez(path, test_images=images.astype(np.float32), test_labels=labels)
+
+
+@pytest.mark.parametrize("kind", ["a folder", "a FIFO", "garbage", "object labels", "counts that differ",
+                                  "negative labels", "float images"])
+def test_bad_input_to_pool_add_is_a_usage_error_and_writes_nothing(env: SimpleNamespace, kind: str) -> None:
+    """The pool file is the operator's own input: whatever is wrong with it is exit 2 (bad input), never 1
+    (which says something verified was tampered with)."""
+    bad = env.data / "bad.npz"
+    _bad_pool_file(bad, kind)
+    before = snapshot(env.store)
+    result = cli("pool", "add", "bloodmnist", str(bad), store=env.store)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("heldout: error:") and len(result.output.strip().splitlines()) == 1
     assert snapshot(env.store) == before
 
 
@@ -364,6 +412,9 @@ def test_prove_member_and_verify_member(env: SimpleNamespace, tmp_path: Path) ->
     proof_path.write_text(json.dumps(proof))
     bad = cli("verify-member", str(proof_path), store=env.store)
     assert bad.exit_code == 1, bad.output
+    for not_a_file in (tmp_path, tmp_path / "missing.json"):  # the user named something that is no proof file
+        wrong = cli("verify-member", str(not_a_file), store=env.store)
+        assert wrong.exit_code == 2 and "no member proof file" in wrong.output, wrong.output
 
 
 # --- status, states, reopening ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from heldout.generations.cases import case_id, content_sha256, public_case_ids, read_split
 from heldout.generations.commitments import MemberProof, commitment, inclusion_path, set_hash
 from heldout.generations.reveal import CaseOpening, build_reveal, parse_reveal, verify_reveal
-from keys import MalformedInput, UsageError, VerificationError
+from keys import UsageError, VerificationError
 from ledger.rfc6962 import reference_root
 from seals.manifest import LeakageBudget, ReleasePolicy, SealManifest, TaskCount
 from tests.generations_support import write_npz
@@ -201,19 +201,20 @@ def test_read_split_accepts_the_medmnist_layout_and_refuses_others(tmp_path: Pat
     path = write_npz(tmp_path / "t.npz", n_test=5, shape=(6, 6, 3))
     split = read_split(path, "test")
     assert split.images.shape == (5, 6, 6, 3) and split.labels.shape == (5,)
+    # the file is the operator's own input: anything wrong with it is bad input (exit 2), not tampering
     np.savez(tmp_path / "bad.npz", test_images=np.zeros((3, 4, 4), dtype=np.float32), test_labels=np.zeros((3, 1)))
-    with pytest.raises(MalformedInput):
+    with pytest.raises(UsageError, match="uint8"):
         read_split(tmp_path / "bad.npz", "test")
     np.savez(tmp_path / "multi.npz", test_images=np.zeros((3, 4, 4), dtype=np.uint8),
              test_labels=np.zeros((3, 14), dtype=np.uint8))
-    with pytest.raises(MalformedInput, match="multi-label"):
+    with pytest.raises(UsageError, match="multi-label"):
         read_split(tmp_path / "multi.npz", "test")
-    with pytest.raises(MalformedInput, match="val_images"):
+    with pytest.raises(UsageError, match="val_images"):
         np.savez(tmp_path / "nosplit.npz", test_images=np.zeros((3, 4, 4), dtype=np.uint8),
                  test_labels=np.zeros((3, 1), dtype=np.uint8))
         read_split(tmp_path / "nosplit.npz", "val")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    with pytest.raises(MalformedInput):
+    with pytest.raises(UsageError):
         read_split(tmp_path / "junk.npz", "test")
     with pytest.raises(UsageError):
         read_split(path, "holdout")

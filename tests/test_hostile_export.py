@@ -111,9 +111,9 @@ READERS: dict[str, tuple[str, ...]] = {
     "evaluation blob": ("audit", "ledger verify"),
     "reveal blob": ("audit", "ledger verify"),
     "image blob": ("audit", "ledger verify", "verify-reveal"),
-    "public key": (),
-    "seal manifest": ("audit", "verify-reveal"),
-    "published reveal": ("verify-reveal",),
+    "public key": ("audit", "ledger verify"),  # each key file is compared with the key its entry declares
+    "seal manifest": ("audit", "ledger verify", "verify-reveal"),  # ledger verify: seals/ is what it says
+    "published reveal": ("ledger verify", "verify-reveal"),
     "passport": ("passport verify",),
 }
 
@@ -309,3 +309,79 @@ def test_every_kind_of_export_file_is_covered(fixture: Fixture) -> None:
     covered = {Path(p).parts[0] for p in target_files(fixture).values() if p != "<passport>"}
     present = {p.name for p in fixture.export.iterdir()}
     assert present <= covered, present - covered
+
+
+# --- named attacks on what an export publishes beside its log ----------------------------------------------------
+
+def _copy(fx: Fixture, tmp_path: Path) -> Path:
+    export = tmp_path / "export"
+    shutil.copytree(fx.export, export, symlinks=True)
+    (tmp_path / "work").mkdir()
+    return export
+
+
+def _site_build(export: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "COLUMNS": "200",
+           "HELDOUT_STORE": str(out.parent / "store")}
+    return subprocess.run([sys.executable, "-m", "heldout", "site", "build", str(out), "--from", str(export),
+                           "--at", "2026-09-03T00:00:00Z"], env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+
+
+def test_attack_seal_manifests_swapped_between_generations(fixture: Fixture, tmp_path: Path) -> None:
+    """Each file hashes to a manifest the ledger logs, but under the other generation's name: whoever reads
+    seals/gen1.seal.json would take gen2's manifest for gen1's. Every reader refuses, and the site publishes
+    nothing."""
+    export = _copy(fixture, tmp_path)
+    gen1, gen2 = export / "seals" / "gen1.seal.json", export / "seals" / "gen2.seal.json"
+    first, second = gen1.read_bytes(), gen2.read_bytes()
+    gen1.write_bytes(second)
+    gen2.write_bytes(first)
+    for command in ("ledger verify", "audit"):
+        result = run(command, fixture, export, fixture.passport, tmp_path / "work")
+        check_clean_failure(command, result, must_fail=True)
+    verify = run("ledger verify", fixture, export, fixture.passport, tmp_path / "work")
+    assert "seals/gen1.seal.json is not the document the ledger logs under that name" in verify.stderr
+    site = _site_build(export, tmp_path / "site")
+    assert site.returncode == 1 and "seals/gen1.seal.json" in site.stderr, site.stderr
+    assert not (tmp_path / "site").exists()
+
+
+def test_attack_a_logged_document_published_under_a_name_no_entry_logs(fixture: Fixture, tmp_path: Path) -> None:
+    export = _copy(fixture, tmp_path)
+    (export / "seals" / "index.html").write_bytes((export / "seals" / "gen1.seal.json").read_bytes())
+    manifest = json.loads((export / "export.json").read_bytes())
+    manifest["seals"] = sorted([*manifest["seals"], "index.html"])
+    from seals import canonical_bytes
+
+    (export / "export.json").write_bytes(canonical_bytes(manifest) + b"\n")
+    verify = run("ledger verify", fixture, export, fixture.passport, tmp_path / "work")
+    assert verify.returncode == 1 and "seals/index.html is neither" in verify.stderr, verify.stderr
+    audit = run("audit", fixture, export, fixture.passport, tmp_path / "work")
+    report = json.loads((tmp_path / "work" / "audit_report.json").read_bytes())
+    assert audit.returncode == 1 and any(f["file"] == "seals/index.html" for f in report["findings"])
+    assert _site_build(export, tmp_path / "site").returncode == 1
+
+
+@pytest.mark.parametrize("shape", ["symlink out of the export", "2 GB sparse file", "directory"])
+def test_attack_key_file_that_is_not_a_small_plain_file(fixture: Fixture, tmp_path: Path, shape: str) -> None:
+    """The key files are read by the verifiers (each compared with the key its entry declares): confined and
+    bounded like every other file of an export, under the memory limit."""
+    export = _copy(fixture, tmp_path)
+    key = next((export / "keys").glob("*.pub.json"))
+    SHAPES[shape](key, tmp_path / "work")
+    for command in ("ledger verify", "audit"):
+        check_clean_failure(command, run(command, fixture, export, fixture.passport, tmp_path / "work"), must_fail=True)
+
+
+def test_attack_a_number_too_large_for_a_double(fixture: Fixture, tmp_path: Path) -> None:
+    """1e400 is valid JSON grammar but no double: read as infinity it would enter the audit's evidence, which
+    then cannot be written as JSON. It is refused where it is read, like NaN."""
+    export = _copy(fixture, tmp_path)
+    text = (export / "export.json").read_text()
+    manifest = json.loads(text)
+    (export / "export.json").write_text(text.replace(f'"size":{manifest["size"]}', '"size":1e400'))
+    for command in ("ledger verify", "audit"):
+        result = run(command, fixture, export, fixture.passport, tmp_path / "work")
+        check_clean_failure(command, result, must_fail=True)
+        assert "too large for a double" in result.stderr, result.stderr

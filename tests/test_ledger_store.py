@@ -26,9 +26,9 @@ from ledger import (
     ledger_id_of,
     verify_checkpoint,
 )
-from ledger.errors import TimeRegression
+from ledger.errors import EntryAfterNow, TimeRegression
 from ledger.rfc6962 import leaf_hash
-from seals import canonical_bytes
+from seals import canonical_bytes, parse_utc
 from tests.test_ledger_attacks import tamper_database
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger, retire_entry
 
@@ -145,19 +145,37 @@ def test_an_append_rereads_what_another_writer_or_a_tamperer_changed(ledger_back
     entry and checkpoint, and a latest checkpoint altered in the database is refused, not trusted."""
     signer = ledger_signer()
     later = "2026-03-05T00:00:00Z"
+    now = parse_utc(later)
     with new_ledger(ledger_backend, entries=2) as ledger:
         with ledger_backend.open(ledger.ledger_id) as other:
-            other.append({**bundle_entry(3), "created_utc": later}, signer=signer, now=T0)
+            other.append({**bundle_entry(3), "created_utc": later}, signer=signer, now=now)
         with pytest.raises(TimeRegression) as caught:  # dated after this handle's last entry, before the other's
-            ledger.append({**bundle_entry(4), "created_utc": "2026-03-02T00:00:00Z"}, signer=signer, now=T0)
+            ledger.append({**bundle_entry(4), "created_utc": "2026-03-02T00:00:00Z"}, signer=signer, now=now)
         assert caught.value.evidence["expected"] == f">= {later}"
-        ledger.append({**bundle_entry(4), "created_utc": later}, signer=signer, now=T0)
+        ledger.append({**bundle_entry(4), "created_utc": later}, signer=signer, now=now)
         assert ledger.checkpoint_at(4) is not None and ledger.verify().size == 5
         tamper_database(ledger, "UPDATE checkpoints SET root = (SELECT root FROM checkpoints WHERE size = 4) "
                                 "WHERE size = 5")
         with pytest.raises(LedgerIntegrityError, match="does not match its row"):
-            ledger.append({**bundle_entry(5), "created_utc": later}, signer=signer, now=T0)
+            ledger.append({**bundle_entry(5), "created_utc": later}, signer=signer, now=now)
         assert ledger.size == 5
+
+
+def test_attack_an_entry_dated_far_ahead_would_stop_every_later_append(ledger_backend: LedgerBackend) -> None:
+    """The ledger's time only moves forward, so one entry dated in 9999 would refuse every later append for
+    good: an entry dated more than a day after the append's own time is refused, nothing written, and the
+    ledger goes on."""
+    signer = ledger_signer()
+    with new_ledger(ledger_backend, entries=1) as ledger:
+        size = ledger.size
+        for stamp in ("9999-12-31T23:59:59Z", "2026-03-02T12:00:01Z"):  # T0 is 2026-03-01T12:00:00Z
+            with pytest.raises(EntryAfterNow) as caught:
+                ledger.append_batch([bundle_entry(2), {**bundle_entry(3), "created_utc": stamp}], signer=signer,
+                                    now=T0)
+            assert caught.value.evidence["position"] == 1 and caught.value.evidence["found"] == stamp
+            assert ledger.size == size
+        ledger.append({**bundle_entry(2), "created_utc": "2026-03-02T12:00:00Z"}, signer=signer, now=T0)  # a day
+        assert ledger.size == size + 1
 
 
 @pytest.mark.parametrize("mutate, message", [

@@ -226,14 +226,47 @@ def test_honest_passport_cites_the_latest_bundle_and_verifies(fixture: AuditFixt
     assert cli_at("passport", "verify", path, "--store", fixture.store).exit_code == 0
 
 
-def test_attack_passport_anchored_to_the_public_generation(fixture: AuditFixture) -> None:
-    """`public`'s cases and labels are published: nothing about a model's score on it is held out. Issuing on it is
-    refused; a passport made on it anyway does not verify."""
+def test_a_passport_on_the_public_generation_says_it_is_not_held_out(fixture: AuditFixture) -> None:
+    """`public`'s cases and labels are published (the site ranks models on it too), so a passport on it is allowed
+    but must not call its evidence held out; one on a sealed generation says it is."""
     assert operator_audit(fixture)[0] == 0
     result = cli_at("passport", "issue", "model_0", "--generation", "public", "--store", fixture.store)
-    assert result.exit_code == 2 and "public" in result.output
-    with operator_skipping(passports, "_choose_generation",
-                           lambda generations, model_id, ledger, generation, now: generations["public"]):
-        path = issue(fixture, "model_0", "public")
-    result = cli_at("passport", "verify", path, "--store", fixture.store)
-    assert result.exit_code == 1 and "public" in result.output, result.output
+    assert result.exit_code == 0, result.output
+    public = json.loads((fixture.store / "passports" / "model_0__public.passport.json").read_text())
+    assert public["expiry_basis"].startswith("the public generation (its cases and labels are published: this "
+                                             "evidence is not held out)")
+    assert operator_audit(fixture)[0] == 0
+    assert cli_at("passport", "issue", "model_0", "--generation", "gen2", "--store", fixture.store).exit_code == 0
+    sealed = json.loads((fixture.store / "passports" / "model_0__gen2.passport.json").read_text())
+    assert sealed["expiry_basis"].startswith("the sealed held-out generation this evidence is anchored to (gen2")
+
+
+# --- disjoint generations -----------------------------------------------------------------------------------
+
+def test_attack_a_generation_drawn_with_cases_of_earlier_ones(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The seal draws from the pool less every case an earlier generation holds; the operator's own tool skips
+    that exclusion, so gen3 reuses cases of gen1 (revealed: their labels are public) and of gen2 (sealed). The
+    operator's audit names both from the private openings; a third party names gen1's once gen3 is revealed."""
+    import heldout.generations.seal as seal
+
+    assert cli_at("retire", "gen1", "--reason", "leaked", "--reveal", "--store", fixture.store, at=NOW).exit_code == 0
+    with operator_skipping(seal, "used_case_ids", lambda *args, **kwargs: set()):
+        sealed = cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "40", "--expires", "2027-05-01",
+                        "--budget-bits", "1e9", "--store", fixture.store, at=NOW)
+    assert sealed.exit_code == 0, sealed.output
+    code, report = operator_audit(fixture)
+    assert code == 1
+    shared = {f["evidence"]["earlier"] for f in report["findings"]
+              if f["check"] == "draw" and "gen3 holds" in f["message"] and "generations are disjoint" in f["message"]}
+    assert shared == {"gen1", "gen2"}, report["findings"]
+    assert cli_at("retire", "gen3", "--reason", "expired", "--reveal", "--store", fixture.store, at=NOW).exit_code == 0
+    code, third = third_party_audit(fixture, tmp_path)
+    assert code == 1
+    assert {f["evidence"]["earlier"] for f in third["findings"] if f["check"] == "draw"} == {"gen1"}
+
+
+def test_honest_generations_are_disjoint(fixture: AuditFixture) -> None:
+    assert cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "20", "--expires", "2027-05-01", "--budget-bits",
+                  "1e9", "--store", fixture.store, at=NOW).exit_code == 0
+    code, report = operator_audit(fixture)
+    assert code == 0, report["findings"]

@@ -42,12 +42,23 @@ def test_attack_a_passport_never_logged_is_refused(fixture: AuditFixture, tmp_pa
         doc["declared_note"] = "Vendor claims: certified for every use."
 
     forged = forge(path, tmp_path / "forged.json", nicer, resign=True)
-    for ledger in (["--from", str(folder)], ["--store", str(fixture.store)], ["--key", fixture.key_b64,
-                                                                               "--from", str(folder)]):
+    for ledger in (["--store", str(fixture.store), "--from", str(folder)], ["--store", str(fixture.store)],
+                   ["--key", fixture.key_b64, "--from", str(folder)]):
         result = verify(forged, *ledger)
         assert result.exit_code == 1, result.output
         assert "never logged" in result.output
-    assert verify(path, "--from", str(folder)).exit_code == 0  # the logged one passes
+    assert verify(path, "--key", fixture.key_b64, "--from", str(folder)).exit_code == 0  # the logged one passes
+
+
+def test_attack_a_passport_and_export_trusted_only_by_their_own_say(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The passport names its ledger and the export's entry 0 declares its key: both are the stranger's to write.
+    An auditor whose keyring lacks the issuer key, given no --key, refuses (as offline and verify-reveal do)."""
+    path = issued(fixture)
+    folder = export(fixture, tmp_path / "export")
+    result = verify(path, "--from", str(folder))  # this test's default store: an empty keyring
+    assert result.exit_code == 1 and "not in the keyring" in result.output, result.output
+    assert verify(path, "--key", fixture.key_b64, "--from", str(folder)).exit_code == 0
+    assert verify(path, "--store", str(fixture.store), "--from", str(folder)).exit_code == 0  # its keyring has it
 
 
 def test_attack_a_foreign_key_in_the_exports_keys_is_not_trusted(fixture: AuditFixture, tmp_path: Path) -> None:
@@ -84,7 +95,7 @@ def test_attack_a_passport_expiring_after_its_generation_is_refused(fixture: Aud
     forged = forge(path, tmp_path / "late.json", years_later, resign=True)
     index = log_passport(fixture, forged)
     folder = export(fixture, tmp_path / "export")
-    for ledger in (["--store", str(fixture.store)], ["--from", str(folder)]):
+    for ledger in (["--store", str(fixture.store)], ["--key", fixture.key_b64, "--from", str(folder)]):
         result = verify(forged, *ledger)
         assert result.exit_code == 1, result.output
         assert "after its generation's" in result.output

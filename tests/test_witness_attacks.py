@@ -188,10 +188,11 @@ def test_attack_clock_set_back_the_append_is_refused(tmp_path: Path) -> None:
 def test_attack_forged_backdated_entry_is_reported_by_the_audit(tmp_path: Path) -> None:
     """The operator's own modified program skips the time check; the audit of its export still names it."""
     store, ledger_id, ledger = operator_store(tmp_path)
+    later = T0 + timedelta(days=5)  # (each entry dated no more than a day after its append)
     with ledger:
-        ledger.append(key_entry(1, "2026-03-05T00:00:00Z"), signer=OPERATOR, now=T0)
-        ledger._append_encoded([encode_entry(key_entry(2, "2026-03-02T00:00:00Z"))], signer=OPERATOR, now=T0)
-        ledger.append(key_entry(3, "2026-03-06T00:00:00Z"), signer=OPERATOR, now=T0)
+        ledger.append(key_entry(1, "2026-03-05T00:00:00Z"), signer=OPERATOR, now=later)
+        ledger._append_encoded([encode_entry(key_entry(2, "2026-03-02T00:00:00Z"))], signer=OPERATOR, now=later)
+        ledger.append(key_entry(3, "2026-03-06T00:00:00Z"), signer=OPERATOR, now=later)
         export = tmp_path / "export"
         assert cli("ledger", "export", ledger_id, str(export), store=store).exit_code == 0
     audit = cli("audit", ledger_id, "--from", str(export), "--out", str(tmp_path / "a.json"), "--json")

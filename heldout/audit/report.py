@@ -173,11 +173,12 @@ class AuditReport:
         return data
 
 
-#: The file, beside a ledger's default report, that records the clean reports the auditor wrote (see
-#: :class:`ReportRecord`).
-RECORD_NAME = "clean_reports.sha256"
-#: At most this many bytes of the record are read (about 250,000 reports).
-RECORD_LIMIT = 16 * 1024 * 1024
+#: The record of the clean reports the auditor wrote, per ledger and mode, in the auditor's own state folder
+#: (``heldout.store.auditor_state_path``; see :class:`ReportRecord`).
+RECORD_FOLDER = "audit-records"
+#: The record keeps the latest reports within this many bytes (about 16,000): older ones drop out, so a
+#: --since report that old is audited in full.
+RECORD_LIMIT = 1024 * 1024
 _DIGEST_LINE = re.compile(r"[0-9a-f]{64}")
 
 
@@ -188,23 +189,35 @@ class ReportRecord:
     ``--since`` carries a report forward only when its SHA-256 is recorded here: everything else a report says
     (clean, its counts, even its signed checkpoint) can be written by anyone from public data, so without the
     record a stranger's "clean" report would spare a forged bundle its re-derivation. The record is the auditor's
-    own file; it proves nothing to anyone else (a passport's audit claim is checked against the log instead)."""
+    own file, kept outside every store (an audit only reads a store); it proves nothing to anyone else (a
+    passport's audit claim is checked against the log instead)."""
 
     path: Path
+
+    @classmethod
+    def of(cls, state: Path, ledger_id: str, mode: str) -> ReportRecord:
+        """The record of ``ledger_id``'s audits in ``mode`` under the auditor's ``state`` folder."""
+        return cls(state / RECORD_FOLDER / f"{ledger_id}.{mode}.sha256")
 
     def digests(self) -> frozenset[str]:
         """The recorded SHA-256s (none when there is no record yet); a line that is not one is ignored (a write
         cut short by a crash), so the worst a damaged record does is make the next audit a full one."""
         try:
-            text = read_named(self.path, limit=RECORD_LIMIT, what="the audit's record of its reports")
+            text = read_named(self.path, limit=2 * RECORD_LIMIT, what="the audit's record of its reports")
         except (HeldoutError, OSError):  # none yet, or not a readable file: nothing is carried forward
             return frozenset()
         return frozenset(line for line in text.decode("ascii", "replace").splitlines() if _DIGEST_LINE.fullmatch(line))
 
     def add(self, report: bytes) -> str:
-        """Record ``report`` (the bytes written), durably; returns its SHA-256."""
+        """Record ``report`` (the bytes written), durably, once; returns its SHA-256. Past
+        :data:`RECORD_LIMIT` the oldest half of the record is dropped first (rewritten atomically)."""
         digest = sha256_hex(report)
+        if digest in self.digests():
+            return digest
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_file() and self.path.stat().st_size >= RECORD_LIMIT:
+            lines = self.path.read_bytes()[-RECORD_LIMIT // 2:].split(b"\n")[1:]  # whole lines only
+            write_atomic(self.path, b"".join(line + b"\n" for line in lines if line))
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             # a line cut short by a crash is closed first, so it costs only itself

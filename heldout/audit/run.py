@@ -522,6 +522,7 @@ def _check_reveals(ctx: _Context) -> None:
         ctx.reveals[name] = reveal
         ctx.count("reveals")
     _check_private_draws(ctx)
+    _check_disjoint(ctx)
     _check_published_reveals(ctx)
 
 
@@ -538,6 +539,36 @@ def _check_private_draws(ctx: _Context) -> None:
             continue  # a third party's export: the draw is checked when the generation is revealed
         except HeldoutError as exc:
             ctx.find("draw", exc, index=state.seal_index)
+
+
+def _check_disjoint(ctx: _Context) -> None:
+    """No two generations share a case (the seal draws each one's cases from the pool less every case an earlier
+    generation holds, and never from the public split): a generation that holds a case an earlier one holds
+    was drawn with that rule skipped, and whatever that case's label told is not held out. Cases compare by
+    content (image and label: ``content_sha256``, so the same image added again under a new id is the same
+    case) and by case id. The operator's audit compares every generation (their private openings); a third
+    party the revealed ones."""
+    seen: dict[tuple[str, str], str] = {}
+    for name, state in ctx.generations.items():  # in seal order: the later generation is the one at fault
+        opening = ctx.reveals.get(name)
+        if opening is None:
+            try:
+                opening = ctx.source.private_opening(state)
+            except HeldoutError:
+                continue  # still sealed to a third party; a damaged opening is reported by the draw check
+        shared: dict[str, list[str]] = {}
+        for case in opening.openings:
+            earlier = seen.get((case.task, case.content_sha256)) or seen.get((case.task, case.case_id))
+            if earlier is not None:
+                shared.setdefault(earlier, []).append(f"{case.task}/{case.case_id}")
+        for earlier, cases in shared.items():
+            ctx.find("draw", VerificationError(
+                f"{name} holds {len(cases)} case{'s' if len(cases) > 1 else ''} that {earlier} held before it "
+                f"(first: {cases[0]}): generations are disjoint", index=state.seal_index, field="cases",
+                generation=name, earlier=earlier, found=len(cases)))
+        for case in opening.openings:
+            seen.setdefault((case.task, case.content_sha256), name)
+            seen.setdefault((case.task, case.case_id), name)
 
 
 def _check_published_reveals(ctx: _Context) -> None:
@@ -844,6 +875,8 @@ def _check_export(ctx: _Context) -> None:
         return  # the entries do not replay: the manifest cannot be judged against them
     try:
         for problem in ctx.source.export_problems():
+            ctx.find("export", problem, file=problem.evidence.get("file"))
+        for problem in ctx.source.stray_seal_files(sorted(ctx.entries.items())):
             ctx.find("export", problem, file=problem.evidence.get("file"))
     except HeldoutError as exc:
         ctx.find("export", exc)

@@ -4,9 +4,9 @@ public keys and seal manifests only). Both present one interface to the checks."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from heldout.generations import GenerationState, RevealDocument, load_opening, manifest_path
 from heldout.generations.access import noise_path, opening_path, withheld_blobs_path
@@ -59,6 +59,12 @@ class AuditSource(Protocol):
     def extra_keys(self) -> list[TrustedKey]: ...
 
     def export_problems(self) -> Iterator[HeldoutError]: ...
+
+    def stray_seal_files(self, entries: Iterable[tuple[int, Mapping[str, Any]]]) -> Iterator[HeldoutError]:
+        """Files of the published ``seals/`` named as no logged seal manifest or reveal (those that are named are
+        checked by the seal and reveal checks)."""
+        ...
+
     def witness_policy(self) -> Policy | None:
         """The witness policy this source answers to by default (the operator's store's; none for exports)."""
         ...
@@ -160,6 +166,9 @@ class OperatorSource:
 
     def export_problems(self) -> Iterator[HeldoutError]:
         return iter(())  # the operator's own store has no export manifest
+
+    def stray_seal_files(self, entries: Iterable[tuple[int, Mapping[str, Any]]]) -> Iterator[HeldoutError]:
+        return iter(())  # the store's seals/ is the operator's working folder, not a publication
     def witness_policy(self) -> Policy | None:
         from heldout.witness.operator import load_endpoints, store_policy
 
@@ -237,6 +246,11 @@ class ExportSource:
 
     def export_problems(self) -> Iterator[HeldoutError]:
         return self.export.manifest_problems()
+
+    def stray_seal_files(self, entries: Iterable[tuple[int, Mapping[str, Any]]]) -> Iterator[HeldoutError]:
+        from heldout.generations.verify import published_seal_problems
+
+        return (p for p in published_seal_problems(self.export, entries) if "expected" not in p.evidence)
     def witness_policy(self) -> Policy | None:
         return None  # a third party names the witnesses it trusts (--policy); the export cannot
 

@@ -12,7 +12,6 @@ import typer
 
 from heldout.audit import AuditReport, AuditSource, ExportSource, ReportRecord, operator_source, run_audit
 from heldout.audit.rederive import default_jobs
-from heldout.audit.report import RECORD_NAME
 from heldout.cli.common import (
     HeldoutCommand,
     JsonFlag,
@@ -30,7 +29,7 @@ from heldout.cli.common import (
     table,
 )
 from heldout.passports import audit_report_path
-from heldout.store import default_store_path
+from heldout.store import auditor_state_path, default_store_path
 from keys import HeldoutError, StorageError, UsageError
 from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger.entries import is_ledger_id
@@ -57,10 +56,10 @@ def audit_command(
         "--jobs", min=1, max=1024, help="Processes that re-derive bundles (default: every core). The report is "
         "the same bytes whatever it is.", show_default=False)] = None,
     since: Annotated[Path | None, typer.Option(
-        "--since", help="An earlier clean audit report of this ledger that this auditor wrote (recorded in "
-        f"{RECORD_NAME} beside the default report) to carry forward: after its checkpoint verifies and a "
-        "consistency proof ties it to the current log, only the bundles appended since are re-derived; if it "
-        "does not hold, a full audit with a finding.", show_default=False)] = None,
+        "--since", help="An earlier clean audit report of this ledger that this auditor wrote (each clean report "
+        "is recorded under ~/.local/state/heldout/audit-records/) to carry forward: after its checkpoint "
+        "verifies and a consistency proof ties it to the current log, only the bundles appended since are "
+        "re-derived; if it does not hold, a full audit with a finding.", show_default=False)] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Replay the ledger, check every signature, blob, seal and reveal, and re-derive every bundle.
@@ -81,14 +80,14 @@ def audit_command(
                              "--from DIR", found=ledger_id)
         source = ExportSource.open(from_dir, ledger_id)
         target = out or third_party_report_path(ledger_id)
-        record = ReportRecord(third_party_report_path(ledger_id).with_name(RECORD_NAME))
+        record = ReportRecord.of(auditor_state_path(), ledger_id, "third-party")
         command = f"python audit.py {ledger_id} --from {from_dir}"
         report = _run(source, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier,
                       own_reports=record.digests() if earlier is not None else frozenset())
     else:
         st = open_store(store)
         opened = operator_source(st, ledger_id)
-        record = ReportRecord(audit_report_path(st, opened.ledger_id).with_name(RECORD_NAME))
+        record = ReportRecord.of(auditor_state_path(), opened.ledger_id, "operator")
         try:
             command = f"python audit.py {opened.ledger_id}"
             report = _run(opened, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier,

@@ -246,3 +246,14 @@ class HeldoutCommand(typer.core.TyperCommand):
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:
         return _run_main(super().main, args, prog_name, standalone_mode, extra)
+
+
+def read_document_file(path: Path, *, what: str) -> dict[str, Any]:
+    """A JSON document the user names (a passport, a membership proof): no such regular file is bad input
+    (exit 2); its content is then for the verifier to judge."""
+    from keys.safeio import DOCUMENT_LIMIT, read_named
+    from seals import parse_json_object
+
+    if not path.is_file():
+        raise UsageError(f"no {what} file at {path}", path=str(path))
+    return parse_json_object(read_named(path, limit=DOCUMENT_LIMIT, what=what), what=f"{what} {path.name}")

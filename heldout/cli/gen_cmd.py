@@ -24,6 +24,7 @@ from heldout.cli.common import (
     open_store,
     output_file,
     print_json,
+    read_document_file,
     reference_time,
     table,
 )
@@ -52,7 +53,6 @@ from keys import (
     parse_key_argument,
 )
 from keys.files import write_atomic
-from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger.policy import load_policy
 from seals import format_utc, parse_json_object, parse_utc
 
@@ -333,8 +333,7 @@ def verify_member_cmd(
 
     Example: heldout verify-member member.json --from ./public-export --key KEY_B64"""
     st = open_store(store)
-    proof_doc = parse_json_object(read_named(proof_file, limit=DOCUMENT_LIMIT, what="member proof"),
-                                  what="member proof")
+    proof_doc = read_document_file(proof_file, what="member proof")
     generation = str(proof_doc.get("generation"))
     folder = from_dir if from_dir is not None else st.seals
     found = read_first_in(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],

@@ -402,9 +402,13 @@ def verify(
                                    "LEDGER_ID --from DIR")
         if not is_ledger_prefix(ledger.strip()):
             raise LedgerUsageError("LEDGER is a ledger id or a prefix of one (lowercase hex)", found=ledger[:80])
+        from heldout.generations.verify import published_seal_problems
+
         exported = open_public_log(source)
         with _progress("replaying export", show_progress) as progress:
             report = exported.verify(expected_id=ledger.strip(), progress=progress, jobs=jobs)
+        for problem in published_seal_problems(exported, exported.entries()):
+            raise problem  # the log's own files checked, then what heldout publishes beside it
         latest = exported.latest_checkpoint()
         body = {**report.to_json(), "source": str(source), "missing_blobs": exported.manifest.get("missing_blobs")}
     else:

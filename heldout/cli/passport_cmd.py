@@ -14,27 +14,20 @@ from heldout.cli.common import (
     handle_errors,
     open_store,
     print_json,
+    read_document_file,
     reference_time,
 )
 from heldout.generations import ledger_signer, open_ledger
 from heldout.passports import check_passport, issue_passport
 from keys import (
-    UsageError,
     parse_key_argument,
 )
-from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger.policy import load_policy
-from seals import EXIT_CODE_FOR_STATE, parse_json_object
+from seals import EXIT_CODE_FOR_STATE
 
 app = typer.Typer(help="Signed evidence records for one model.", no_args_is_help=True)
 
 EXIT_FOR_STATE = EXIT_CODE_FOR_STATE
-
-
-def read_document_file(path: Path, *, what: str) -> dict:
-    if not path.is_file():
-        raise UsageError(f"no {what} file at {path}", path=str(path))
-    return parse_json_object(read_named(path, limit=DOCUMENT_LIMIT, what=what), what=f"{what} {path.name}")
 
 
 UNCHECKED = "not checked against its ledger"

@@ -98,11 +98,20 @@ class SplitArrays:
 
 def read_split(path: Path, split: str = "test") -> SplitArrays:
     """Read ``{split}_images`` and ``{split}_labels`` from a MedMNIST-layout npz file, strictly: uint8
-    images of rank 3 or 4, one integer label per image (N x 1 or N), no pickled objects."""
+    images of rank 3 or 4, one integer label per image (N x 1 or N), no pickled objects. The file is the
+    operator's own input (a pool to add, the official split to seal or evaluate on): anything wrong with it is
+    bad input (:class:`UsageError`, exit 2), not tampering."""
     if split not in SPLITS:
         raise UsageError(f"--split is one of {', '.join(SPLITS)}", found=split)
     if not path.exists():
         raise UsageError(f"no file at {path}", path=str(path))
+    try:
+        return _read_split(path, split)
+    except MalformedInput as exc:
+        raise UsageError(exc.message, **{"path": str(path), **exc.evidence}) from None
+
+
+def _read_split(path: Path, split: str) -> SplitArrays:
     wanted = (f"{split}_images", f"{split}_labels")
     data = read_npz_file(path, what=path.name, members=frozenset(wanted))
     missing = [k for k in wanted if k not in data]

@@ -151,6 +151,10 @@ def initialise_store(store: Store, *, name: str = DEFAULT_LEDGER_NAME, key_id: s
         raise UsageError("--name is 1-256 printable characters (NFC)", field="name", found=repr(name)[:80])
     if key_id is not None:
         check_key_id(key_id)
+    if database is None and store_database(store) is None:
+        resumed = _resume_init(store)
+        if resumed is not None:
+            return resumed
     fresh_store = not store.root.exists()
     try:
         store.create()
@@ -174,3 +178,27 @@ def initialise_store(store: Store, *, name: str = DEFAULT_LEDGER_NAME, key_id: s
         if fresh_store:
             shutil.rmtree(store.root, ignore_errors=True)
         raise
+
+
+def _resume_init(store: Store) -> StoreInitialised | None:
+    """An init killed after it created the store's ledger but before it made it the default leaves one ledger
+    and no default: the next init finishes that one (made the default) instead of creating a second ledger
+    beside it. None when the store holds no ledger, or more than one, or one this store's keys do not sign."""
+    from ledger.entries import is_ledger_id
+    from ledger.sqlite import LEDGER_SUFFIX
+
+    if not store.ledgers.is_dir():
+        return None
+    made = [p for p in store.ledgers.glob(f"*{LEDGER_SUFFIX}") if is_ledger_id(p.name[: -len(LEDGER_SUFFIX)])]
+    if len(made) != 1:
+        return None
+    with ledger_backend(store).open(made[0].name[: -len(LEDGER_SUFFIX)]) as ledger:
+        key_id = ledger.key.key_id
+        if not store.private_key_path(key_id).is_file():
+            return None
+        ledger.verify()
+        create_lock(ledger)
+        store.set_default_ledger_id(ledger.ledger_id)
+        return StoreInitialised(ledger_id=ledger.ledger_id, store=str(store.root), key_id=key_id, key_created=False,
+                                note_verifier_key=ledger.verifier_key, ledger_location=ledger.location,
+                                database=False)

@@ -13,13 +13,13 @@ reveal case by case (so a changed case is named), then the reveal's binding to i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from heldout.entries import IntentEntry, PoolEntry, entry_record
+from heldout.entries import IntentEntry, PoolEntry, RevealEntry, SealEntry, entry_record, records
 from heldout.generations.commitments import MemberProof
 from heldout.generations.draw import DrawRecord, recompute_seed
 from heldout.generations.reveal import verify_reveal
@@ -286,3 +286,28 @@ def verify_member_proof(proof_doc: Any, manifest_data: bytes, trusted: PublicKey
                                 field="set_hash", expected=manifest.set_hash, found=proof.set_hash)
     proof.verify(manifest.set_hash)
     return proof
+
+
+def published_seal_problems(log: PublicLog, entries: Iterable[tuple[int, Mapping[str, Any]]]
+                            ) -> Iterator[VerificationError]:
+    """Each file of a public log's ``seals/`` that is not what its name says: every one must be
+    ``<gen>.seal.json`` with the bytes the seal entry of ``gen`` logs (``manifest_sha256``) or ``<gen>.reveal.json``
+    with those of its reveal entry (``reveal_sha256``); the first entry counts, as for every reader. A file
+    that merely hashes to some logged document (gen1's manifest under gen2's name) is refused: whoever reads
+    ``seals/gen2.seal.json`` takes it for gen2's."""
+    logged: dict[str, str] = {}
+    for record in records(entries, SealEntry, RevealEntry):
+        if isinstance(record, SealEntry):
+            logged.setdefault(f"{record.generation}.seal.json", record.manifest_sha256)
+        else:
+            logged.setdefault(f"{record.generation}.reveal.json", record.reveal_sha256)
+    for name in log.seal_names():
+        expected = logged.get(name)
+        if expected is None:
+            yield VerificationError(f"seals/{name} is neither the seal manifest nor the reveal of a generation the "
+                                    "ledger seals or reveals", file=f"seals/{name}", found=name)
+            continue
+        found = sha256_hex(log.seal_bytes(name))
+        if found != expected:
+            yield VerificationError(f"seals/{name} is not the document the ledger logs under that name",
+                                    file=f"seals/{name}", expected=expected, found=found)

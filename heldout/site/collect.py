@@ -17,8 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from heldout.entries import PassportEntry, RevealEntry, SealEntry, records
+from heldout.entries import PassportEntry, records
 from heldout.generations import GenerationState, load_generations, open_ledger
+from heldout.generations.verify import published_seal_problems
 from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import Supersession, load_supersessions
 from heldout.store import Store
@@ -27,7 +28,7 @@ from ledger import BlobStore, export_ledger, open_export
 from ledger.checkpoint import Checkpoint
 from ledger.entries import genesis_key
 from ledger.public import PublicLog, open_public_log
-from seals import PassportVerdict, parse_json_object, parse_utc, sha256_hex
+from seals import PassportVerdict, parse_json_object, parse_utc
 
 
 class SiteBuildRefused(VerificationError):
@@ -197,16 +198,12 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
 
 
 def _check_seal_files(export: PublicLog, entries: list[tuple[int, dict[str, Any]]]) -> None:
-    """The export's ``seals/`` folder is published as is, so each file must be one the ledger names: a seal
-    manifest (``manifest_sha256`` of a seal entry) or a reveal (``reveal_sha256`` of a reveal entry)."""
-    named = {r.manifest_sha256 if isinstance(r, SealEntry) else r.reveal_sha256
-             for r in records(entries, SealEntry, RevealEntry)}
-    for name in export.seal_names():
-        found = sha256_hex(export.seal_bytes(name))
-        if found not in named:
-            raise SiteBuildRefused(f"{name} in the export is not a seal manifest or reveal the ledger names "
-                                   "(altered?), nothing was published", file=export.location(f"seals/{name}"),
-                                   found=found)
+    """The export's ``seals/`` folder is published as is, so each file must be what its name says
+    (``heldout.generations.verify.published_seal_problems``)."""
+    for problem in published_seal_problems(export, entries):
+        raise SiteBuildRefused(f"{problem.message} (altered?), nothing was published",
+                               file=export.location(str(problem.evidence["file"])),
+                               **{k: v for k, v in problem.evidence.items() if k != "file"})
 
 
 def _superseded(record: PassportRecord, by: int) -> PassportRecord:

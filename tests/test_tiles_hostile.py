@@ -1,0 +1,498 @@
+"""Hostile input to the tlog-tiles and follow readers (``ledger.tiles``, ``ledger.follow``): a malformed manifest
+list, an odd or hidden name in a folder the tiles own, a slow or malformed HTTP answer. Each is refused cleanly
+with the exit code of DESIGN.md (1: tampered, 2: could not fetch), in one line naming what is wrong, never a
+traceback or a hang. Servers here run in threads on 127.0.0.1, drip with bounded loops, and the request
+deadline is cut to a fraction of a second."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+import ledger.tiles as tiles_module
+from heldout.cli import app
+from ledger.blobs import BlobStore
+from ledger.export import export_ledger
+from ledger.tiles import MANIFEST, TilesLog, write_tiles
+from seals import canonical_bytes
+from tests.test_ledger_support import new_ledger
+
+runner = CliRunner()
+DEADLINE_S = 0.5  # the request deadline in these tests (the module's default is two minutes)
+
+
+@dataclass
+class Published:
+    ledger_id: str
+    size: int
+    tiles: Path
+    export: Path
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Published]:
+    """A ledger of 5 entries (genesis and 4 bundles), two of the blobs its bundles reference present (the
+    rest listed as missing), as tiles and as an export."""
+    root = tmp_path_factory.mktemp("hostile-tiles")
+    ledger = new_ledger(root / "ledger", entries=4, batch=2)
+    blobs = BlobStore(root / "blobs")
+    blobs.put(b"predictions 1")
+    blobs.put(b"evaluation 2")
+    write_tiles(ledger, root / "tiles", blobs=blobs)
+    export_ledger(ledger, root / "export", blobs=blobs)
+    try:
+        yield Published(ledger.ledger_id, ledger.size, root / "tiles", root / "export")
+    finally:
+        ledger.close()
+
+
+@pytest.fixture(scope="module")
+def genesis_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Published]:
+    """A ledger of one entry (its checkpoint size is 1, which ``True`` equals in Python)."""
+    root = tmp_path_factory.mktemp("hostile-tiles-one")
+    ledger = new_ledger(root / "ledger")
+    write_tiles(ledger, root / "tiles")
+    try:
+        yield Published(ledger.ledger_id, ledger.size, root / "tiles", root / "export")
+    finally:
+        ledger.close()
+
+
+@pytest.fixture(autouse=True)
+def short_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tiles_module, "FETCH_DEADLINE_S", DEADLINE_S)
+
+
+def copy(source: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "copy"
+    shutil.copytree(source, folder, symlinks=True)
+    return folder
+
+
+def edit_manifest(folder: Path, **members: Any) -> None:
+    """Rewrite the manifest in canonical form with ``members`` replaced (so only the members are wrong)."""
+    path = folder / MANIFEST
+    manifest = json.loads(path.read_bytes())
+    manifest.update(members)
+    path.write_bytes(canonical_bytes(manifest) + b"\n")
+
+
+def cli(*args: str) -> Result:
+    result = runner.invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        f"crashed: {result.exception!r}\n{result.output}")
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+def refused(result: Result, code: int, *phrases: str) -> str:
+    """The one line a refusal prints, after checking its exit code and that it names each phrase."""
+    assert result.exit_code == code, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    for phrase in phrases:
+        assert phrase in lines[0], (phrase, lines[0])
+    return lines[0]
+
+
+def verify(pub: Published, source: Path | str) -> Result:
+    return cli("ledger", "verify", pub.ledger_id, "--from", str(source))
+
+
+def test_the_pristine_tiles_verify(published: Published) -> None:
+    assert verify(published, published.tiles).exit_code == 0
+    manifest = json.loads((published.tiles / MANIFEST).read_bytes())
+    assert manifest["blobs"] and manifest["missing_blobs"]  # both lists are exercised below
+
+
+# --- 1. every item of blobs / missing_blobs is checked before it is used -------------------------------------
+
+MALFORMED_DIGEST_LISTS: dict[str, Callable[[list[str]], Any]] = {
+    "unhashable list item": lambda listed: [[1], *listed],
+    "unhashable object item": lambda listed: [{"a": 1}],
+    "boolean item": lambda listed: [True, *listed],
+    "path item": lambda listed: [*listed, "../../x"],
+    "uppercase digest": lambda listed: [d.upper() for d in listed],
+    "repeated digest": lambda listed: [listed[0], *listed],
+    "a number, not a list": lambda listed: 5,
+    "a string, not a list": lambda listed: "".join(listed),
+}
+
+
+@pytest.mark.parametrize("member", ["blobs", "missing_blobs"])
+@pytest.mark.parametrize("kind", sorted(MALFORMED_DIGEST_LISTS))
+def test_attack_malformed_items_in_the_blob_lists_are_a_manifest_problem(published: Published, tmp_path: Path,
+                                                                         member: str, kind: str) -> None:
+    folder = copy(published.tiles, tmp_path)
+    listed = json.loads((folder / MANIFEST).read_bytes())[member]
+    edit_manifest(folder, **{member: MALFORMED_DIGEST_LISTS[kind](listed)})
+    refused(verify(published, folder), 1, f"the tiles manifest's {member} is not a sorted list", "SHA-256")
+    # the audit reports manifest problems one by one: each is yielded, none raised
+    problems = list(TilesLog(folder).manifest_problems())
+    assert [p.evidence.get("field") for p in problems] == [member], [p.message for p in problems]
+
+
+def test_attack_unhashable_blob_item_fails_the_audit_with_a_finding(published: Published, tmp_path: Path) -> None:
+    folder = copy(published.tiles, tmp_path)
+    edit_manifest(folder, blobs=[[1]])
+    report = tmp_path / "report.json"
+    result = cli("audit", published.ledger_id, "--from", str(folder), "--out", str(report))
+    assert result.exit_code == 1, result.output
+    findings = json.loads(report.read_text())["findings"]
+    assert any(f["evidence"].get("field") == "blobs" and "SHA-256" in f["message"] for f in findings), findings
+
+
+# --- 2. the checkpoint sizes (and every size or version) are checked before anything is fetched ---------------
+
+def bad_sizes(size: int) -> dict[str, Any]:
+    every = list(range(1, size + 1))
+    return {
+        "many repeats of the size": every + [size] * 200_000,
+        "more sizes than entries": list(range(1, size + 2)),
+        "decreasing": [size, 1],
+        "repeated": [1, 1, size],
+        "zero": [0, size],
+        "negative": [-1, size],
+        "beyond the size": [1, size + 1],
+        "last is not the size": [1],
+        "a boolean": [True, size],
+        "a string": [str(size)],
+        "a fraction": [1, size - 0.5, size],
+        "not a list": {"1": size},
+        "empty": [],
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(bad_sizes(5)))
+def test_attack_checkpoint_sizes_are_checked_before_any_note_is_fetched(published: Published, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        kind: str) -> None:
+    folder = copy(published.tiles, tmp_path)
+    edit_manifest(folder, checkpoints=bad_sizes(published.size)[kind])
+    notes: list[int] = []
+    original = TilesLog._note
+
+    def counted(self: TilesLog, size: int) -> str:
+        notes.append(size)
+        return original(self, size)
+
+    monkeypatch.setattr(TilesLog, "_note", counted)
+    started = time.monotonic()
+    refused(verify(published, folder), 1, "checkpoint", "heldout-tiles.json")
+    assert notes == []
+    assert time.monotonic() - started < 30  # 200,000 sizes are refused in one pass, not fetched one by one
+
+
+@pytest.mark.parametrize("member", ["size", "version"])
+def test_attack_a_boolean_where_a_size_or_version_belongs_is_refused(genesis_only: Published, tmp_path: Path,
+                                                                     member: str) -> None:
+    assert verify(genesis_only, genesis_only.tiles).exit_code == 0
+    folder = copy(genesis_only.tiles, tmp_path)
+    edit_manifest(folder, **{member: True})  # True == 1 in Python: the size of this log, the format's version
+    refused(verify(genesis_only, folder), 1, "heldout-tiles.json")
+
+
+def test_attack_a_boolean_checkpoint_size_is_refused(genesis_only: Published, tmp_path: Path) -> None:
+    folder = copy(genesis_only.tiles, tmp_path)
+    edit_manifest(folder, checkpoints=[True])
+    refused(verify(genesis_only, folder), 1, "checkpoint sizes", "True")
+
+
+@pytest.mark.parametrize("seals", [[[1]], "gen1.seal.json", ["b.json", "a.json"], ["../x"], ["x"] * 6])
+def test_attack_a_malformed_seal_list_is_a_manifest_problem(published: Published, tmp_path: Path,
+                                                            seals: Any) -> None:
+    folder = copy(published.tiles, tmp_path)
+    edit_manifest(folder, seals=seals)
+    refused(verify(published, folder), 1, "the tiles manifest's seals")
+
+
+def test_attack_boolean_checkpoint_sizes_in_a_served_export_are_refused_by_follow(published: Published,
+                                                                                   tmp_path: Path) -> None:
+    folder = copy(published.export, tmp_path)
+    manifest = json.loads((folder / "export.json").read_bytes())
+    manifest["checkpoints"] = [True]
+    (folder / "export.json").write_bytes(canonical_bytes(manifest) + b"\n")
+    with FileServer(folder) as server:
+        result = cli("ledger", "follow", published.ledger_id, "--from", server.url, "--state",
+                     str(tmp_path / "state.json"))
+    refused(result, 1, "checkpoints")
+
+
+# --- 3 and 4. slow and malformed HTTP answers are fetch failures (exit 2) ------------------------------------
+
+Answer = Callable[[bytes, socket.socket, threading.Event], None]
+
+
+@dataclass
+class RawServer:
+    """A TCP server on 127.0.0.1 answering each connection with ``answer(request, connection, stop)`` in a
+    thread of its own, until closed (every loop bounded; ``stop`` is set on close)."""
+
+    answer: Answer
+    listener: socket.socket = field(init=False)
+    url: str = field(init=False)
+    stop: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.listener.settimeout(0.05)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.threads.append(threading.Thread(target=self._accept, daemon=True))
+        self.threads[0].start()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            thread = threading.Thread(target=self._serve, args=(connection,), daemon=True)
+            self.threads.append(thread)
+            thread.start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        with connection:
+            connection.settimeout(5)
+            try:
+                request = connection.recv(65536)
+                self.answer(request, connection, self.stop)
+            except OSError:
+                pass  # the client hung up: what these servers are for
+
+    def __enter__(self) -> RawServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=5)
+        self.listener.close()
+
+
+class FileServer(RawServer):
+    """Serves the files of a folder (GET and HEAD; 404 for anything else)."""
+
+    def __init__(self, folder: Path) -> None:
+        def answer(request: bytes, connection: socket.socket, stop: threading.Event) -> None:
+            method, path = request.split(b" ")[:2]
+            target = folder / path.decode().lstrip("/")
+            if not target.is_file():
+                connection.sendall(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                return
+            data = target.read_bytes()
+            connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(data))
+            if method == b"GET":
+                connection.sendall(data)
+
+        super().__init__(answer)
+
+
+def head_is_404(answer: Answer) -> Answer:
+    """``answer`` to GET; 404 to HEAD (so ``ledger follow`` takes the URL for an export, not tiles)."""
+    def wrapped(request: bytes, connection: socket.socket, stop: threading.Event) -> None:
+        if request.startswith(b"HEAD"):
+            connection.sendall(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+        else:
+            answer(request, connection, stop)
+    return wrapped
+
+
+def drip_body(request: bytes, connection: socket.socket, stop: threading.Event) -> None:
+    connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n")
+    for _ in range(200):  # one byte every 0.05 s: each receive succeeds, the whole never ends in time
+        if stop.is_set():
+            return
+        connection.sendall(b" ")
+        time.sleep(0.05)
+
+
+def drip_headers(request: bytes, connection: socket.socket, stop: threading.Event) -> None:
+    connection.sendall(b"HTTP/1.0 200 OK\r\n")
+    for number in range(200):
+        if stop.is_set():
+            return
+        connection.sendall(b"X-Slow-%d: x\r\n" % (number % 40))
+        time.sleep(0.1)  # fewer than http.client's 100 headers before the deadline: the deadline ends it
+
+
+def short_body(request: bytes, connection: socket.socket, stop: threading.Event) -> None:
+    connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+
+
+def reply(raw: bytes) -> Answer:
+    def answer(request: bytes, connection: socket.socket, stop: threading.Event) -> None:
+        connection.sendall(raw)
+    return answer
+
+
+MALFORMED_ANSWERS: dict[str, Answer] = {
+    "garbage status line": reply(b"GARBAGE\r\n\r\n"),
+    "empty answer": reply(b""),
+    "status line too long": reply(b"HTTP/1.0 200 " + b"x" * 70_000 + b"\r\n\r\n"),
+    "header line too long": reply(b"HTTP/1.0 200 OK\r\nX: " + b"a" * 70_000 + b"\r\n\r\n"),
+    "too many headers": reply(b"HTTP/1.0 200 OK\r\n" + b"".join(b"X-%d: x\r\n" % i for i in range(120)) + b"\r\n"),
+    "bad chunk size": reply(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
+    "chunk cut short": reply(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n50\r\nabc"),
+    "short body": short_body,
+}
+COMMANDS = ("verify tiles", "follow")
+
+
+def fetch(pub: Published, command: str, url: str, tmp_path: Path) -> Result:
+    if command == "follow":
+        return cli("ledger", "follow", pub.ledger_id, "--from", url, "--state", str(tmp_path / "state.json"))
+    return verify(pub, url)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("answer", [drip_body, drip_headers], ids=["body", "headers"])
+def test_attack_a_dripping_server_is_cut_at_the_request_deadline(published: Published, tmp_path: Path,
+                                                                 command: str, answer: Answer) -> None:
+    with RawServer(head_is_404(answer)) as server:
+        started = time.monotonic()
+        result = fetch(published, command, server.url, tmp_path)
+        took = time.monotonic() - started
+    refused(result, 2, "cannot fetch", server.url, f"within {DEADLINE_S:g} s")
+    assert took < 5, took  # the per-operation timeout (30 s) never fires: each byte arrives in time
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("kind", sorted(MALFORMED_ANSWERS))
+def test_attack_a_malformed_http_answer_is_a_fetch_failure(published: Published, tmp_path: Path, command: str,
+                                                          kind: str) -> None:
+    with RawServer(head_is_404(MALFORMED_ANSWERS[kind])) as server:
+        result = fetch(published, command, server.url, tmp_path)
+    line = refused(result, 2, "cannot fetch", server.url)
+    if kind == "short body":
+        assert "10 of the 1000 bytes" in line and "Content-Length" in line
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_attack_a_garbage_answer_to_head_is_a_fetch_failure(published: Published, tmp_path: Path,
+                                                            command: str) -> None:
+    with RawServer(reply(b"GARBAGE\r\n\r\n")) as server:
+        refused(fetch(published, command, server.url, tmp_path), 2, "cannot fetch", server.url)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:notaport", "http://[::1", "http://"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_attack_an_invalid_url_is_a_fetch_failure(published: Published, tmp_path: Path, command: str,
+                                                  url: str) -> None:
+    result = fetch(published, command, url, tmp_path)
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_the_served_tiles_and_export_verify_and_follow(published: Published, tmp_path: Path) -> None:
+    """The servers above speak well enough: the same commands succeed on honest files."""
+    with FileServer(published.tiles) as tiles, FileServer(published.export) as export:
+        assert verify(published, tiles.url).exit_code == 0
+        for url, state in ((tiles.url, "tiles.json"), (export.url, "export.json")):
+            result = cli("ledger", "follow", published.ledger_id, "--from", url, "--state", str(tmp_path / state))
+            assert result.exit_code == 0, result.output
+
+
+# --- 5 and 6. names in the folders the tiles own are checked, hidden ones included -----------------------------
+
+def blob_prefix(folder: Path) -> Path:
+    return next((folder / "blobs" / "sha256").iterdir())
+
+
+ODD_NAMES: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "folder with a space": (lambda f: f / "blobs/sha256/a b", "dir"),
+    "hidden folder": (lambda f: f / "blobs/sha256/.hidden", "dir"),
+    "non-hex folder": (lambda f: f / "blobs/sha256/zz", "dir"),
+    "three-digit folder": (lambda f: f / "blobs/sha256/abc", "dir"),
+    "file instead of a folder": (lambda f: f / "blobs/sha256/ab", "file"),
+    "hidden file in a blob folder": (lambda f: blob_prefix(f) / ".junk", "file"),
+    "unlisted blob": (lambda f: blob_prefix(f) / (blob_prefix(f).name + "0" * 62), "file"),
+    "blob in the wrong folder": (lambda f: f / "blobs/sha256/00" / next(blob_prefix(f).iterdir()).name, "file"),
+    "name beside sha256": (lambda f: f / "blobs/.junk", "file"),
+    "hidden key file": (lambda f: f / "keys/.junk", "file"),
+    "unlisted key file": (lambda f: f / "keys/other.pub.json", "file"),
+    "hidden checkpoint file": (lambda f: f / "checkpoints/.junk", "file"),
+    "unlisted checkpoint note": (lambda f: f / "checkpoints/2.note", "file"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ODD_NAMES))
+def test_attack_an_unexpected_name_in_a_tiles_folder_is_a_manifest_problem(published: Published, tmp_path: Path,
+                                                                           kind: str) -> None:
+    folder = copy(published.tiles, tmp_path)
+    where, shape = ODD_NAMES[kind]
+    path = where(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if shape == "dir":
+        path.mkdir()
+    else:
+        path.write_text("x")
+    relative = str(path.relative_to(folder))
+    refused(verify(published, folder), 1, relative)
+    problems = list(TilesLog(folder).manifest_problems())  # yielded to the audit, not raised
+    assert any(p.evidence.get("file") == relative for p in problems), [p.to_json() for p in problems]
+
+
+def test_hidden_files_are_refused_alike_by_the_export_and_the_tiles(published: Published, tmp_path: Path) -> None:
+    for folder_name in ("keys", "checkpoints"):
+        for source in (published.export, published.tiles):
+            folder = tmp_path / f"{folder_name}-{source.name}"
+            shutil.copytree(source, folder)
+            (folder / folder_name / ".junk").write_text("x")
+            refused(verify(published, folder), 1, f"{folder_name}/.junk")
+
+
+UNRELATED: dict[str, Callable[[Path], None]] = {
+    "page at the top level": lambda f: (f / "index.html").write_text("<p>hello</p>"),
+    "hidden file at the top level": lambda f: (f / ".well-known").mkdir(),
+    "hidden file among the seals": lambda f: ((f / "seals").mkdir(exist_ok=True), (f / "seals/.x").write_text("x")),
+    "tiles beyond the size": lambda f: ((f / "tile/entries/001.p").mkdir(parents=True),
+                                        (f / "tile/entries/001.p/3").write_bytes(b"\x00\x01x" * 3)),
+    "unknown tile level": lambda f: ((f / "tile/7").mkdir(), (f / "tile/7/junk").write_text("x")),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNRELATED))
+def test_unrelated_files_beside_the_tiles_are_accepted(published: Published, tmp_path: Path, kind: str) -> None:
+    folder = copy(published.tiles, tmp_path)
+    UNRELATED[kind](folder)
+    result = verify(published, folder)
+    assert result.exit_code == 0, result.output
+    assert list(TilesLog(folder).manifest_problems()) == []
+
+
+def test_the_temporary_files_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> None:
+    """A SIGKILL inside the writer leaves ``.NAME.tmpPID`` beside the file it was writing; readers rightly report
+    it as a file the manifest does not list. The next run (which holds the folder's lock, so no other run
+    writes) removes every such leftover, and the folder verifies again."""
+    ledger = new_ledger(tmp_path / "ledger", entries=3)
+    blobs = BlobStore(tmp_path / "blobs")
+    blobs.put(b"predictions 1")
+    out = tmp_path / "tiles"
+    try:
+        write_tiles(ledger, out, blobs=blobs)
+        blob = next(p for p in (out / "blobs" / "sha256").rglob("*") if p.is_file())
+        leftovers = [blob.with_name(f".{blob.name}.tmp99999"), out / "tile" / "entries" / ".000.p.tmp4242"]
+        for path in leftovers:
+            path.write_bytes(b"half")
+        result = cli("ledger", "verify", ledger.ledger_id, "--from", str(out))
+        refused(result, 1, f".{blob.name}.tmp99999")
+        write_tiles(ledger, out, blobs=blobs)
+        assert not any(path.exists() for path in leftovers)
+        assert cli("ledger", "verify", ledger.ledger_id, "--from", str(out)).exit_code == 0
+    finally:
+        ledger.close()
