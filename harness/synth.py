@@ -25,6 +25,7 @@ from harness.imageops import from_planar, resize
 from harness.provenance import mark_synthetic
 from harness.tasks import SPLITS, TaskSpec
 from keys.errors import UsageError
+from keys.files import removed_on_failure
 
 #: Default split sizes per image size (small enough to write in seconds, large enough to learn from).
 DEFAULT_COUNTS: Final = {28: {"train": 2000, "val": 300, "test": 600}, 224: {"train": 300, "val": 60, "test": 120}}
@@ -134,17 +135,18 @@ def write_synth(spec: TaskSpec, out_dir: Path, *, seed: int = 0, n_train: int | 
         raise UsageError("--n-test must be at least 1", found=counts["test"])
     arrays = synth_arrays(spec, counts, seed)
     target = out_dir / spec.file_name
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{spec.file_name}.", suffix=".tmp", dir=out_dir)
-    except OSError as exc:
-        raise UsageError(f"cannot write into {out_dir}: {exc.strerror or exc}", path=str(out_dir)) from None
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            np.savez_compressed(stream, **arrays)  # type: ignore[arg-type]
-        mark_synthetic(Path(temporary))  # never mistaken for the official file (harness.provenance)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with removed_on_failure(out_dir):  # a refused write (a full disk) leaves no new, empty folder behind
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(prefix=f".{spec.file_name}.", suffix=".tmp", dir=out_dir)
+        except OSError as exc:
+            raise UsageError(f"cannot write into {out_dir}: {exc.strerror or exc}", path=str(out_dir)) from None
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                np.savez_compressed(stream, **arrays)  # type: ignore[arg-type]
+            mark_synthetic(Path(temporary))  # never mistaken for the official file (harness.provenance)
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
     return target

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from keys.errors import KeyFileError, StorageError
@@ -153,3 +156,23 @@ def write_atomic(path: Path, data: bytes) -> None:
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
+
+
+@contextmanager
+def removed_on_failure(*folders: Path) -> Iterator[None]:
+    """The folders among ``folders`` that do not exist yet, and the missing folders above them, are removed
+    again (with what the block put in them) when the block raises: a refused command leaves no empty folder
+    behind. Folders that existed are kept."""
+    new = []
+    for folder in map(Path, folders):
+        top = None
+        while not folder.exists() and folder != folder.parent:
+            top, folder = folder, folder.parent
+        if top is not None:
+            new.append(top)
+    try:
+        yield
+    except BaseException:
+        for folder in new:  # the outermost first: what it holds goes with it
+            shutil.rmtree(folder, ignore_errors=True)
+        raise

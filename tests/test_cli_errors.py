@@ -151,7 +151,24 @@ def test_a_failing_disk_while_writing_is_exit_2_and_leaves_no_temporary_file(
     assert list(tmp_path.iterdir()) == []
     line = assert_one_line_error(invoke("init", "--store", str(tmp_path / "store")))
     assert words in line
+    line = assert_one_line_error(invoke("witness", "init", "--store", str(tmp_path / "witness"), "--name", "w.test/w"))
+    assert words in line and not (tmp_path / "witness").exists()  # no folder left behind, empty or not
     assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
+
+
+def test_a_failing_disk_while_writing_synthetic_data_leaves_no_new_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("medmnist")
+    import numpy as np
+
+    def no_space(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez_compressed", no_space)
+    line = assert_one_line_error(invoke("data", "synth", "bloodmnist", "--out", str(tmp_path / "new" / "data"),
+                                        "--n-test", "5"))
+    assert "no space left" in line
+    assert list(tmp_path.iterdir()) == []  # neither the folder it made nor its parent
 
 
 def test_a_failed_audit_keeps_exit_1_when_its_report_cannot_be_written(

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from keys import HeldoutError, Signer, UsageError
-from keys.files import ensure_private_dir
+from keys.files import ensure_private_dir, removed_on_failure
 from ledger.cosignature import Cosigner
 from ledger.witness import MAX_REQUEST_BYTES, SIZE_CONTENT_TYPE, SizeConflict, Witness, WitnessRefusal
 
@@ -36,10 +36,11 @@ def init_witness(folder: Path, *, name: str) -> Cosigner:
     path = witness_key_path(folder)
     if path.exists():
         raise UsageError(f"the witness folder {folder} already has a key", path=str(path))
-    ensure_private_dir(Path(folder) / "private")
-    ensure_private_dir(path.parent)
-    signer = Signer.generate(name=name, key_id=KEY_ID)
-    signer.save(path)
+    with removed_on_failure(Path(folder), Path(folder) / "private", path.parent):  # a refusal leaves no folder
+        ensure_private_dir(Path(folder) / "private")
+        ensure_private_dir(path.parent)
+        signer = Signer.generate(name=name, key_id=KEY_ID)
+        signer.save(path)
     return Cosigner.of(signer)
 
 
