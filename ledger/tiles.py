@@ -717,6 +717,9 @@ class _NoSchemeChange(urllib.request.HTTPRedirectHandler):
                          newurl: str) -> urllib.request.Request | None:
         if not is_url(newurl):
             raise LedgerUsageError("a tiles server redirected outside http(s)", found=newurl[:120])
+        if req.full_url.lower().startswith("https:") and not newurl.lower().startswith("https:"):
+            # what is fetched is verified anyway, but an auditor who asked for https is not moved to plain http
+            raise LedgerUsageError("a tiles server redirected from https to plain http", found=newurl[:120])
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None:
             setattr(new, _DEADLINE, _deadline_of(req))  # a redirect runs on the first request's deadline

@@ -496,3 +496,24 @@ def test_the_temporary_files_of_a_killed_run_are_removed_by_the_next(tmp_path: P
         assert cli("ledger", "verify", ledger.ledger_id, "--from", str(out)).exit_code == 0
     finally:
         ledger.close()
+
+
+@pytest.mark.parametrize(("start", "target", "allowed"), [
+    ("https://tiles.example/log/checkpoint", "http://tiles.example/log/checkpoint", False),
+    ("https://tiles.example/log/checkpoint", "https://mirror.example/log/checkpoint", True),
+    ("http://tiles.example/log/checkpoint", "https://tiles.example/log/checkpoint", True),
+    ("http://tiles.example/log/checkpoint", "file:///etc/passwd", False),
+])
+def test_attack_a_redirect_may_not_leave_http_s_nor_drop_https(start: str, target: str, allowed: bool) -> None:
+    """What is fetched is verified whatever the host; but an auditor who asked for https is not moved to plain
+    http, and nothing is read from outside http(s)."""
+    import urllib.request
+
+    handler = tiles_module._NoSchemeChange()
+    request = urllib.request.Request(start)
+    if allowed:
+        moved = handler.redirect_request(request, None, 302, "Found", {}, target)
+        assert moved is not None and moved.full_url == target
+    else:
+        with pytest.raises(tiles_module.LedgerUsageError):
+            handler.redirect_request(request, None, 302, "Found", {}, target)
