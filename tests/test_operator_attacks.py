@@ -270,3 +270,52 @@ def test_honest_generations_are_disjoint(fixture: AuditFixture) -> None:
                   "1e9", "--store", fixture.store, at=NOW).exit_code == 0
     code, report = operator_audit(fixture)
     assert code == 0, report["findings"]
+
+
+# --- the seal entry is the signed manifest's -----------------------------------------------------------------
+
+def _diverging(member: str) -> Any:
+    def forge(entry: dict[str, Any]) -> None:
+        if member == "expiry_utc":
+            entry["expiry_utc"] = "2030-01-01T00:00:00Z"  # the manifest says 2027-05-01
+        elif member == "budget_bits":
+            entry["budget_bits"] = 1e12
+        elif member == "statement_bits":
+            entry["statement_bits"] = -1e6
+        elif member == "release":
+            entry["release"] = {"mode": "full", "step": None}  # the manifest (and its intent) say ladder
+        elif member == "tasks":
+            entry.update(tasks={TASK: 5}, n_cases=5)
+        elif member == "extra member":
+            entry["note"] = "not in the manifest"
+    return forge
+
+
+@pytest.mark.parametrize("member", ["expiry_utc", "budget_bits", "statement_bits", "release", "tasks",
+                                    "extra member"])
+def test_attack_a_seal_entry_that_says_other_than_its_signed_manifest(fixture: AuditFixture, tmp_path: Path,
+                                                                      member: str) -> None:
+    """The generation's state (expiry, budget, release, tasks) is read from its seal entry; the operator's seal
+    tool logs an entry that promises other rules than the manifest it signed and published. Both audits name
+    the seal entry, and a passport on the generation does not verify."""
+    import heldout.generations.seal as seal
+
+    real = seal.seal_entry_of
+
+    def forged(manifest: Any, digest: str) -> dict[str, Any]:
+        entry = real(manifest, digest)
+        _diverging(member)(entry)
+        return entry
+
+    args = ["seal", "gen3", "--tasks", TASK, "--per-task", "20", "--expires", "2027-05-01", "--budget-bits", "2500",
+            "--store", fixture.store, *(["--ladder-step", "5"] if member == "release" else [])]
+    with operator_skipping(seal, "seal_entry_of", forged):
+        sealed = cli_at(*args, at=NOW)
+    assert sealed.exit_code == 0, sealed.output
+    seal_index = json.loads((fixture.store / "seals" / "gen3.seal.json").read_text())["entry_index"]
+    field = "n_cases" if member == "tasks" else "note" if member == "extra member" else member  # (sorted first)
+    expected = f"the seal entry of gen3 says other than its signed manifest on {field}"
+    code, report = operator_audit(fixture)
+    assert code == 1 and any(expected in m for m in findings_at(report, seal_index)), report["findings"]
+    code, third = third_party_audit(fixture, tmp_path)
+    assert code == 1 and any(expected in m for m in findings_at(third, seal_index)), third["findings"]

@@ -469,7 +469,8 @@ def _check_seals(ctx: _Context) -> None:
             trusted = ctx.trusted_for((doc.get("issuer") or {}).get("public_key_b64")
                                       if isinstance(doc.get("issuer"), dict) else None)
             manifest = SealManifest.verify(doc, trusted)
-            check_manifest_binding(manifest, sha256_hex(data), state, ctx.source.ledger_id)
+            check_manifest_binding(manifest, sha256_hex(data), state, ctx.source.ledger_id,
+                                   ctx.entries.get(state.seal_index))
             if not ctx.keys:
                 raise VerificationError("no ledger key is known to check the draw's checkpoint",
                                         index=state.seal_index)

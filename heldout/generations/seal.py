@@ -273,7 +273,10 @@ def _draw(ledger: Ledger, name: str, intent_index: int, pools: Mapping[str, Pool
     return record, drawn
 
 
-def _seal_entry(manifest: SealManifest, digest: str) -> dict[str, Any]:
+def seal_entry_of(manifest: SealManifest, digest: str) -> dict[str, Any]:
+    """The seal entry that logs ``manifest`` (whose file hashes to ``digest``): every member it carries is the
+    manifest's, so a verifier rebuilds it from the signed manifest and compares (the generation's state, its
+    expiry, budget and release are read from this entry)."""
     budget = manifest.leakage_budget
     return SealEntry(
         generation=manifest.generation, manifest_sha256=digest, set_hash=manifest.set_hash,
@@ -352,7 +355,7 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
         data = manifest_bytes(signed)
         digest = sha256_hex(data)
         opening = reveal_bytes({**draft, "manifest_sha256": digest})
-        entries: list[Mapping[str, Any]] = [_seal_entry(manifest, digest)]
+        entries: list[Mapping[str, Any]] = [seal_entry_of(manifest, digest)]
 
         try:
             with staged_operation(store, ledger, "seal") as staged:

@@ -13,6 +13,7 @@ reveal case by case (so a changed case is named), then the reveal's binding to i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,7 +24,7 @@ from heldout.entries import IntentEntry, PoolEntry, RevealEntry, SealEntry, entr
 from heldout.generations.commitments import MemberProof
 from heldout.generations.draw import DrawRecord, recompute_seed
 from heldout.generations.reveal import verify_reveal
-from heldout.generations.seal import manifest_path
+from heldout.generations.seal import manifest_path, seal_entry_of
 from heldout.generations.state import BlobSource, GenerationState, load_generations
 from heldout.store import Store
 from keys import PublicKey, TrustedKey, UsageError, VerificationError
@@ -61,9 +62,13 @@ class RevealVerdict:
                 f"{self.set_hash} of the manifest signed under {self.issuer_key_id}{images}{bound}")
 
 
-def check_manifest_binding(manifest: SealManifest, digest: str, state: GenerationState, ledger_id: str) -> None:
+def check_manifest_binding(manifest: SealManifest, digest: str, state: GenerationState, ledger_id: str,
+                           entry: Mapping[str, Any] | None) -> None:
     """Raise unless a (signature-verified) manifest whose file hashes to ``digest`` is the one ``state``'s seal
-    entry names: same hash, generation, set hash, ledger id, and the entry index it records."""
+    entry names: same hash, generation, set hash, ledger id, and the entry index it records; and the seal entry
+    (``entry``, as logged) is exactly the one the manifest makes (``seal_entry_of``): its expiry, tasks,
+    budget, statement and release are what the generation's state is read from, so an entry that says more
+    or other than the signed manifest would change the rules the manifest promised."""
     if digest != state.manifest_sha256:
         raise VerificationError(f"the seal manifest of {state.name} is not the one its seal entry names",
                                 index=state.seal_index, field="manifest_sha256", expected=state.manifest_sha256,
@@ -75,6 +80,19 @@ def check_manifest_binding(manifest: SealManifest, digest: str, state: Generatio
         if expected != found:
             raise VerificationError(f"the seal manifest of {state.name} disagrees with its seal entry on {member}",
                                     index=state.seal_index, field=member, expected=expected, found=found)
+    expected_entry = seal_entry_of(manifest, digest)
+    logged = dict(entry) if entry is not None else {}
+    for member in sorted(set(expected_entry) | set(logged)):
+        if expected_entry.get(member) != logged.get(member):
+            raise VerificationError(f"the seal entry of {state.name} says other than its signed manifest on "
+                                    f"{member}", index=state.seal_index, field=member,
+                                    expected=_shown(expected_entry.get(member)), found=_shown(logged.get(member)))
+
+
+def _shown(value: Any) -> Any:
+    """A member's value for the evidence: as is when small, else its first characters."""
+    text = value if isinstance(value, (str, int, float, bool, type(None))) else json.dumps(value, sort_keys=True)
+    return text[:200] if isinstance(text, str) else text
 
 
 def read_first_in(folder: Path, names: list[str], *, what: str) -> tuple[bytes, str] | None:
@@ -148,7 +166,7 @@ def _verify(manifest_data: bytes, reveal_data: bytes, trusted: PublicKey | Trust
     manifest = SealManifest.verify(doc, trusted)
     digest = sha256_hex(manifest_data)
     if state is not None and ledger is not None:
-        check_manifest_binding(manifest, digest, state, ledger.ledger_id)
+        check_manifest_binding(manifest, digest, state, ledger.ledger_id, ledger.entry(state.seal_index))
         view = ledger
         check_draw_binding(manifest, state, lambda i: view.entry(i) if 0 <= i < view.size else None, view.root,
                            _ledger_key(view), view.origin)

@@ -682,6 +682,8 @@ class _Replay:
             if not isinstance(tasks, dict) or {t: c.get("cases") for t, c in tasks.items()} != entry.get("tasks") \
                     or doc.get("n_cases") != sum(entry.get("tasks", {}).values()):
                 raise ReplayFailure(file, "seal", f"task counts disagree with seal entry {index}")
+            if entry != self.seal_entry_of(doc, hashlib.sha256(data).hexdigest()):
+                raise ReplayFailure(file, "seal", f"seal entry {index} is not exactly the entry the manifest makes")
             if doc.get("membership") != "public":
                 self.check_draw(file, name, doc, index)
             self.seal_docs[name] = doc
@@ -694,6 +696,27 @@ class _Replay:
             if len(indices) > 1 or used.get("intent_index") != indices[0]:
                 raise ReplayFailure(ENTRIES, "draw", f"the intent of {name} was logged at entries {indices}, "
                                     "not exactly once and drawn from: a retried or abandoned draw")
+
+    @staticmethod
+    def seal_entry_of(doc: dict[str, Any], digest: str) -> dict[str, Any]:
+        """FORMATS.md section 9, binding: the seal entry a manifest makes, member by member."""
+        budget = doc.get("leakage_budget") or {}
+        tasks = doc.get("tasks") or {}
+        entry: dict[str, Any] = {
+            "type": "seal", "v": 1, "generation": doc.get("generation"), "set_hash": doc.get("set_hash"),
+            "created_utc": doc.get("created_utc"), "expiry_utc": doc.get("expiry_utc"),
+            "membership": doc.get("membership"), "n_cases": doc.get("n_cases"),
+            "tasks": {task: counts.get("cases") for task, counts in tasks.items()},
+            "budget_bits": budget.get("bits"), "release": doc.get("release"),
+            "manifest_sha256": digest}
+        if doc.get("membership") == "public":
+            entry["sources"] = {task: {"origin": c.get("origin"), "sha256": c.get("sha256")}
+                                for task, c in tasks.items()}
+        if budget.get("families"):
+            entry["statement_bits"] = budget.get("statement_bits")
+            entry["guarantee"] = {"delta": budget.get("delta"), "k": budget.get("k"),
+                                  "families": budget.get("families")}
+        return entry
 
     def check_draw(self, file: str, name: str, doc: dict[str, Any], seal_index: int) -> None:
         """FORMATS.md, the draw: the intent and pool entries it names, the seed from the first checkpoint
