@@ -301,10 +301,20 @@ class LedgerFacts:
         """The entries in index order."""
         return self._once("ordered", lambda: sorted(self.entries.items()))
 
-    def declared_keys(self) -> list[TrustedKey]:
-        """The keys the ledger declares: its genesis key (the checkpoint key) first, then each ``key`` entry's."""
-        return self._once("keys", lambda: [genesis_key(entry) for _, entry in self.ordered()
-                                           if entry.get("type") in ("genesis", "key")])
+    def declared_keys(self, before: int | None = None) -> list[TrustedKey]:
+        """The keys the ledger declares (in entries before index ``before``, when given): its genesis key (the
+        checkpoint key) first, then each ``key`` entry's."""
+        def first_of_each_id() -> list[tuple[int, TrustedKey]]:
+            found: dict[str, tuple[int, TrustedKey]] = {}
+            for index, entry in self.ordered():
+                if entry.get("type") in ("genesis", "key"):
+                    key = genesis_key(entry)
+                    found.setdefault(key.key_id, (index, key))  # one id names one key: the first (the audit
+                    # reports a later entry that names it for another key)
+            return sorted(found.values(), key=lambda item: item[0])
+
+        declared: list[tuple[int, TrustedKey]] = self._once("keys", first_of_each_id)
+        return [key for index, key in declared if before is None or index < before]
 
     def passport_entries(self) -> dict[str, int]:
         """Each logged passport's SHA-256 and the index of the first entry that logs it."""
@@ -326,23 +336,30 @@ class LedgerFacts:
         return self._once("supersessions", lambda: load_supersessions(self.ordered()))
 
 
-def _declared_issuer(doc: Mapping[str, Any], facts: LedgerFacts, pinned: PublicKey | TrustedKey | None) -> TrustedKey:
-    """The ledger-declared key the passport names as its issuer; a pinned key (``--key``) must be that key."""
+def _declared_issuer(doc: Mapping[str, Any], facts: LedgerFacts, pinned: PublicKey | TrustedKey | None,
+                     before: int) -> TrustedKey:
+    """The ledger-declared key the passport names as its issuer, declared before the passport's entry (``before``:
+    a key declared later could not have verified the passport when it was logged); a pinned key (``--key``)
+    must be that very key."""
     issuer = doc.get("issuer")
     issuer_b64 = issuer.get("public_key_b64") if isinstance(issuer, dict) else None
-    declared = facts.declared_keys()
+    declared = facts.declared_keys(before)
     if pinned is not None:
         pinned_b64 = pinned.public_key.b64 if isinstance(pinned, TrustedKey) else pinned.b64
         if all(key.public_key.b64 != pinned_b64 for key in declared):
             raise UntrustedKey(f"the key given is not declared by ledger {facts.ledger_id} (neither its genesis key "
-                               "nor a key entry): a key is trusted only when the ledger declares it",
-                               field="issuer.public_key_b64", found=pinned_b64,
+                               "nor a key entry) before the passport: a key is trusted only when the ledger "
+                               "declares it", field="issuer.public_key_b64", found=pinned_b64,
                                expected=[key.public_key.b64 for key in declared])
+        if issuer_b64 != pinned_b64:
+            raise UntrustedKey("the passport's issuer is not the key given: it is signed by another key",
+                               field="issuer.public_key_b64", expected=pinned_b64, found=str(issuer_b64)[:60])
     for key in declared:
         if key.public_key.b64 == issuer_b64:
             return key
     raise UntrustedKey(f"the passport's issuer key is not declared by ledger {facts.ledger_id} (neither its genesis "
-                       "key nor a key entry)", field="issuer.public_key_b64", found=str(issuer_b64)[:60])
+                       "key nor a key entry) before the passport's entry", field="issuer.public_key_b64",
+                       found=str(issuer_b64)[:60])
 
 
 def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
@@ -363,11 +380,11 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
     then the verdict at ``at``: lapsed (the generation retired, or its spec superseded, since: this wins over
     expired, as it names the cause), expired, or valid.
     """
-    trusted = _declared_issuer(doc, facts, pinned)
-    verdict = verify_passport(doc, trusted, at=at)
-    passport = verdict.passport
     digest = sha256_hex(canonical_bytes(doc))
     first = facts.passport_entries().get(digest)
+    trusted = _declared_issuer(doc, facts, pinned, before=first if first is not None else len(facts.entries))
+    verdict = verify_passport(doc, trusted, at=at)
+    passport = verdict.passport
     if first is None:
         raise VerificationError(f"the passport was never logged: no passport entry of ledger {facts.ledger_id} "
                                 "carries its SHA-256", field="passport_sha256", found=digest)

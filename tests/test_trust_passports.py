@@ -145,3 +145,76 @@ def test_attack_an_export_manifest_that_lies_about_its_files_is_reported(fixture
     assert result.exit_code == 1, result.output
     clean_report = third_party_audit(fixture, clean, tmp_path)
     assert not [f for f in clean_report["findings"] if f["check"] == "export"]
+
+
+# --- keys declared by key entries ----------------------------------------------------------------------------
+
+ROGUE = seeded_signer(67, name="test-operator", key_id="rogue-key")
+
+
+def _declare(fixture: AuditFixture, signer: Any, key_id: str, when: str) -> int:
+    """The operator logs a key entry declaring ``signer``'s public key under ``key_id`` (straight to the ledger)."""
+    from heldout.generations import open_ledger
+    from heldout.store import Store
+    from seals import parse_utc
+
+    entry = {"type": "key", "v": 1, "key": {"key_id": key_id, "name": signer.name,
+                                            "public_key_b64": signer.public_key.b64},
+             "role": "operator", "created_utc": when}
+    with open_ledger(Store.open(fixture.store)) as ledger:
+        return ledger.append(entry, signer=seeded_signer(1, name="test-operator", key_id="test-key-1"),
+                             now=parse_utc(when))
+
+
+def _signed_by(path: Path, dest: Path, signer: Any) -> Path:
+    doc = json.loads(path.read_text())
+    resigned = sign_document({k: v for k, v in doc.items() if k not in ("issuer", "signature")}, signer)
+    dest.write_bytes(canonical_bytes(resigned) + b"\n")
+    return dest
+
+
+def test_attack_a_pinned_key_does_not_vouch_for_a_passport_another_key_signed(fixture: AuditFixture,
+                                                                             tmp_path: Path) -> None:
+    """Both keys are declared by the ledger; the auditor pins the genesis key with --key. A passport signed by
+    the other one is not the pinned key's."""
+    path = issued(fixture)
+    _declare(fixture, ROGUE, "rogue-key", "2026-09-02T00:00:00Z")
+    rogue = _signed_by(path, tmp_path / "rogue.json", ROGUE)
+    log_passport(fixture, rogue)
+    folder = export(fixture, tmp_path / "export")
+    result = verify(rogue, "--key", fixture.key_b64, "--from", str(folder))
+    assert result.exit_code == 1 and "signed by another key" in result.output, result.output
+    assert verify(rogue, "--key", ROGUE.public_key.b64, "--from", str(folder)).exit_code == 0
+
+
+def test_attack_a_key_declared_after_the_passport_does_not_make_it_valid(fixture: AuditFixture,
+                                                                        tmp_path: Path) -> None:
+    """Logged while no entry declared its key, the passport could not verify then; declaring the key later
+    does not make it valid after the fact."""
+    path = issued(fixture)
+    rogue = _signed_by(path, tmp_path / "rogue.json", ROGUE)
+    index = log_passport(fixture, rogue)
+    declared = _declare(fixture, ROGUE, "rogue-key", "2026-09-02T00:00:00Z")
+    assert declared > index
+    folder = export(fixture, tmp_path / "export")
+    for ledger in (["--store", str(fixture.store)], ["--key", ROGUE.public_key.b64, "--from", str(folder)]):
+        result = verify(rogue, *ledger)
+        assert result.exit_code == 1 and "before the passport" in result.output, result.output
+    report = third_party_audit(fixture, folder, tmp_path)
+    assert any(f["check"] == "passport" and f["index"] == index for f in report["findings"]), report["findings"]
+
+
+def test_attack_a_key_entry_naming_the_genesis_key_id_for_another_key(fixture: AuditFixture,
+                                                                     tmp_path: Path) -> None:
+    """One key id, two keys: the audit names the later entry (an export of such a log is refused), and a
+    passport signed by the second key is not trusted under that id."""
+    path = issued(fixture)
+    index = _declare(fixture, ROGUE, "test-key-1", "2026-09-02T00:00:00Z")
+    rogue = _signed_by(path, tmp_path / "rogue.json", seeded_signer(67, name="test-operator", key_id="test-key-1"))
+    log_passport(fixture, rogue)
+    result = run("audit", fixture.ledger_id, "--store", str(fixture.store), "--json")
+    findings = json.loads(result.stdout)["findings"]
+    assert result.exit_code == 1
+    assert any(f["check"] == "keys" and f["index"] == index and "one key id names one key" in f["message"]
+               for f in findings), findings
+    assert verify(rogue, "--store", str(fixture.store)).exit_code == 1

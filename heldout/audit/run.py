@@ -427,9 +427,18 @@ def _decode_entries(ctx: _Context) -> None:
         return
     try:
         ctx.keys = [genesis_key(genesis)]
-        for _, entry in sorted(ctx.entries.items()):
+        for index, entry in sorted(ctx.entries.items()):
             if entry.get("type") == "key":
-                ctx.keys.append(genesis_key(entry))
+                key = genesis_key(entry)
+                known = next((k for k in ctx.keys if k.key_id == key.key_id), None)
+                if known is not None and known.public_key.b64 != key.public_key.b64:
+                    # one id, two keys: whoever names the id means the first (an export refuses such a log)
+                    ctx.find("keys", VerificationError(
+                        f"entry {index} declares key id {key.key_id!r} for another key than an earlier entry: one "
+                        "key id names one key", index=index, field="key.key_id", found=key.key_id,
+                        expected=known.public_key.b64))
+                    continue
+                ctx.keys.append(key)
     except (HeldoutError, KeyError, TypeError) as exc:
         ctx.find("keys", exc if isinstance(exc, HeldoutError) else VerificationError(str(exc)), index=0)
 
