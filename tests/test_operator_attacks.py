@@ -319,3 +319,39 @@ def test_attack_a_seal_entry_that_says_other_than_its_signed_manifest(fixture: A
     assert code == 1 and any(expected in m for m in findings_at(report, seal_index)), report["findings"]
     code, third = third_party_audit(fixture, tmp_path)
     assert code == 1 and any(expected in m for m in findings_at(third, seal_index)), third["findings"]
+
+
+# --- withheld evidence at retirement ------------------------------------------------------------------------
+
+def test_attack_a_ladder_lie_hidden_by_not_publishing_its_withheld_blobs(fixture: AuditFixture,
+                                                                        tmp_path: Path) -> None:
+    """The released value of a ladder bundle is a lie; the operator's audit, holding the withheld blobs, catches
+    it. The operator deletes those blobs and retires the generation, whose retirement should publish them. The
+    retire says they are missing, and both audits now fail the bundle (before: 'incomplete', exit 5)."""
+    from heldout.generations.access import withheld_blobs_path
+    from heldout.generations.release import RELEASED_SCORE, Transcript, answer_bits, transcripts
+    from tests.audit_support import log_withheld_bundle
+
+    assert cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "40", "--expires", "2027-05-01", "--budget-bits",
+                  "1e6", "--ladder-step", "5", "--store", fixture.store, at=NOW).exit_code == 0
+
+    def lie(ledger: Any, state: Any) -> dict[str, Any]:
+        transcript = transcripts(ledger.entries(state.seal_index), state.name).get(TASK, Transcript())
+        return {"mode": "ladder", "value": 95.0, "label_dependent": True, "score": RELEASED_SCORE,
+                "bits": answer_bits("ladder", transcript, True, 5.0)}
+
+    index = log_withheld_bundle(fixture.store, "gen3", "liar", seed=4242, skill=0.3, release=lie, at=NOW)
+    code, report = operator_audit(fixture)
+    assert code == 1 and findings_at(report, index)
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        entry = ledger.entry(index)
+        withheld = BlobStore(withheld_blobs_path(st, ledger.ledger_id))
+    for digest in (entry["evaluation_sha256"], entry["predictions_sha256"]):
+        withheld.path(digest).unlink()
+    retired = cli_at("retire", "gen3", "--reason", "expired", "--reveal", "--store", fixture.store)
+    assert retired.exit_code == 0 and "2 withheld blob(s) this retirement should publish are missing" in retired.output
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("is retired but its withheld evaluation blob is not published" in m
+                   for m in findings_at(report, index)), report["findings"]

@@ -710,11 +710,15 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
         for member, digest in (("evaluation_sha256", entry.evaluation_sha256),
                                ("predictions_sha256", entry.predictions_sha256)):
             if not ctx.source.has_blob(digest):
+                if state.retire_index is not None:  # published at retirement, as the seal promised: a missing
+                    # one hides what the release record committed to (a released value that was not the answer)
+                    raise VerificationError(
+                        f"bundle entry {index}: {name} is retired but its withheld {member.removesuffix('_sha256')} "
+                        "blob is not published, so its released value cannot be checked", index=index,
+                        field=member, found=digest)
                 raise IncompleteError(
                     f"bundle entry {index}: its evaluation and predictions are withheld under {state.release_mode} "
-                    f"release until {name} is retired" if state.retire_index is None else
-                    f"bundle entry {index}: {name} is retired but its withheld blobs are not published",
-                    index=index, field=member)
+                    f"release until {name} is retired", index=index, field=member)
     elif "release" in entry:
         raise VerificationError(f"bundle entry {index} carries a release record on a full-release generation",
                                 index=index, field="release")

@@ -237,6 +237,9 @@ class ExportSource:
     def noise_secret(self, state: GenerationState) -> bytes:
         digest = str(state.release.get("noise_sha256"))
         if not self.export.has_blob(digest):
+            if state.retire_index is not None:  # retirement publishes it: without it no answer can be checked
+                raise VerificationError(f"{state.name} is retired but its Thresholdout noise secret is not "
+                                        "published", index=state.retire_index, field="noise_sha256", found=digest)
             raise IncompleteError(f"the Thresholdout noise secret of {state.name} is published only at retirement",
                                   index=state.seal_index)
         return self.export.blob(digest)

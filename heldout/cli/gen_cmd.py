@@ -255,6 +255,10 @@ def retire(
         console.print(f"revealed {generation} at entry {result.reveal_index} (blob {result.reveal_sha256})")
     if result.note:
         console.print(result.note)
+    if result.missing_withheld:
+        err_console.print(f"warning: {len(result.missing_withheld)} withheld blob(s) this retirement should publish "
+                          "are missing from the store: every audit will report their bundles as failed "
+                          f"(first: {result.missing_withheld[0]})")
 
 
 # --- verify-reveal, prove-member, verify-member -----------------------------------------------------------

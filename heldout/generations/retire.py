@@ -44,6 +44,9 @@ class RetireResult:
     reveal_sha256: str | None
     note: str | None = None
     published: int = 0  # withheld blobs made public by this retirement
+    #: committed withheld blobs (and a Thresholdout noise secret) this store no longer holds: every audit reports
+    #: their bundles as failed, since what they committed to can no longer be checked
+    missing_withheld: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -105,26 +108,30 @@ def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: 
                                            created_utc=format_utc(now), extra=extra).to_entry())
             # At retirement the withheld bundles and the noise secret become public, staged with the rest: they
             # reach blobs/ only once the retirement is logged (and a recovery after a kill publishes them too).
-            withheld, published = stage_withheld(store, ledger, state, staged) if retire else ([], 0)
+            withheld, published, missing = stage_withheld(store, ledger, state, staged) if retire else ([], 0, [])
             indices = staged.commit(entries, signer=signer, now=now)
         for path in withheld:  # the public copies are in blobs/ now; the private ones have served
             path.unlink(missing_ok=True)
     retire_index = indices[0] if retire else None
     reveal_index = indices[-1] if document is not None else None
     return RetireResult(generation=generation, retire_index=retire_index, reveal_index=reveal_index,
-                        reveal_sha256=reveal_digest, note=note, published=published)
+                        reveal_sha256=reveal_digest, note=note, published=published,
+                        missing_withheld=tuple(missing))
 
 
 def stage_withheld(store: Store, ledger: Ledger, state: GenerationState,
-                   staged: StagedOperation) -> tuple[list[Path], int]:
+                   staged: StagedOperation) -> tuple[list[Path], int, list[str]]:
     """Stage a retiring ladder / Thresholdout generation's withheld blobs (and its noise secret) for the public
     blob store, where the export finds them through the bundle entries (and the seal entry's noise_sha256) that
     committed their SHA-256 at evaluation time. Returns the private blob files staged (each re-hashed on the
-    way) and how many blobs will be published."""
+    way), how many blobs will be published, and the committed ones the store no longer holds (said by the
+    retire command; every audit reports their bundles as failed)."""
     if state.release_mode not in WITHHOLDING_MODES:
-        return [], 0
+        return [], 0, []
     withheld = BlobStore(withheld_blobs_path(store, ledger.ledger_id))
+    public = BlobStore(store.blobs)
     paths: list[Path] = []
+    missing: list[str] = []
     for bundle in records(ledger.entries(state.seal_index), BundleEntry):
         if bundle.generation != state.name:
             continue
@@ -132,10 +139,13 @@ def stage_withheld(store: Store, ledger: Ledger, state: GenerationState,
             if withheld.has(digest):
                 staged.blob(withheld.get(digest), label=f"withheld-{len(paths)}")
                 paths.append(withheld.path(digest))
+            elif not public.has(digest):
+                missing.append(digest)
     if state.release_mode == THRESHOLDOUT:
         secret_file = noise_path(store, ledger.ledger_id, state.name, state.set_hash)
         secret = read_private_file(secret_file)
         if sha256_hex(secret) == state.release.get("noise_sha256"):
             staged.blob(secret, label="noise-secret")
-            return paths, len(paths) + 1
-    return paths, len(paths)
+            return paths, len(paths) + 1, missing
+        missing.append(str(state.release.get("noise_sha256")))
+    return paths, len(paths), missing
