@@ -355,3 +355,61 @@ def test_attack_a_ladder_lie_hidden_by_not_publishing_its_withheld_blobs(fixture
         assert code == 1
         assert any("is retired but its withheld evaluation blob is not published" in m
                    for m in findings_at(report, index)), report["findings"]
+
+
+# --- the draw's seed --------------------------------------------------------------------------------------------
+
+def test_attack_a_draw_seed_ground_with_cosignatures_of_a_key_outside_the_policy(fixture: AuditFixture) -> None:
+    """The seed of a witnessed draw comes from the cosignatures on the intent's checkpoint. The operator adds,
+    beside the honest witness's line, a line of a witness key of its own, whose timestamp it can vary offline
+    until the draw suits it. An audit with the policy (which lists only the honest witness) names the draw;
+    at seal time only the lines of the store's policy witnesses count."""
+    from datetime import timedelta
+
+    import heldout.generations.seal as seal
+    from ledger.cosignature import Cosigner, cosign, timestamp_of
+    from ledger.policy import parse_policy
+    from tests.conftest import seeded_signer
+
+    honest = seeded_signer(41, name="w0.witness.example", key_id="witness")
+    rogue = seeded_signer(99, name="w9.rogue.example", key_id="witness")
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        policy_text = f"log {ledger.verifier_key}\nwitness W0 {Cosigner.of(honest).vkey}\nquorum W0\n"
+    policy_file = fixture.store.parent / "policy.txt"
+    policy_file.write_text(policy_text)
+    policy = parse_policy(policy_text)
+    start = parse_utc(NOW)
+    real = seal._draw
+    recorded: dict[str, Any] = {}
+
+    def cosign_intent(ledger: Any, size: int) -> None:
+        checkpoint = ledger.checkpoint_at(size)
+        ledger.add_cosignatures(size, [(Cosigner.of(honest), cosign(checkpoint, honest, timestamp_of(start)))],
+                                now=start)
+        ledger.add_cosignatures(size, [(Cosigner.of(rogue), cosign(checkpoint, rogue, timestamp_of(start) + 7))],
+                                now=start)
+
+    def grinding(ledger: Any, name: str, intent_index: int, pools: Any, candidates: Any, per_task: int,
+                 store_policy: Any) -> Any:
+        cosign_intent(ledger, intent_index + 1)
+        recorded["filtered"] = real(ledger, name, intent_index, pools, candidates, per_task, policy)[0].cosignatures
+        return real(ledger, name, intent_index, pools, candidates, per_task, None)  # every line, the rogue one too
+
+    with operator_skipping(seal, "_draw", grinding):
+        assert cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "20", "--expires", "2027-05-01", "--budget-bits",
+                      "1e6", "--store", fixture.store, at=NOW).exit_code == 0
+    # what an honest seal keeps: the policy witness's line alone
+    assert len(recorded["filtered"]) == 1 and "w0.witness.example" in recorded["filtered"][0]
+    manifest = json.loads((fixture.store / "seals" / "gen3.seal.json").read_text())
+    assert len(manifest["draw"]["cosignatures"]) == 2
+    with open_ledger(st) as ledger:  # the honest witness cosigns the head, so the quorum is met
+        head = ledger.checkpoint_at(ledger.size)
+        ledger.add_cosignatures(ledger.size, [(Cosigner.of(honest), cosign(head, honest, timestamp_of(
+            start + timedelta(hours=1))))], now=start + timedelta(hours=1))
+    result = cli_at("audit", fixture.ledger_id, "--store", fixture.store, "--jobs", "1", "--json", "--policy",
+                    policy_file)
+    report = json.loads(result.output)
+    assert result.exit_code == 1
+    assert any("seeds from 1 cosignature line(s) of keys the witness policy does not list" in m
+               for m in findings_at(report, manifest["entry_index"])), report["findings"]

@@ -67,12 +67,14 @@ from heldout.generations import (
     verify_reveal,
 )
 from heldout.generations.access import check_opening
+from heldout.generations.draw import DrawRecord
 from heldout.generations.release import ReleaseLog, thresholdout_answer
 from heldout.generations.reveal import verify_draw
 from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import Supersession, load_supersessions
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError
 from ledger import blob_references, verify_checkpoint
+from ledger.checkpoint import parse_checkpoint
 from ledger.cosignature import time_of
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.policy import Policy
@@ -237,6 +239,31 @@ def _check_times(ctx: _Context) -> None:
             previous = (index, stamp)
 
 
+def _check_draw_witnesses(ctx: _Context, policy: Policy) -> None:
+    """A draw seeded by witness cosignatures may count only lines of witnesses the policy lists: a line of any
+    other key (one the operator holds) can be re-made with another timestamp at will, so the seed, and the
+    cases drawn, could be ground until they suit."""
+    for name, manifest in ctx.manifests.items():
+        if manifest.draw is None:
+            continue
+        draw = DrawRecord.from_json(manifest.draw)
+        if draw.seed_source != "witness-cosignatures":
+            continue
+        state = ctx.generations[name]
+        try:
+            listed = {c.line.rstrip("\n") for c in policy.cosignatures(
+                parse_checkpoint(draw.checkpoint_note.encode())).values()}
+        except HeldoutError as exc:
+            ctx.find("draw", exc, index=state.seal_index)
+            continue
+        stray = [line for line in draw.cosignatures if line not in listed]
+        if stray:
+            ctx.find("draw", VerificationError(
+                f"the draw of {name} seeds from {len(stray)} cosignature line(s) of keys the witness policy does "
+                "not list (or that do not verify): a line of another key can be re-made at will, so the seed could "
+                "be chosen", index=state.seal_index, field="draw.cosignatures", found=stray[0][:80]))
+
+
 def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
     if policy is None or not ctx.report.ledger_intact:
         return
@@ -252,6 +279,7 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
         ctx.count("witnessed checkpoints")
     except HeldoutError as exc:
         ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(latest.size))
+    _check_draw_witnesses(ctx, policy)
     # (size, latest verified cosignature time) for every checkpoint, then each bundle against its generation
     witnessed: list[tuple[int, datetime]] = []
     for checkpoint in checkpoints:

@@ -57,6 +57,7 @@ from heldout.store import Store
 from keys import MalformedInput, Signer, UsageError, VerificationError
 from ledger import AppendConflict, BlobStore, Ledger
 from ledger.cosignature import with_cosignatures
+from ledger.policy import Policy
 from seals import format_utc, sha256_hex
 from seals.manifest import (
     ReleasePolicy,
@@ -243,15 +244,22 @@ def _commit_and_intend(ledger: Ledger, signer: Signer, request: SealRequest, nam
 
 
 def _draw(ledger: Ledger, name: str, intent_index: int, pools: Mapping[str, PoolRef],
-          candidates: Mapping[str, Sequence[CaseOpening]], per_task: int) -> tuple[DrawRecord, list[CaseOpening]]:
+          candidates: Mapping[str, Sequence[CaseOpening]], per_task: int,
+          policy: Policy | None) -> tuple[DrawRecord, list[CaseOpening]]:
     """Derive the seed from the first checkpoint containing the intent (its witnesses' cosignatures when the
-    ledger is witnessed, else its root), and draw."""
+    ledger is witnessed, else its root), and draw. Only the cosignatures of witnesses the store's ``policy``
+    lists count: a line of any other key (one the operator holds) could be re-made at will to grind the seed,
+    and an audit with the policy refuses such a draw."""
     size = intent_index + 1
     signed = ledger.checkpoint_at(size)
     if signed is None:
         raise VerificationError("the ledger signed no checkpoint containing the seal intent", index=intent_index)
     # read once (a slow witness may still add one afterwards); recorded without their line ends
     lines = tuple(line.rstrip("\n") for line in ledger.cosignature_lines(size))
+    if policy is not None:
+        listed = {c.line.rstrip("\n") for c in policy.cosignatures(
+            with_cosignatures(signed, [line + "\n" for line in lines])).values()}
+        lines = tuple(line for line in lines if line in listed)
     checkpoint = with_cosignatures(signed, [line + "\n" for line in lines])
     if lines:
         source = "witness-cosignatures"
@@ -271,6 +279,13 @@ def _draw(ledger: Ledger, name: str, intent_index: int, pools: Mapping[str, Pool
                         checkpoint_size=checkpoint.size, checkpoint_note=checkpoint.note, cosignatures=lines,
                         seed=seed.hex())
     return record, drawn
+
+
+def _witness_policy(store: Store) -> Policy | None:
+    """The store's witness policy when it has witnesses (whose cosignatures seed a draw), else None."""
+    from heldout.witness.operator import load_endpoints, store_policy
+
+    return store_policy(store) if load_endpoints(store) else None
 
 
 def seal_entry_of(manifest: SealManifest, digest: str) -> dict[str, Any]:
@@ -330,7 +345,7 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
                         mode=mode, shapes=[_expected_shape(task, candidates[task], per_task) for task in tasks],
                         step=step)
             intent_index, pools = _commit_and_intend(ledger, signer, request, name, candidates, release, now)
-            draw, openings = _draw(ledger, name, intent_index, pools, candidates, per_task)
+            draw, openings = _draw(ledger, name, intent_index, pools, candidates, per_task, _witness_policy(store))
             pool_lists = {task: [o.commitment for o in pool] for task, pool in candidates.items()}
         counts = {task: sum(1 for o in openings if o.task == task) for task in tasks}
         shapes = [TaskShape.from_labels(task, [o.label for o in openings if o.task == task], n_classes(task))
