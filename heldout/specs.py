@@ -46,9 +46,12 @@ class Supersessions(dict[str, Supersession]):
 
 
 def load_supersessions(entries: Iterable[tuple[int, Mapping[str, Any]]]) -> Supersessions:
-    """Every ``spec`` entry, by the version it supersedes. A version superseded twice is a contradiction: the
-    first entry counts and the later one is kept in ``anomalies`` (the log cannot be repaired, so it must not
-    stop every later command; the audit reports it)."""
+    """Every ``spec`` entry, by the version it supersedes. What the supersede command refuses is a contradiction
+    when an operator logs it anyway, kept in ``anomalies`` (the log cannot be repaired, so it must not stop
+    every later command; the audit reports each): a version superseded twice (the first entry counts), a
+    version superseded by itself or by a chain leading back to it (ignored: it would leave no current
+    version), and a supersession dated to take effect before it was logged (it counts from its own entry's
+    time: a supersession never lapses anything retroactively, which would rewrite past verdicts)."""
     found = Supersessions()
     for spec in records(entries, SpecEntry):
         version = spec.spec_version
@@ -57,7 +60,24 @@ def load_supersessions(entries: Iterable[tuple[int, Mapping[str, Any]]]) -> Supe
                 f"entry {spec.index} supersedes {version} again (first at entry {found[version].index}); ignored",
                 index=spec.index, field="spec_version"))
             continue
-        found[version] = Supersession(version, spec.superseded_by, spec.effective, spec.index)
+        successor, seen = spec.superseded_by, {version}
+        while successor not in seen and successor in found:
+            seen.add(successor)
+            successor = found[successor].superseded_by
+        if successor in seen:
+            found.anomalies.append(VerificationError(
+                f"entry {spec.index} supersedes {version} by {spec.superseded_by}, which leads back to {successor}: "
+                "a cycle would leave no current version; ignored", index=spec.index, field="superseded_by"))
+            continue
+        effective = spec.effective
+        if effective < spec.created:
+            found.anomalies.append(VerificationError(
+                f"entry {spec.index} dates the supersession of {version} to take effect at "
+                f"{spec.effective_utc}, before it was logged ({spec.created_utc}): it counts from its own time",
+                index=spec.index, field="effective_utc", expected=f">= {spec.created_utc}",
+                found=spec.effective_utc))
+            effective = spec.created
+        found[version] = Supersession(version, spec.superseded_by, effective, spec.index)
     return found
 
 

@@ -413,3 +413,42 @@ def test_attack_a_draw_seed_ground_with_cosignatures_of_a_key_outside_the_policy
     assert result.exit_code == 1
     assert any("seeds from 1 cosignature line(s) of keys the witness policy does not list" in m
                for m in findings_at(report, manifest["entry_index"])), report["findings"]
+
+
+# --- spec supersessions the supersede command refuses --------------------------------------------------------
+
+def _log_spec(fixture: AuditFixture, version: str, successor: str, effective: str, created: str) -> int:
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        return ledger.append({"type": "spec", "v": 1, "spec_version": version, "superseded_by": successor,
+                              "effective_utc": effective, "created_utc": created}, signer=ledger_signer(st, ledger),
+                             now=parse_utc(created))
+
+
+def test_attack_a_supersession_dated_to_take_effect_before_it_was_logged(fixture: AuditFixture) -> None:
+    """Logged on 09-03 as effective from 01-01, it would turn a passport that was valid on 09-02 into a lapsed
+    one after the fact. It is reported, and counts from its own entry's time."""
+    from heldout.specs import load_supersessions
+
+    assert operator_audit(fixture)[0] == 0
+    assert cli_at("passport", "issue", "model_0", "--generation", "gen2", "--store", fixture.store).exit_code == 0
+    path = fixture.store / "passports" / "model_0__gen2.passport.json"
+    index = _log_spec(fixture, "MedEval-1 v0.1", "MedEval-1 v0.2", "2026-01-01T00:00:00Z", "2026-09-03T00:00:00Z")
+    with open_ledger(Store.open(fixture.store)) as ledger:
+        supersessions = load_supersessions(ledger.entries())
+    assert [a.evidence["index"] for a in supersessions.anomalies] == [index]
+    assert cli_at("passport", "verify", path, "--store", fixture.store, at=LATER).exit_code == 0  # valid on 09-02
+    assert cli_at("passport", "verify", path, "--store", fixture.store, at="2026-09-04T00:00:00Z").exit_code == 4
+    code, report = operator_audit(fixture)
+    assert code == 1 and any("before it was logged" in m for m in findings_at(report, index))
+
+
+def test_attack_supersessions_that_lead_back_to_the_version(fixture: AuditFixture) -> None:
+    """v0.1 -> v0.2, then v0.2 -> v0.1: no version would be current and every evaluation would stop. The entry
+    closing the cycle is reported and ignored."""
+    _log_spec(fixture, "MedEval-1 v0.1", "MedEval-1 v0.2", "2026-09-02T00:00:00Z", "2026-09-02T00:00:00Z")
+    closing = _log_spec(fixture, "MedEval-1 v0.2", "MedEval-1 v0.1", "2026-09-02T00:00:00Z", "2026-09-02T00:00:00Z")
+    code, report = operator_audit(fixture)
+    assert code == 1 and any("leads back to" in m for m in findings_at(report, closing)), report["findings"]
+    status = cli_at("status", "--json", "--store", fixture.store)
+    assert status.exit_code == 0, status.output

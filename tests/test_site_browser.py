@@ -131,11 +131,13 @@ def test_verify_this_entry_in_the_ledger_browser(browser: Any, site: tuple[SiteF
         page.click(f"button[data-index='{index}']")
         page.wait_for_function(f"document.getElementById('v{index}').textContent.length > 0")
         assert page.text_content(f"#v{index}").startswith(f"exit 0: entry {index} is included")
-    # a changed entry on the page is refused
+    # a changed entry on the page is refused: the bytes checked are the text shown (each entry is on the page once)
     page.evaluate("""() => { const d = JSON.parse(document.getElementById('heldout-entries').textContent);
-        d.page['3'].entry = d.page['3'].entry.replace('"v":1', '"v":2');
+        const shown = document.getElementById('raw3');
+        shown.textContent = shown.textContent.replace('"v":1', '"v":2');
         return window.heldoutVerify.entry(3, d).then(r => { window.tampered = r; }); }""")
     assert page.evaluate("window.tampered.exit") == 1
+    assert "proof" in page.evaluate("window.tampered.text")
     assert problems == []
     context.close()
 
@@ -507,4 +509,38 @@ def test_json_and_canonical_bytes_as_python_reads_and_writes_them(browser: Any, 
         try { return window.heldoutVerify.jcs(window.heldoutVerify.parseJson(t)); } catch (e) { return null; }
     })""", JSON_TEXTS)
     assert list(zip(JSON_TEXTS, got, strict=True)) == list(zip(JSON_TEXTS, expected, strict=True))
+    context.close()
+
+
+def test_attack_trimmed_pages_of_a_hostile_ledger_verify_as_the_cli(browser: Any, tmp_path: Path) -> None:
+    """A passport page carries only the entries its passport needs (its seal, the early reveal that retires
+    gen2, the first supersession of its spec, not the fat entries of other versions), and its page name is cut
+    from an 800-byte model id: Verify still gives the build's verdict (the CLI's), lapsed by the reveal or by
+    the spec; and "verify this entry" works on a fat entry shown once on its page."""
+    from tests.site_support import build_hostile_store
+
+    hostile = build_hostile_store(tmp_path / "store")
+    out = tmp_path / "site"
+    result = run("site", "build", str(out), "--from", str(hostile.export), "--at", SITE_AT)
+    assert result.exit_code == 0, result.output
+    verdicts = []
+    for path in sorted((out / "passports").glob("*.html")):
+        context, page, requests, problems = open_page(browser, path)
+        page.click("#verify-button")
+        page.wait_for_function("document.getElementById('verify-result').textContent.startsWith('exit ')")
+        expected = f"exit {page.text_content('#build-exit')}: {page.text_content('#build-verdict')}"
+        assert page.text_content("#verify-result") == expected, path.name
+        assert all(url.startswith("file://") for url in requests) and problems == []
+        verdicts.append(expected)
+        context.close()
+    assert len(verdicts) == 4
+    assert sum("revealed before it was retired" in v for v in verdicts) == 3
+    assert sum("superseded by MedEval-1 v9" in v for v in verdicts) == 1  # the first supersession counts
+    context, page, _, problems = open_page(browser, out / "ledger" / "entries-0001.html")
+    entries = (hostile.export / "entries.jsonl").read_text().splitlines()
+    fat = next(i for i, line in enumerate(entries) if "FATSPEC0000X" in line)
+    page.click(f"button[data-index='{fat}']")
+    page.wait_for_function(f"document.getElementById('v{fat}').textContent.length > 0")
+    assert page.text_content(f"#v{fat}").startswith(f"exit 0: entry {fat} is included")
+    assert problems == []
     context.close()

@@ -21,6 +21,7 @@ from heldout.entries import PassportEntry, records
 from heldout.generations import GenerationState, load_generations, open_ledger
 from heldout.generations.verify import published_seal_problems
 from heldout.passports import LedgerFacts, check_passport_on_ledger
+from heldout.site.paths import copied_seal_path, passport_page
 from heldout.specs import Supersession, load_supersessions
 from heldout.store import Store
 from keys import HeldoutError, TrustedKey, UsageError, VerificationError, b64encode
@@ -28,7 +29,7 @@ from ledger import BlobStore, export_ledger, open_export
 from ledger.checkpoint import Checkpoint
 from ledger.entries import genesis_key
 from ledger.public import PublicLog, open_public_log
-from seals import PassportVerdict, parse_json_object, parse_utc
+from seals import PassportVerdict, parse_json_object, parse_utc, sha256_hex
 
 
 class SiteBuildRefused(VerificationError):
@@ -57,8 +58,9 @@ class PassportRecord:
 
     @property
     def page(self) -> str:
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{self.model_id}__{self.generation}")
-        return f"passports/{self.entry_index}-{safe}.html"
+        """Its page: the entry index and a short ASCII part of the model id and generation
+        (:func:`heldout.site.paths.passport_page`, bounded whatever was logged)."""
+        return passport_page(self.entry_index, self.model_id, self.generation)
 
 
 @dataclass
@@ -76,6 +78,9 @@ class SiteData:
     supersessions: dict[str, Supersession]
     passports: list[PassportRecord]
     entry_types: dict[int, str] = field(default_factory=dict)
+    #: The export's seal files the site publishes, by site path (``seals/<name>``), with their SHA-256: those
+    #: whose name is a plain ASCII name (:func:`heldout.site.paths.copied_seal_path`).
+    seal_files: dict[str, str] = field(default_factory=dict)
     _head_proofs: dict[int, list[str]] = field(default_factory=dict)
 
     @property
@@ -160,6 +165,7 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
     supersessions = load_supersessions(entries)
     entry_types = {index: str(entry.get("type")) for index, entry in entries}
     _check_seal_files(export, entries)
+    seal_files = _published_seals(export)
     passports: list[PassportRecord] = []
     latest: dict[tuple[str, str], int] = {}
     passport_entries = records(entries, PassportEntry)
@@ -194,7 +200,7 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
     return SiteData(export=export, at=at, at_basis=at_basis, release_tag=release_tag, ledger_id=report.ledger_id,
                     origin=report.origin, size=report.size, keys=keys, checkpoints=export.checkpoints(),
                     generations=generations, supersessions=supersessions, passports=passports,
-                    entry_types=entry_types)
+                    entry_types=entry_types, seal_files=seal_files)
 
 
 def _check_seal_files(export: PublicLog, entries: list[tuple[int, dict[str, Any]]]) -> None:
@@ -204,6 +210,17 @@ def _check_seal_files(export: PublicLog, entries: list[tuple[int, dict[str, Any]
         raise SiteBuildRefused(f"{problem.message} (altered?), nothing was published",
                                file=export.location(str(problem.evidence["file"])),
                                **{k: v for k, v in problem.evidence.items() if k != "file"})
+
+
+def _published_seals(export: PublicLog) -> dict[str, str]:
+    """The seal files the site copies (checked above to be what their names say), by site path, with their
+    SHA-256; a file whose name is not a plain ASCII name stays in the export only."""
+    published: dict[str, str] = {}
+    for name in export.seal_names():
+        path = copied_seal_path(name)
+        if path is not None:
+            published[path] = sha256_hex(export.seal_bytes(name))
+    return published
 
 
 def _superseded(record: PassportRecord, by: int) -> PassportRecord:

@@ -3,7 +3,7 @@ list of pages); nothing here reads files or the clock."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +21,9 @@ from heldout.site.html import (
     table,
     value_text,
 )
+from heldout.site.paths import blob_path, seal_manifest_name, source_href
 from heldout.site.svg import dimension_bars, reliability_diagram, retention_lines
-from keys import b64encode, verifier_key_string
+from keys import TrustedKey, b64encode, verifier_key_string
 from ledger.rfc6962 import leaf_hash
 from seals import format_utc, jcs_bytes
 
@@ -43,10 +44,21 @@ def _page(site: SiteData, title: str, root: str, body: str, *, scripts: bool = F
 
 
 def blob_link(root: str, digest: str, carried: set[str], text: str | None = None) -> str:
+    """A link to a blob the site publishes (``carried``: SHA-256 digests only), else the label as text."""
     label = esc(text or digest)
-    if digest in carried:
-        return f'<a href="{root}blobs/sha256/{digest[:2]}/{digest}">{label}</a>'
+    path = blob_path(digest)
+    if path is not None and digest in carried:
+        return f'<a href="{root}{path}">{label}</a>'
     return label
+
+
+def seal_link(root: str, site: SiteData, generation: Any, text: str, digest: str | None = None) -> str:
+    """A link to ``seals/<generation>.seal.json`` when the site publishes that file (and, given ``digest``, the
+    file's SHA-256 is that), else ``text`` (escaped)."""
+    path = f"seals/{seal_manifest_name(str(generation))}"
+    if path in site.seal_files and digest in (None, site.seal_files[path]):
+        return f'<a href="{root}{esc(path)}">{esc(text)}</a>'
+    return esc(text)
 
 
 def entry_page_link(root: str, index: int) -> str:
@@ -192,11 +204,38 @@ def _pictures(evaluations: tuple[dict[str, Any], ...], bins: Mapping[str, list[d
     return "".join(out) + note
 
 
+def _issuer_key(site: SiteData, record: PassportRecord) -> tuple[int, TrustedKey]:
+    """The ledger-declared key the passport's issuer is (the first declaration of its public key, as
+    ``heldout.passports`` finds it; the build verified the passport under it)."""
+    issuer = record.doc.get("issuer")
+    issuer_b64 = issuer.get("public_key_b64") if isinstance(issuer, dict) else None
+    return next(((i, k) for i, k in site.keys if k.public_key.b64 == issuer_b64), site.keys[0])
+
+
+def lapse_entries(site: SiteData, record: PassportRecord) -> list[int]:
+    """The entries that decide the passport's standing beyond its own: its generation's seal and the retire (or
+    early reveal) that counts for it, the supersession of its spec version that counts, and the key entry that
+    declares its issuer (the first of each, as the CLI reads the log; none of any other passport)."""
+    wanted: set[int] = set()
+    generation = site.generations.get(record.generation)
+    if generation is not None:
+        wanted.add(generation.seal_index)
+        if generation.retire_index is not None:
+            wanted.add(generation.retire_index)
+    supersession = site.supersessions.get(record.verdict.passport.spec_version)
+    if supersession is not None and supersession.index is not None:
+        wanted.add(int(supersession.index))
+    index, _ = _issuer_key(site, record)
+    if index > 0:
+        wanted.add(index)
+    return sorted(wanted)
+
+
 def passport_context(site: SiteData, record: PassportRecord) -> dict[str, Any]:
     """The public data the page's Verify button needs to reach the CLI's verdict without a server: the ledger's
-    entry 0 and keys, the head checkpoint, a consistency proof from the passport's checkpoint to it, the cited
-    bundle entries, and the passport's own entry and every seal, retire and spec entry with an inclusion proof
-    against the head."""
+    entry 0, the head checkpoint, a consistency proof from the passport's checkpoint to it, the cited bundle
+    entries, and, each with an inclusion proof against the head, the passport's own entry and the entries that
+    decide its standing (:func:`lapse_entries`). Nothing else: the page's size does not grow with the ledger."""
     export = site.export
     head = site.head
     heldout = record.verdict.passport.heldout or {}
@@ -207,9 +246,8 @@ def passport_context(site: SiteData, record: PassportRecord) -> dict[str, Any]:
         index = ref.get("index")
         if isinstance(index, int) and 0 <= index < site.size:
             entries[str(index)] = export.entry_bytes(index).decode("utf-8")
-    own = {record.entry_index}  # the passport's own entry: the page proves the passport was logged
-    for index, kind in site.entry_types.items():
-        if (kind in ("seal", "retire", "spec", "key") or index in own) and index < head.size:
+    for index in sorted({record.entry_index, *lapse_entries(site, record)}):
+        if 0 <= index < head.size:
             entries[str(index)] = export.entry_bytes(index).decode("utf-8")
             inclusion[str(index)] = site.head_proof(index)
     consistency = [b64encode(h) for h in export.consistency_proof(size, head.size).path] if 0 < size <= head.size \
@@ -228,9 +266,20 @@ def passport_context(site: SiteData, record: PassportRecord) -> dict[str, Any]:
     }
 
 
+def _key_json(index: int, k: TrustedKey) -> dict[str, Any]:
+    return {"key_id": k.key_id, "name": k.name, "public_key_b64": k.public_key.b64, "entry": index}
+
+
 def site_keys(site: SiteData) -> list[dict[str, Any]]:
-    return [{"key_id": k.key_id, "name": k.name, "public_key_b64": k.public_key.b64, "entry": index}
-            for index, k in site.keys]
+    return [_key_json(index, k) for index, k in site.keys]
+
+
+def passport_keys(site: SiteData, record: PassportRecord) -> list[dict[str, Any]]:
+    """The keys a passport page's Verify buttons trust: the ledger's key (entry 0) and the declared key of the
+    passport's issuer, both as the key page lists them (not every key the ledger declares: a page's size must not
+    grow with the ledger)."""
+    chosen = [site.keys[0], _issuer_key(site, record)]
+    return [_key_json(index, k) for index, k in dict(chosen).items()]
 
 
 def passport_page(site: SiteData, record: PassportRecord, carried: set[str],
@@ -286,8 +335,8 @@ def passport_page(site: SiteData, record: PassportRecord, carried: set[str],
         ("generation", esc(heldout.get("generation"))),
         ("state at reference time", gen_state),
         ("set hash", code(heldout.get("set_hash"))),
-        ("seal manifest", f'<a href="{root}seals/{esc(heldout.get("generation"))}.seal.json">'
-                          f'{esc(heldout.get("manifest_sha256"))}</a>'),
+        ("seal manifest", seal_link(root, site, heldout.get("generation"), str(heldout.get("manifest_sha256")),
+                                    str(heldout.get("manifest_sha256")))),
         ("sealed at entry", entry_page_link(root, int(heldout.get("seal_index") or 0))),
         ("generation expiry", esc(heldout.get("expiry_utc"))),
         ("ledger", code(heldout.get("ledger_id"))),
@@ -308,10 +357,12 @@ def passport_page(site: SiteData, record: PassportRecord, carried: set[str],
     source_rows = []
     for source in computed.get("sources") or []:
         path, digest = str(source.get("path")), str(source.get("sha256"))
-        if path.startswith("blobs/"):
-            where = blob_link(root, digest, carried, path)
-        elif path.startswith("seals/"):
-            where = f'<a href="{root}{esc(path)}">{esc(path)}</a>'
+        href = source_href(path, digest, seals=site.seal_files, blobs=carried)
+        if href is not None:  # exactly a file the site publishes, with the SHA-256 shown beside it
+            where = f'<a href="{root}{esc(href)}">{esc(path)}</a>'
+        elif path.startswith(("blobs/", "seals/")):
+            where = (f"{esc(path)} <span class=\"note\">(not linked: not a file this site publishes under that "
+                     "name with that SHA-256)</span>")
         else:
             where = (f"{esc(path)} <span class=\"note\">(the operator's own audit report: not part of the public "
                      "export; a third-party replay writes its own)</span>")
@@ -363,7 +414,7 @@ def passport_page(site: SiteData, record: PassportRecord, carried: set[str],
         '<input id="copy-key" size="50" placeholder="optional: base64 Ed25519 key to trust instead" '
         'aria-label="key"> <button type="button" id="copy-verify" disabled>Verify the copy</button>'
         '<output id="copy-result"></output></section>',
-        data_block("heldout-keys", site_keys(site)),
+        data_block("heldout-keys", passport_keys(site, record)),
         data_block("heldout-context", passport_context(site, record)),
         data_block("heldout-passport", raw),
     ])
@@ -478,7 +529,7 @@ def generations_page(site: SiteData, carried: set[str]) -> str:
         retired = MISSING if g.retire_index is None else (
             f"entry {entry_page_link(root, g.retire_index)} ({esc(g.retire_reason)}, "
             f"{esc(format_utc(g.retired_at) if g.retired_at else '')})")
-        rows.append([f'<a href="{root}seals/{esc(name)}.seal.json">{esc(name)}</a>', esc(g.membership),
+        rows.append([seal_link(root, site, name, name), esc(g.membership),
                      f"{esc(format_utc(g.created))}<br>entry {entry_page_link(root, g.seal_index)}",
                      code(g.set_hash), esc(format_utc(g.expiry)), f"<strong>{esc(g.state_at(site.at))}</strong>",
                      budget, str(len(g.bundles)), retired, reveal])
@@ -494,15 +545,17 @@ def _entry_summary(entry: Mapping[str, Any]) -> str:
     return esc(", ".join(str(p) for p in parts))
 
 
-def ledger_pages(site: SiteData, carried: set[str]) -> dict[str, str]:
-    """``ledger/index.html``, checkpoint pages and entry pages (500 a page)."""
+def ledger_pages(site: SiteData, carried: set[str]) -> Iterator[tuple[str, str]]:
+    """``ledger/index.html``, checkpoint pages and entry pages (500 a page), one at a time as (path, text).
+
+    An entry page carries each entry's bytes once, in its ``<pre id="raw<index>">`` (readable without
+    JavaScript); its data island carries only the inclusion proofs, and "verify this entry" hashes the text of
+    that element (a parser that changed it would make the proof fail, never pass)."""
     root = "../"
     export = site.export
     head = site.head
-    pages: dict[str, str] = {}
     n_entry_pages = max(1, -(-site.size // ENTRIES_PER_PAGE))
     n_checkpoint_pages = max(1, -(-len(site.checkpoints) // ENTRIES_PER_PAGE))
-    keys_block = data_block("heldout-keys", site_keys(site))
 
     def pager(prefix: str, count: int, current: int | None) -> str:
         links = [(f"<strong>{i}</strong>" if i == current else f'<a href="{prefix}-{i:04d}.html">{i}</a>')
@@ -515,7 +568,7 @@ def ledger_pages(site: SiteData, carried: set[str]) -> dict[str, str]:
         ("note verifier key", code(verifier_key_string(site.keys[0][1].name, site.keys[0][1].public_key))),
         ("head checkpoint", f"<pre>{esc(head.note)}</pre>"),
     ])
-    pages["ledger/index.html"] = _page(site, "heldout ledger", root, "".join([
+    yield "ledger/index.html", _page(site, "heldout ledger", root, "".join([
         "<h1>Ledger</h1>", overview,
         "<h2>Entries</h2>", pager("entries", n_entry_pages, None),
         "<h2>Checkpoints</h2>", pager("checkpoints", n_checkpoint_pages, None),
@@ -526,7 +579,7 @@ def ledger_pages(site: SiteData, carried: set[str]) -> dict[str, str]:
     for number_ in range(1, n_checkpoint_pages + 1):
         chunk = site.checkpoints[(number_ - 1) * ENTRIES_PER_PAGE:number_ * ENTRIES_PER_PAGE]
         rows = [[str(c.size), code(b64encode(c.root)), f"<pre>{esc(c.note)}</pre>"] for c in chunk]
-        pages[f"ledger/checkpoints-{number_:04d}.html"] = _page(site, f"checkpoints page {number_}", root, "".join([
+        yield f"ledger/checkpoints-{number_:04d}.html", _page(site, f"checkpoints page {number_}", root, "".join([
             f"<h1>Checkpoints, page {number_}</h1>", pager("checkpoints", n_checkpoint_pages, number_),
             table(["size", "root", "signed note"], rows)]))
     for number_ in range(1, n_entry_pages + 1):
@@ -541,19 +594,18 @@ def ledger_pages(site: SiteData, carried: set[str]) -> dict[str, str]:
             rows.append([f'<span id="e{index}">{index}</span>', esc(entry.get("type")), esc(entry.get("created_utc")),
                          _entry_summary(entry) + ("<br>" + " ".join(refs) if refs else ""),
                          code(leaf_hash(raw).hex()),
-                         f"<details><summary>entry</summary><pre>{esc(raw.decode('utf-8'))}</pre></details>",
+                         f'<details><summary>entry</summary><pre id="raw{index}">{esc(raw.decode("utf-8"))}</pre>'
+                         "</details>",
                          f'<button type="button" class="verify-entry" data-index="{index}" disabled>verify this entry'
                          f'</button><output id="v{index}"></output>'])
-            data[str(index)] = {"entry": raw.decode("utf-8"),
-                                "proof": site.head_proof(index)}
+            data[str(index)] = {"proof": site.head_proof(index)}
         context = {"ledger": {"ledger_id": site.ledger_id, "origin": site.origin, "head_note": head.note,
                               "entries": {"0": export.entry_bytes(0).decode("utf-8")}}, "page": data}
-        pages[f"ledger/entries-{number_:04d}.html"] = _page(site, f"entries page {number_}", root, "".join([
+        yield f"ledger/entries-{number_:04d}.html", _page(site, f"entries page {number_}", root, "".join([
             f"<h1>Entries {start} to {end - 1}</h1>",
             f"<p>\"verify this entry\" checks the head checkpoint's signed note (size {head.size}) under the "
             f'ledger key from the <a href="{root}keys.html">key page</a>, then the entry\'s RFC 9162 inclusion '
             "proof against its root.</p>",
             pager("entries", n_entry_pages, number_),
             table(["index", "type", "created", "summary", "leaf hash", "bytes", ""], rows, cls="entries"),
-            keys_block, data_block("heldout-entries", context)]), scripts=True)
-    return pages
+            data_block("heldout-entries", context)]), scripts=True)

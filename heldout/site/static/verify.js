@@ -550,7 +550,8 @@
     return { id, origin: context.origin, key: ledgerKey, head, entries };
   }
 
-  /* Entries the page proves included in the head (seal, retire, spec): what lapse is decided from. */
+  /* Entries the page proves included in the head (the passport's own, its seal, retire or reveal, spec, key): what
+   * lapse is decided from. */
   async function provenEntries(ledger, context) {
     const out = [];
     const inclusion = context.inclusion || {};
@@ -708,19 +709,25 @@
     if (passport.evaluations.length !== bundles.length) {
       fail("the passport carries evaluations that no cited bundle logged");
     }
-    // Generations and supersessions from the entries the page proves included in the head.
+    // Generations and supersessions from the entries the page proves included in the head (the page carries
+    // the ones that count for this passport; as in heldout.generations.state, the first of each counts, and a
+    // reveal of a sealed generation not yet retired retires it).
     const generations = new Map();
     const supersessions = new Map();
     for (const [index, entry] of proven) {
       const kind = get(entry, "type");
-      if (kind === "seal") {
+      const generation = generations.get(String(get(entry, "generation")));
+      if (kind === "seal" && !generations.has(String(entry.generation))) {
         generations.set(String(entry.generation), { set_hash: String(entry.set_hash), retire: null,
+          membership: String(get(entry, "membership") ?? "sealed"),
           expiry: parseUtc(String(entry.expiry_utc), `entry ${index} expiry_utc`) });
-      }
-      else if (kind === "retire" && generations.has(String(entry.generation))) {
-        generations.get(String(entry.generation)).retire = { index, reason: String(get(entry, "reason") ?? "None"),
+      } else if (kind === "retire" && generation && !generation.retire) {
+        generation.retire = { index, reason: String(get(entry, "reason") ?? "None"),
           at: parseUtc(entry.created_utc, `entry ${index} created_utc`) };
-      } else if (kind === "spec") {
+      } else if (kind === "reveal" && generation && !generation.retire && generation.membership !== "public") {
+        generation.retire = { index, reason: "revealed before it was retired",
+          at: parseUtc(entry.created_utc, `entry ${index} created_utc`) };
+      } else if (kind === "spec" && !supersessions.has(String(entry.spec_version))) {
         supersessions.set(String(entry.spec_version), { by: String(entry.superseded_by),
           effective: parseUtc(String(entry.effective_utc), `entry ${index} effective_utc`) });
       }
@@ -764,7 +771,10 @@
         const issuer = get(doc, "issuer");
         if (!isObject(issuer) || typeof issuer.key_id !== "string") fail("document has no issuer.key_id to look up in the keyring");
         const found = siteKeys().find((k) => k.key_id === issuer.key_id);
-        if (!found) fail(`issuer key ${JSON.stringify(issuer.key_id)} is not among this site's keys`);
+        if (!found) {
+          fail(`issuer key ${JSON.stringify(issuer.key_id)} is not among the keys this page trusts (the ledger key and ` +
+            "this passport's issuer, as the site's key page lists them)");
+        }
         trusted = { key_id: found.key_id, raw: b64decodeStrict(found.public_key_b64, "site key") };
       }
       const at = parseUtc(options.at, "--at");
@@ -794,14 +804,19 @@
     }
   }
 
-  /* "verify this entry": the head checkpoint under the ledger key, then the entry's inclusion proof. */
+  /* "verify this entry": the head checkpoint under the ledger key, then the entry's inclusion proof. The entry's
+   * bytes: item.entry where given (a caller's own data), else the text of the page's <pre id="raw<index>">. */
   async function verifyEntry(index, context) {
     try {
       const ledger = await openLedger(context.ledger);
       const item = context.page[String(index)];
       if (!item) fail(`entry ${index} is not on this page`);
+      // The entry's bytes are on the page once, as the text of its <pre id="raw<index>">.
+      const shown = typeof document !== "undefined" ? document.getElementById(`raw${index}`) : null;
+      const text = typeof item.entry === "string" ? item.entry : shown ? shown.textContent : null;
+      if (typeof text !== "string") fail(`entry ${index} is not on this page`);
       const proof = item.proof.map((h) => b64decodeStrict(h, "inclusion proof"));
-      await verifyInclusion(index, ledger.head.size, await leafHash(utf8(item.entry)), proof, ledger.head.root);
+      await verifyInclusion(index, ledger.head.size, await leafHash(utf8(text)), proof, ledger.head.root);
       return { exit: 0, text: `entry ${index} is included in ledger ${ledger.id} at size ${ledger.head.size} (root ${b64encode(ledger.head.root)}), signed by ${ledger.key.name}` };
     } catch (e) {
       return { exit: e instanceof Failure ? e.exit : 1, text: `error: ${e && e.message ? e.message : String(e)}` };
