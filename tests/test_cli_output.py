@@ -174,3 +174,47 @@ def test_demo_stays_out_of_the_current_folder_and_its_try_lines_run_when_pasted(
         pasted = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=elsewhere, env=env,
                                 timeout=300, check=False)
         assert pasted.returncode == 0, (line, pasted.stdout[-2000:], pasted.stderr[-2000:])
+
+
+# --- text from a ledger never drives the terminal ------------------------------------------------------------
+
+HOSTILE = "ok\x1b[2K\r\x1b[32mclean\x1b[0m \u202eheldout\u202c zero\u200bwidth"
+
+
+def test_attack_terminal_codes_in_logged_text_are_shown_not_obeyed(built: AuditFixture, tmp_path: Path) -> None:
+    """A note (or a model id, a task name) holding ESC sequences, a carriage return and bidi overrides: printed
+    as it is, it could erase a "failed" line and print "clean", or reverse text on screen. Every command's text
+    and JSON output shows those characters as escapes."""
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(built.store, store)
+    note = tmp_path / "note.json"
+    note.write_text(json.dumps({"text": HOSTILE}), encoding="utf-8")
+    ok("ledger", "append", "--type", "note", "--json-file", str(note), "--store", str(store))
+    for args in (["ledger", "show"], ["ledger", "show", "--json"], ["ledger", "show", "--start", "12"]):
+        shown = ok(*args, "--store", str(store)).stdout
+        for raw in ("\x1b", "\r", "\u202e", "\u200b"):
+            assert raw not in shown, (args, raw)
+    shown = ok("ledger", "show", "--json", "--start", "12", "--store", str(store)).stdout
+    assert "\\u001b[2K\\r\\u001b[32mclean" in shown and "\\u202eheldout" in shown
+    assert json.loads(shown)["entries"][0]["entry"]["text"] == HOSTILE  # the same JSON value, escaped
+
+
+def test_the_console_escapes_text_but_keeps_its_own_styles() -> None:
+    import io
+
+    from rich.table import Table
+    from rich.text import Text
+
+    from heldout.cli.common import CliConsole
+
+    out = io.StringIO()
+    console = CliConsole(file=out, force_terminal=True, color_system="standard", width=200)
+    table = Table("name")
+    table.add_row(HOSTILE)
+    console.print(Text("failed", style="bold red"), table)
+    text = out.getvalue()
+    assert "\x1b[1;31mfailed" in text  # rich's own style: still a terminal code
+    assert "\x1b[2K" not in text and "\r" not in text and "\u202e" not in text
+    assert "\\u001b[2K\\u001b[32mclean" in text  # (rich drops the carriage return itself)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ import typer
 import typer.core
 from rich.console import Console, ConsoleDimensions
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -51,9 +53,29 @@ typer.core.TyperOption.display_type_rich = _flag_shows_no_type  # type: ignore[m
 PIPE_WIDTH = 200
 
 
+#: Characters that would drive or deceive a terminal rather than show: control characters but tab and newline
+#: (ESC starts a terminal command; CR returns to the start of the line), and format characters (the bidi
+#: overrides that reverse text on screen, zero-width ones), line and paragraph separators.
+_UNSHOWN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2028\u2029"
+                      r"\u2060-\u206f\ufeff\ufff9-\ufffb]")
+
+
+def visible(text: str) -> str:
+    """``text`` with every character of :data:`_UNSHOWN` written as its ``\\uXXXX`` escape: names and values
+    printed by a command come from ledgers and exports, which a stranger may have written, and must neither
+    move the cursor (erase a "failed" line and print a "clean" one) nor reorder what is shown."""
+    return _UNSHOWN.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
 class CliConsole(Console):
     """A console whose width is decided when it prints, not when it is made: $COLUMNS when set, the terminal's
-    width on a terminal, else :data:`PIPE_WIDTH` (rich's default for pipes is 80, which cut tables)."""
+    width on a terminal, else :data:`PIPE_WIDTH` (rich's default for pipes is 80, which cut tables). Every
+    piece of text it prints goes through :func:`visible` (rich's own styling codes are not text: they are made
+    after, from the styles)."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(segment if segment.control else Segment(visible(segment.text), segment.style)
+                                      for segment in buffer)
 
     @property
     def size(self) -> ConsoleDimensions:
@@ -144,7 +166,9 @@ def phase_progress(*, disable: bool) -> Iterator[Callable[[str, int, int], None]
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    # (JSON escapes control characters itself; bidi and zero-width ones, which may only occur inside strings,
+    # are written as their escapes too: the same JSON, shown as it is)
+    sys.stdout.write(visible(json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False)) + "\n")
 
 
 def fail(error: HeldoutError, *, as_json: bool = False) -> typer.Exit:
