@@ -7,6 +7,7 @@ cannot become two names, a path or a line break anywhere it is written.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Any
 
@@ -27,3 +28,18 @@ def plain_name_problem(value: Any, *, max_chars: int = 128, refuse: str = "") ->
         if char in SEPARATORS or char in refuse:
             return f"holds {char!r}"
     return None
+
+
+#: Characters that would drive or deceive a terminal rather than show: control characters but tab and newline
+#: (ESC starts a terminal command; CR returns to the start of the line), and format characters (the bidi
+#: overrides that reverse text on screen, zero-width ones), line and paragraph separators.
+_UNSHOWN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2028\u2029"
+                      r"\u2060-\u206f\ufeff\ufff9-\ufffb]")
+
+
+def visible(text: str) -> str:
+    """``text`` with every character of :data:`_UNSHOWN` written as its ``\\uXXXX`` escape: names and values
+    shown by a command or a page come from ledgers and exports, which a stranger may have written, and must
+    neither move a terminal's cursor (erase a "failed" line and print a "clean" one) nor reorder or hide what is
+    shown (ids that differ only by a zero-width or bidi character would look alike)."""
+    return _UNSHOWN.sub(lambda found: f"\\u{ord(found.group()):04x}", text)

@@ -230,3 +230,18 @@ def test_attack_source_href_accepts_only_the_exact_published_forms() -> None:
                       (f"blobs/sha256/ab/{digest.upper()}", digest.upper()), ("/etc/passwd", digest),
                       (f"./blobs/sha256/ab/{digest}", digest), (HOSTILE_GENERATION, digest)):
         assert href(path, sha) is None, (path, sha)
+
+
+def test_attack_look_alike_names_are_shown_apart() -> None:
+    """Ids that differ only by a zero-width, bidi or control character would render alike ("model_0" three
+    times on a leaderboard): every text a page shows writes those characters as escapes, while the exact texts
+    the page's check hashes stay byte for byte (HTML-escaped only)."""
+    from heldout.site.html import esc, raw_text
+
+    names = ["model_0", "model_0\u200b", "\u202e0_ledom", "model_\x1b[31m"]
+    shown = [esc(name) for name in names]
+    assert len(set(shown)) == len(names)
+    assert shown[1] == "model_0\\u200b" and shown[2] == "\\u202e0_ledom" and shown[3] == "model_\\u001b[31m"
+    for text in shown:
+        assert all(ch.isprintable() for ch in text)
+    assert raw_text('{"model_id":"model_0\u200b<"}') == '{&quot;model_id&quot;:&quot;model_0\u200b&lt;&quot;}'

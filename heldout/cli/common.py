@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -30,6 +29,7 @@ from rich.text import Text
 
 from heldout.store import Store
 from keys import HeldoutError, StorageError, UsageError, storage_error
+from keys.names import visible
 from ledger.errors import database_error
 from seals import parse_utc, system_clock
 
@@ -51,20 +51,6 @@ typer.core.TyperOption.display_type_rich = _flag_shows_no_type  # type: ignore[m
 #: commands print (status is the widest, about 160), so piped output is not folded needlessly; anything wider
 #: is folded, never cut (see :func:`table`).
 PIPE_WIDTH = 200
-
-
-#: Characters that would drive or deceive a terminal rather than show: control characters but tab and newline
-#: (ESC starts a terminal command; CR returns to the start of the line), and format characters (the bidi
-#: overrides that reverse text on screen, zero-width ones), line and paragraph separators.
-_UNSHOWN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2028\u2029"
-                      r"\u2060-\u206f\ufeff\ufff9-\ufffb]")
-
-
-def visible(text: str) -> str:
-    """``text`` with every character of :data:`_UNSHOWN` written as its ``\\uXXXX`` escape: names and values
-    printed by a command come from ledgers and exports, which a stranger may have written, and must neither
-    move the cursor (erase a "failed" line and print a "clean" one) nor reorder what is shown."""
-    return _UNSHOWN.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 class CliConsole(Console):

@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from keys.names import visible
 from seals import jcs_bytes
 
 # No external request of any kind; scripts and styles only from the site's own files (works from file://).
@@ -24,7 +25,16 @@ MISSING = "\u2014"
 
 
 def esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """Text for a page: HTML-escaped, and every control, bidi or zero-width character shown as its ``\\uXXXX``
+    escape (``keys.names.visible``): a model id that differs from another only by such a character must not
+    look like it."""
+    return html.escape(visible(str(value)), quote=True)
+
+
+def raw_text(value: str) -> str:
+    """Text that must stay byte for byte what was signed (an entry's or a passport's exact text, which the page's
+    check hashes): HTML-escaped only, which the browser undoes."""
+    return html.escape(value, quote=True)
 
 
 def number(value: Any) -> str:

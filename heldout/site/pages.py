@@ -18,6 +18,7 @@ from heldout.site.html import (
     fixed,
     number,
     page,
+    raw_text,
     table,
     value_text,
 )
@@ -406,7 +407,7 @@ def passport_page(site: SiteData, record: PassportRecord, carried: set[str],
         "<section><h2>Raw signed JSON</h2>",
         f"<p>Passport entry {entry_page_link(root, record.entry_index)}, SHA-256 "
         f"{blob_link(root, record.sha256, carried)} ({len(record.data)} bytes).</p>",
-        f'<pre class="raw" id="raw-json">{esc(raw)}</pre></section>',
+        f'<pre class="raw" id="raw-json">{raw_text(raw)}</pre></section>',
         '<section><h2>Verify a copy</h2><p>Paste a passport you received elsewhere: it is checked against this '
         "ledger's data on this page and the site's keys, or against a key you give (like <code>--key</code>; then "
         "without the ledger if the passport has no held-out track).</p>"
@@ -594,7 +595,7 @@ def ledger_pages(site: SiteData, carried: set[str]) -> Iterator[tuple[str, str]]
             rows.append([f'<span id="e{index}">{index}</span>', esc(entry.get("type")), esc(entry.get("created_utc")),
                          _entry_summary(entry) + ("<br>" + " ".join(refs) if refs else ""),
                          code(leaf_hash(raw).hex()),
-                         f'<details><summary>entry</summary><pre id="raw{index}">{esc(raw.decode("utf-8"))}</pre>'
+                         f'<details><summary>entry</summary><pre id="raw{index}">{raw_text(raw.decode("utf-8"))}</pre>'
                          "</details>",
                          f'<button type="button" class="verify-entry" data-index="{index}" disabled>verify this entry'
                          f'</button><output id="v{index}"></output>'])
