@@ -300,10 +300,7 @@ class LedgerExport(EntryList):
         """Whether ``seals/<name>`` is in the export (a link or a non-regular file there is refused)."""
         if "/" in name or name.startswith("."):
             return False
-        try:
-            return file_in(self.folder, [SEALS, name], what="ledger export")
-        except UnsafeFile as exc:
-            raise LedgerIntegrityError(exc.message, **exc.evidence) from None
+        return self._is_file(f"{SEALS}/{name}")
 
     def seal_bytes(self, name: str) -> bytes:
         path = self.folder / SEALS / name
@@ -321,6 +318,7 @@ class LedgerExport(EntryList):
             raise LedgerIntegrityError(exc.message, **exc.evidence) from None
 
     def _is_file(self, relative: str) -> bool:
+        """Whether ``relative`` is a regular file of the export (absent: False; a link or anything else: refused)."""
         try:
             return file_in(self.folder, relative, what="ledger export")
         except UnsafeFile as exc:

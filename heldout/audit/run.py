@@ -125,6 +125,7 @@ class _Context:
     facts: LedgerFacts | None = None
     _by_type: dict[type[EntryRecord], list[Any]] = field(default_factory=dict)
     _public_bundles: dict[tuple[str, str], list[int]] | None = None
+    _openings: dict[str, RevealDocument] = field(default_factory=dict)
 
     def record(self, index: int) -> EntryRecord | None:
         """Entry ``index`` as its typed record (None for a generic entry or one the ledger lacks)."""
@@ -142,6 +143,13 @@ class _Context:
             self._by_type[kind] = [r for i in sorted(self.entries) if self.entries[i].get("type") == kind.TYPE
                                    for r in [self.record(i)] if isinstance(r, kind)]
         return self._by_type[kind]
+
+    def opening(self, state: GenerationState) -> RevealDocument:
+        """A generation's private opening (operator audit), read once per audit (the draw check, the
+        disjointness check and the labels all need it); raises as ``AuditSource.private_opening`` does."""
+        if state.name not in self._openings:
+            self._openings[state.name] = self.source.private_opening(state)
+        return self._openings[state.name]
 
     def public_bundles(self, model_id: str, task: str) -> list[int]:
         """The indices of the ``public`` generation's bundles of ``model_id`` on ``task``, in ledger order (the
@@ -572,7 +580,7 @@ def _check_private_draws(ctx: _Context) -> None:
         if state.reveal_index is not None or manifest is None or manifest.membership == "public":
             continue
         try:
-            verify_draw(ctx.source.private_opening(state), manifest)
+            verify_draw(ctx.opening(state), manifest)
         except IncompleteError:
             continue  # a third party's export: the draw is checked when the generation is revealed
         except HeldoutError as exc:
@@ -591,7 +599,7 @@ def _check_disjoint(ctx: _Context) -> None:
         opening = ctx.reveals.get(name)
         if opening is None:
             try:
-                opening = ctx.source.private_opening(state)
+                opening = ctx.opening(state)
             except HeldoutError:
                 continue  # still sealed to a third party; a damaged opening is reported by the draw check
         shared: dict[str, list[str]] = {}
@@ -645,7 +653,7 @@ def _checked_labels(ctx: _Context, state: GenerationState, task: str) -> Any:
     if reveal is None:
         if state.reveal_index is not None:
             raise VerificationError(f"the reveal of {state.name} failed its checks", index=state.reveal_index)
-        reveal = check_opening(ctx.source.private_opening(state), state)
+        reveal = check_opening(ctx.opening(state), state)
         ctx.reveals[state.name] = reveal
     case_ids, labels = revealed_labels(reveal, task)
     if not case_ids:

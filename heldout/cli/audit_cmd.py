@@ -82,8 +82,7 @@ def audit_command(
         target = out or third_party_report_path(ledger_id)
         record = ReportRecord.of(auditor_state_path(), ledger_id, "third-party")
         command = f"python audit.py {ledger_id} --from {from_dir}"
-        report = _run(source, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier,
-                      own_reports=record.digests() if earlier is not None else frozenset())
+        report = _run(source, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier, record=record)
     else:
         st = open_store(store)
         opened = operator_source(st, ledger_id)
@@ -91,7 +90,7 @@ def audit_command(
         try:
             command = f"python audit.py {opened.ledger_id}"
             report = _run(opened, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier,
-                          own_reports=record.digests() if earlier is not None else frozenset())
+                          record=record)
         finally:
             opened.ledger.close()
         target = out or audit_report_path(st, opened.ledger_id)
@@ -147,7 +146,8 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool, record: 
 
 
 def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool, policy: Policy | None,
-         jobs: int, since: bytes | None, own_reports: frozenset[str]) -> AuditReport:
+         jobs: int, since: bytes | None, record: ReportRecord) -> AuditReport:
+    own_reports = record.digests() if since is not None else frozenset()  # (read only when it is needed)
     with phase_progress(disable=quiet) as tick:
         return run_audit(source, now=now, audit_command=command, progress=tick, policy=policy, jobs=jobs,
                          since=since, own_reports=own_reports)

@@ -5,7 +5,6 @@ through :func:`open_ledger` and :func:`create_ledger`, so all of them work on ei
 from __future__ import annotations
 
 import os
-import shutil
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from typing import Any
 from heldout.staging import ledger_lock, lock_path, operation_lock, recover_if_staged, staging_pending
 from heldout.store import Store
 from keys import Signer, TrustedKey, UsageError
+from keys.files import removed_on_failure
 from keys.signer import check_key_id
 from ledger import Ledger, LedgerBackend
 from ledger.errors import LedgerStorageError
@@ -155,8 +155,7 @@ def initialise_store(store: Store, *, name: str = DEFAULT_LEDGER_NAME, key_id: s
         resumed = _resume_init(store)
         if resumed is not None:
             return resumed
-    fresh_store = not store.root.exists()
-    try:
+    with removed_on_failure(store.root):  # a store this call creates is removed again if anything fails
         store.create()
         created_key = False
         if any(store.private_keys.glob("*.key")) or key_id is not None:
@@ -174,10 +173,6 @@ def initialise_store(store: Store, *, name: str = DEFAULT_LEDGER_NAME, key_id: s
             return StoreInitialised(ledger_id=ledger.ledger_id, store=str(store.root), key_id=signer.key_id,
                                     key_created=created_key, note_verifier_key=ledger.verifier_key,
                                     ledger_location=ledger.location, database=database is not None)
-    except BaseException:
-        if fresh_store:
-            shutil.rmtree(store.root, ignore_errors=True)
-        raise
 
 
 def _resume_init(store: Store) -> StoreInitialised | None:
