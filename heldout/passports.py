@@ -8,6 +8,7 @@ RFC 9162 inclusion proof, so anyone holding the ledger (or an export) can check 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -325,9 +326,20 @@ class LedgerFacts:
             return found
         return self._once("passports", index)
 
-    def bundles(self) -> list[BundleEntry]:
-        """The bundle entries in index order."""
-        return self._once("bundles", lambda: records(self.ordered(), BundleEntry))
+    def bundle_indices(self) -> list[int]:
+        """The indices of the bundle entries, ascending (how many lie below a size: one bisection)."""
+        return self._once("bundle indices", lambda: [int(b.index or 0) for b in records(self.ordered(), BundleEntry)])
+
+    def bundles_of(self, generation: Any, model_id: str) -> list[BundleEntry]:
+        """The bundle entries of ``model_id`` on ``generation``, in index order (grouped once for every passport
+        a site or an audit checks)."""
+        def group() -> dict[tuple[str, str], list[BundleEntry]]:
+            grouped: dict[tuple[str, str], list[BundleEntry]] = {}
+            for bundle in records(self.ordered(), BundleEntry):
+                grouped.setdefault((bundle.generation, bundle.model_id), []).append(bundle)
+            return grouped
+
+        return self._once("bundles by generation and model", group).get((generation, model_id), [])
 
     def generations(self, at: datetime) -> Generations:
         return self._once(("generations", at), lambda: load_generations(self.ordered(), at))
@@ -552,11 +564,10 @@ def _check_cited_latest(passport: Passport, heldout: Mapping[str, Any], facts: L
     or leave out a task it did badly on)."""
     generation = heldout.get("generation")
     latest: dict[str, int] = {}
-    for bundle in facts.bundles():
+    for bundle in facts.bundles_of(generation, passport.model_id):
         if int(bundle.index or 0) >= size:
             break
-        if bundle.generation == generation and bundle.model_id == passport.model_id:
-            latest[bundle.task] = int(bundle.index or 0)
+        latest[bundle.task] = int(bundle.index or 0)
     cited = {str(facts.entries[ref["index"]].get("task")): ref["index"] for ref in heldout["bundles"]}
     if cited != latest:
         raise VerificationError(f"the passport of entry {index} does not cite the model's latest bundle of every task "
@@ -580,7 +591,7 @@ def _check_audit_claim(doc: Mapping[str, Any], facts: LedgerFacts, index: int, s
         raise VerificationError(f"the passport of entry {index}: its audit covers {entries_then} entries, not the "
                                 f"{size} of the checkpoint it rests on", index=index,
                                 field="computed.audit.ledger_entries", expected=size, found=entries_then)
-    bundles = sum(1 for bundle in facts.bundles() if int(bundle.index or 0) < entries_then)
+    bundles = bisect_left(facts.bundle_indices(), entries_then)
     if audit.get("bundles") != bundles or audit.get("rederived") != bundles:
         raise VerificationError(f"the passport of entry {index}: its audit does not claim every bundle below its size "
                                 "re-derived", index=index, field="computed.audit",
