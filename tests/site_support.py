@@ -104,7 +104,8 @@ def build_hostile_store(root: Path) -> HostileFixture:
     * the first passport signed with hostile ``computed.sources`` (:func:`hostile_sources`);
     * a raw seal entry for a generation named like a path (:data:`HOSTILE_GENERATION`);
     * :data:`FAT_SPECS` spec entries of ~60 KB for versions nobody uses, a small spec entry superseding the
-      passports' spec version (the one that counts) and a fat second one for it (an anomaly: ignored);
+      passports' spec version (the one that counts; dated before the passports were issued, so it counts from
+      its own entry's time) and a fat second one for it (an anomaly: ignored);
     * a reveal of gen2 that was never retired (it counts as retired: gen2's passports lapse).
     """
     import hashlib
@@ -167,7 +168,7 @@ def build_hostile_store(root: Path) -> HostileFixture:
                       "pad": fat_marker(i) + "p" * FAT_BYTES} for i in range(FAT_SPECS)]
         appended += [
             {"type": "spec", "v": 1, "spec_version": spec_version, "superseded_by": "MedEval-1 v9",
-             "effective_utc": "2026-09-15T00:00:00Z", "created_utc": later},
+             "effective_utc": "2026-09-01T00:00:00Z", "created_utc": later},  # retroactive: counts from `later`
             {"type": "spec", "v": 1, "spec_version": spec_version, "superseded_by": "MedEval-1 v8",
              "effective_utc": "2026-09-10T00:00:00Z", "created_utc": later,
              "pad": fat_marker(FAT_SPECS) + "p" * FAT_BYTES},

@@ -535,7 +535,8 @@ def test_attack_trimmed_pages_of_a_hostile_ledger_verify_as_the_cli(browser: Any
         context.close()
     assert len(verdicts) == 4
     assert sum("revealed before it was retired" in v for v in verdicts) == 3
-    assert sum("superseded by MedEval-1 v9" in v for v in verdicts) == 1  # the first supersession counts
+    # The first supersession counts, from its own entry's time (it is dated before the passport was issued).
+    assert sum("superseded by MedEval-1 v9 from 2026-09-03T00:00:00Z" in v for v in verdicts) == 1
     context, page, _, problems = open_page(browser, out / "ledger" / "entries-0001.html")
     entries = (hostile.export / "entries.jsonl").read_text().splitlines()
     fat = next(i for i, line in enumerate(entries) if "FATSPEC0000X" in line)

@@ -313,7 +313,9 @@ def passport_page(site: SiteData, record: PassportRecord, carried: set[str],
         f'key published on this site\'s <a href="{root}keys.html">key page</a> (and only that key), the signed '
         "checkpoint note, the consistency of that checkpoint with the ledger head, every cited bundle's RFC 9162 "
         "inclusion proof, the hash of each evaluation, and whether the generation was retired or the spec "
-        "superseded.</p></section>"
+        "superseded. The rules that need the whole log (each cited bundle the latest of its task and within the "
+        "leakage budget, the audit's counts, the key declared before the passport) are the build's check, shown "
+        "above.</p></section>"
     )
     subject_rows = [(esc(k), value_text(v)) for k, v in sorted(subject.items())]
     expiry_rows = [("issued", esc(doc.get("issued_utc"))), ("expires", esc(doc.get("expiry_utc"))),

@@ -651,6 +651,11 @@
     }
     const heldout = passport.heldout;
     if (!isObject(heldout)) fail("the passport has no computed.heldout to check against a ledger");
+    const [passportIndex, passportEntry] = logged;
+    for (const [member, expected, found] of [["subject.model_id", get(passportEntry, "model_id"), passport.modelId],
+      ["computed.heldout.generation", get(passportEntry, "generation"), get(heldout, "generation")]]) {
+      if (!sameJson(expected, found)) fail(`the passport disagrees with its ledger on ${member}`);
+    }
     if (heldout.ledger_id !== ledger.id) fail("the passport is anchored to another ledger");
     const checkpointMember = truthy(get(heldout, "checkpoint")) ? heldout.checkpoint : {};
     if (!isObject(checkpointMember)) fail("the passport's checkpoint is not an object");
@@ -718,7 +723,7 @@
       const kind = get(entry, "type");
       const generation = generations.get(String(get(entry, "generation")));
       if (kind === "seal" && !generations.has(String(entry.generation))) {
-        generations.set(String(entry.generation), { set_hash: String(entry.set_hash), retire: null,
+        generations.set(String(entry.generation), { set_hash: String(entry.set_hash), retire: null, sealIndex: index,
           membership: String(get(entry, "membership") ?? "sealed"),
           expiry: parseUtc(String(entry.expiry_utc), `entry ${index} expiry_utc`) });
       } else if (kind === "retire" && generation && !generation.retire) {
@@ -728,14 +733,28 @@
         generation.retire = { index, reason: "revealed before it was retired",
           at: parseUtc(entry.created_utc, `entry ${index} created_utc`) };
       } else if (kind === "spec" && !supersessions.has(String(entry.spec_version))) {
-        supersessions.set(String(entry.spec_version), { by: String(entry.superseded_by),
-          effective: parseUtc(String(entry.effective_utc), `entry ${index} effective_utc`) });
+        // As heldout.specs.load_supersessions: one closing a cycle is ignored, one dated before its own entry
+        // counts from the entry's time (a supersession never lapses anything retroactively).
+        const version = String(entry.spec_version);
+        let successor = String(entry.superseded_by);
+        const seen = new Set([version]);
+        while (!seen.has(successor) && supersessions.has(successor)) {
+          seen.add(successor);
+          successor = supersessions.get(successor).by;
+        }
+        if (seen.has(successor)) continue;
+        const effective = parseUtc(String(entry.effective_utc), `entry ${index} effective_utc`);
+        const created = parseUtc(String(entry.created_utc), `entry ${index} created_utc`);
+        supersessions.set(version, { by: String(entry.superseded_by), index,
+          effective: effective < created ? created : effective });
       }
     }
     const name = get(heldout, "generation");
     const state = generations.get(name === null || name === undefined ? "None" : String(name));
     if (!state) fail(`the ledger has no generation ${JSON.stringify(name)}`);
+    if (state.sealIndex > passportIndex) fail(`the ledger has no generation ${JSON.stringify(name)} sealed before the passport`);
     if (state.set_hash !== get(heldout, "set_hash")) fail("the passport's set hash is not its generation's");
+    if (get(heldout, "expiry_utc") !== formatUtc(state.expiry)) fail("the passport's expiry_utc is not its generation's");
     if (passport.expiry > state.expiry) {
       fail(`the passport's expiry ${formatUtc(passport.expiry)} is after its generation's (${String(name)}, ${formatUtc(state.expiry)})`);
     }
@@ -743,6 +762,10 @@
       return { state: "lapsed", reason: `generation ${String(name)} retired (${state.retire.reason}) ${formatUtc(state.retire.at)}` };
     }
     const superseded = supersessions.get(passport.specVersion);
+    if (superseded && superseded.index < passportIndex && passport.issued >= superseded.effective) {
+      fail(`the passport of entry ${passportIndex} was issued under spec ${passport.specVersion} superseded by ` +
+        `${superseded.by} from ${formatUtc(superseded.effective)} (entry ${superseded.index})`);
+    }
     if (superseded && at >= superseded.effective) {
       return { state: "lapsed",
         reason: `spec ${passport.specVersion} superseded by ${superseded.by} from ${formatUtc(superseded.effective)}` };
