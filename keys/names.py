@@ -13,6 +13,10 @@ from typing import Any
 
 SEPARATORS = frozenset("/\\")
 
+#: A SHA-256 digest as every format of the project writes it (blob names, entry members, manifests, records):
+#: 64 lowercase hex digits, nothing else (``fullmatch``).
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
 
 def plain_name_problem(value: Any, *, max_chars: int = 128, refuse: str = "") -> str | None:
     """Why ``value`` is not a plain name (``None`` when it is); ``refuse`` adds characters refused too."""

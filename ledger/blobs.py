@@ -10,18 +10,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 from pathlib import Path
 
 from keys.files import fsync_dir, write_synced
+from keys.names import SHA256_HEX
 from keys.safeio import BLOB_LIMIT, UnsafeFile, file_in, read_in
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-
 
 def check_sha256_hex(value: str) -> str:
-    if not isinstance(value, str) or not _HEX64.fullmatch(value):
+    if not isinstance(value, str) or not SHA256_HEX.fullmatch(value):
         raise LedgerUsageError("a blob name is 64 lowercase hex characters (a SHA-256)", found=str(value)[:80])
     return value
 

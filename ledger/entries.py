@@ -21,6 +21,7 @@ from itertools import repeat
 from typing import Any, cast
 
 from keys import HeldoutError, MalformedInput, PublicKey, Signer, TrustedKey
+from keys.names import SHA256_HEX
 from keys.signer import check_key_id, check_key_name
 from ledger.errors import EntryRejected, LedgerIntegrityError
 from seals import canonical_bytes, format_utc, jcs_bytes, parse_json
@@ -32,7 +33,6 @@ ORIGIN_PREFIX = "heldout/ledger/"
 NONCE_BYTES = 32
 MAX_NOTE_CHARS = 16384
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _LEDGER_ID = re.compile(r"[0-9a-f]{20}")
 _LEDGER_PREFIX = re.compile(r"[0-9a-f]{1,20}")
@@ -45,7 +45,7 @@ def _text(value: Any) -> str | None:
 
 
 def _hex64(value: Any) -> str | None:
-    if not isinstance(value, str) or not _HEX64.fullmatch(value):
+    if not isinstance(value, str) or not SHA256_HEX.fullmatch(value):
         return "64 lowercase hex characters (a SHA-256)"
     return None
 
@@ -496,7 +496,7 @@ def blob_references(entry: Mapping[str, Any]) -> list[str]:
         if isinstance(value, Mapping):
             for key, item in value.items():
                 if isinstance(key, str) and key.endswith("_sha256") and isinstance(item, str) \
-                        and _HEX64.fullmatch(item):
+                        and SHA256_HEX.fullmatch(item):
                     found.append(item)
                 else:
                     walk(item)

@@ -60,6 +60,7 @@ from typing import Any, TypeVar
 
 from keys import MalformedInput, TrustedKey, b64encode, verifier_key_string
 from keys.files import write_synced
+from keys.names import SHA256_HEX
 from keys.safeio import (
     BLOB_LIMIT,
     DOCUMENT_LIMIT,
@@ -521,7 +522,6 @@ def is_tiles_dir(folder: Path) -> bool:
 
 
 _PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _PREFIX = re.compile(r"[0-9a-f]{2}")
 
 
@@ -1053,7 +1053,7 @@ class TilesLog(EntryList):
     def _digests(self, member: str) -> list[str]:
         """The manifest's ``blobs`` or ``missing_blobs``, each item checked before any is used."""
         value = self.manifest.get(member)
-        problem = _names_problem(value, _HEX64, None)
+        problem = _names_problem(value, SHA256_HEX, None)
         if problem is not None:
             raise LedgerIntegrityError(f"the tiles manifest's {member} is not a sorted list of distinct SHA-256 "
                                        f"digests in lowercase hex: {problem}", file=MANIFEST, field=member)
@@ -1178,7 +1178,8 @@ class TilesLog(EntryList):
             if names is None:
                 continue
             for name in names:
-                if not _HEX64.fullmatch(name) or name[:2] != prefix or (listed is not None and name not in expected):
+                if (not SHA256_HEX.fullmatch(name) or name[:2] != prefix
+                        or (listed is not None and name not in expected)):
                     yield LedgerIntegrityError("a blob file in the tiles directory is not one its manifest lists",
                                                file=f"{where}/{_shown(name)}", field="blobs")
                 else:

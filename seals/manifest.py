@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from keys import MalformedInput, PublicKey, Signer, TrustedKey
+from keys.names import SHA256_HEX
 from seals.canonical import canonical_bytes, sha256_hex
 from seals.signing import ISSUER_FIELD, SIGNATURE_FIELD, sign_document, verify_document
 from seals.timeutil import format_utc, parse_utc
@@ -38,7 +39,6 @@ COMMITMENT_SCHEME = (
 GENERATION_PATTERN = re.compile(r"(gen[1-9][0-9]{0,5}|public)")
 TASK_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
 LEDGER_ID_PATTERN = re.compile(r"[0-9a-f]{20}")
-HEX64 = re.compile(r"[0-9a-f]{64}")
 MEMBERSHIPS = ("sealed", "public")
 BUDGET_BASES = ("default", "explicit", "public")
 RELEASE_MODES = ("full", "ladder", "thresholdout")
@@ -103,7 +103,7 @@ class TaskCount:
         if (self.origin is None) != (self.sha256 is None):
             raise _bad(f"tasks.{self.task}: origin and sha256 go together", field=f"tasks.{self.task}")
         if self.origin is not None and (self.origin not in ORIGINS or not isinstance(self.sha256, str)
-                                        or not HEX64.fullmatch(self.sha256)):
+                                        or not SHA256_HEX.fullmatch(self.sha256)):
             raise _bad(f"tasks.{self.task}: origin is official, synthetic or local with the file's sha256",
                        field=f"tasks.{self.task}.origin", found=str(self.origin)[:40])
 
@@ -228,7 +228,7 @@ class ReleasePolicy:
                 if not 0 < value <= 100:
                     raise _bad(f"release.{name} must be in (0, 100]", field=f"release.{name}", found=value)
                 object.__setattr__(self, name, value)
-            if not isinstance(self.noise_sha256, str) or not HEX64.fullmatch(self.noise_sha256):
+            if not isinstance(self.noise_sha256, str) or not SHA256_HEX.fullmatch(self.noise_sha256):
                 raise _bad("release.noise_sha256 must be 64 lowercase hex characters", field="release.noise_sha256")
 
     def to_json(self) -> dict[str, Any]:
@@ -287,7 +287,7 @@ class SealManifest:
         if self.n_cases != total:
             raise _bad("n_cases must equal the sum of the task counts", field="n_cases", expected=total,
                        found=self.n_cases)
-        if not isinstance(self.set_hash, str) or not HEX64.fullmatch(self.set_hash):
+        if not isinstance(self.set_hash, str) or not SHA256_HEX.fullmatch(self.set_hash):
             raise _bad("set_hash must be 64 lowercase hex characters", field="set_hash")
         for name in ("created", "expiry"):
             moment = getattr(self, name)

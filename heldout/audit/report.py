@@ -5,13 +5,13 @@ summary and exit code."""
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from keys import HeldoutError
 from keys.files import fsync_dir, write_atomic
+from keys.names import SHA256_HEX
 from keys.safeio import read_named
 from seals import canonical_bytes, sha256_hex
 
@@ -179,7 +179,6 @@ RECORD_FOLDER = "audit-records"
 #: The record keeps the latest reports within this many bytes (about 16,000): older ones drop out, so a
 #: --since report that old is audited in full.
 RECORD_LIMIT = 1024 * 1024
-_DIGEST_LINE = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -206,7 +205,7 @@ class ReportRecord:
             text = read_named(self.path, limit=2 * RECORD_LIMIT, what="the audit's record of its reports")
         except (HeldoutError, OSError):  # none yet, or not a readable file: nothing is carried forward
             return frozenset()
-        return frozenset(line for line in text.decode("ascii", "replace").splitlines() if _DIGEST_LINE.fullmatch(line))
+        return frozenset(line for line in text.decode("ascii", "replace").splitlines() if SHA256_HEX.fullmatch(line))
 
     def add(self, report: bytes) -> str:
         """Record ``report`` (the bytes written), durably, once; returns its SHA-256. Past

@@ -23,10 +23,11 @@ from __future__ import annotations
 import hashlib
 import re
 
+from keys.names import SHA256_HEX
+
 READABLE_CHARS = 80
 COPIED_NAME_BYTES = 128
 HASH_CHARS = 12
-HEX64 = re.compile(r"[0-9a-f]{64}")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 _READABLE_KEEP = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
 # A path component the site may write: a plain ASCII name, never "." or "..", within NAME_MAX with room to spare.
@@ -51,7 +52,7 @@ def passport_page(entry_index: int, model_id: str, generation: str) -> str:
 
 def blob_path(digest: str) -> str | None:
     """``blobs/sha256/<hh>/<hex>`` for a SHA-256 in lowercase hex; None for anything else."""
-    if not isinstance(digest, str) or not HEX64.fullmatch(digest):
+    if not isinstance(digest, str) or not SHA256_HEX.fullmatch(digest):
         return None
     return f"blobs/sha256/{digest[:2]}/{digest}"
 
