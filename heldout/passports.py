@@ -603,12 +603,14 @@ def _check_audit_claim(doc: Mapping[str, Any], facts: LedgerFacts, index: int, s
 class PassportCheck:
     """What ``heldout passport verify`` found: the verdict, whether the passport was checked against its ledger
     (``ledger_checked``), and, without a ledger, the checkpoint its offline proofs rest on (``proven``); with a
-    witness policy, the quorum that cosigned that checkpoint (``witnessed``)."""
+    witness policy, the quorum that cosigned that checkpoint (``witnessed``) and, with a ledger, the quorum
+    that cosigned the ledger's head (``head_witnessed``)."""
 
     verdict: PassportVerdict
     ledger_checked: bool
     proven: Checkpoint | None = None
     witnessed: Witnessed | None = None
+    head_witnessed: Witnessed | None = None
 
 
 def _anchored_ledger_id(doc: Mapping[str, Any]) -> str | None:
@@ -618,7 +620,16 @@ def _anchored_ledger_id(doc: Mapping[str, Any]) -> str | None:
     return ledger_id if isinstance(ledger_id, str) else None
 
 
-def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | None) -> LedgerFacts | None:
+@dataclass(frozen=True)
+class AnchoredLedger:
+    """The ledger a passport is checked against: its facts and its latest checkpoint with the cosignatures
+    held for it (what a witness policy is asked about)."""
+
+    facts: LedgerFacts
+    head: Checkpoint
+
+
+def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | None) -> AnchoredLedger | None:
     """The ledger a passport is anchored to: the public log at ``source`` (an export or tiles directory, or a
     tiles URL; replayed and its ledger id checked first), else that ledger in ``store`` when the store holds
     it (verified first); None when neither applies (the passport is then checked on its own, and said to be)."""
@@ -633,7 +644,7 @@ def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | No
                                     field="computed.heldout")
         public = open_public_log(source)
         public.verify(expected_id=ledger_id, check_blobs=False)
-        return LedgerFacts.of(public)
+        return AnchoredLedger(LedgerFacts.of(public), public.latest_checkpoint())
     if ledger_id is None:
         return None
     try:
@@ -642,7 +653,22 @@ def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | No
         return None
     with open_ledger(store, found, read_only=True) as ledger:
         ledger.verify(expected_id=ledger_id)
-        return LedgerFacts.of(ledger)
+        return AnchoredLedger(LedgerFacts.of(ledger), ledger.cosigned_checkpoint())
+
+
+def witnessed_head(anchored: AnchoredLedger, policy: Policy) -> Witnessed:
+    """With a witness policy, a passport checked against a log rests on what the witnesses saw: the log's
+    latest checkpoint must be cosigned by the quorum (as ``ledger verify --policy`` requires), so that the
+    passport's own entry and every entry its standing is read from (a retire, a supersession) are in a
+    history the witnesses vouch for. A fork shown to this auditor alone (same ledger id and key, a passport
+    or a missing retire the witnesses never saw) fails here."""
+    facts, head = anchored.facts, anchored.head
+    witnessed = policy.evaluate(head, origin=origin_of(facts.ledger_id))
+    if head.size != len(facts.entries):
+        raise VerificationError(f"the log holds {len(facts.entries)} entries but its latest checkpoint, the one "
+                                f"the witnesses cosigned, covers {head.size}", field="--policy",
+                                expected=len(facts.entries), found=head.size)
+    return witnessed
 
 
 def _offline_proofs(passport: Passport, trusted: PublicKey | TrustedKey) -> Checkpoint | None:
@@ -680,10 +706,12 @@ def check_passport(doc: dict[str, Any], *, store: Store, source: str | None, at:
     (``source``, else ``store``'s copy: :func:`check_passport_on_ledger`; with ``source``, the issuer key is
     ``pinned`` or else the keyring's, and the ledger must declare it), else on its own (signature, expiry,
     and its offline proofs under ``pinned`` or the keyring's issuer key); with ``policy``, its proofs must rest
-    on a checkpoint the policy's quorum cosigned. Raises for a failed check; an expired or lapsed passport is
-    a verdict, not an error."""
-    facts = passport_ledger_facts(doc, store, source)
+    on a checkpoint the policy's quorum cosigned, and the ledger's head too (:func:`witnessed_head`). Raises for
+    a failed check; an expired or lapsed passport is a verdict, not an error."""
+    anchored = passport_ledger_facts(doc, store, source)
+    facts = anchored.facts if anchored is not None else None
     proven = None
+    head_witnessed = witnessed_head(anchored, policy) if anchored is not None and policy is not None else None
     if facts is not None:
         if source is not None and pinned is None:
             # A public log proves what it holds, not whose it is: anyone can publish a ledger whose entry 0
@@ -696,4 +724,5 @@ def check_passport(doc: dict[str, Any], *, store: Store, source: str | None, at:
         verdict = verify_passport(doc, trusted, at=at)
         proven = _offline_proofs(verdict.passport, trusted)
     witnessed = witnessed_passport(verdict.passport, policy) if policy is not None else None
-    return PassportCheck(verdict=verdict, ledger_checked=facts is not None, proven=proven, witnessed=witnessed)
+    return PassportCheck(verdict=verdict, ledger_checked=facts is not None, proven=proven, witnessed=witnessed,
+                         head_witnessed=head_witnessed)

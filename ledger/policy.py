@@ -260,6 +260,12 @@ def parse_policy(data: bytes | str, *, what: str = "policy") -> Policy:
             raise fail(f"more than {MAX_ITEMS} logs, witnesses or groups")
     if not quorum_seen:
         raise PolicyError(f"{what} has no quorum line", file=what)
+    for witness in witnesses.values():
+        # A witness exists to say what a log showed someone other than its operator; one holding a log's own
+        # key is the operator cosigning itself, and a quorum met by it would vouch for any history it shows.
+        if witness.cosigner.key.raw in log_keys:
+            raise PolicyError(f"{what}: witness {witness.name!r} has the key of a log of the policy: a log cannot "
+                              "witness itself", file=what, found=witness.name)
     return Policy(tuple(logs), witnesses, groups, quorum, text)
 
 

@@ -242,6 +242,12 @@ def _bundle_after_retirement(st: Store, ledger: Ledger, signer: Signer) -> None:
     ledger.append({**entry, "created_utc": ISSUE_AT}, signer=signer, now=parse_utc(ISSUE_AT))  # gen1 retired before
 
 
+def _bundle_on_a_task_the_seal_does_not_list(st: Store, ledger: Ledger, signer: Signer) -> None:
+    """A bundle on a still sealed generation: its labels are not public, but its task is, in the seal entry."""
+    _, entry = next((i, e) for i, e in _entries_of(ledger, "bundle") if e["generation"] == "gen2")
+    ledger.append({**entry, "task": "pathmnist", "created_utc": ISSUE_AT}, signer=signer, now=parse_utc(ISSUE_AT))
+
+
 def _entry_dated_before_its_predecessor(st: Store, ledger: Ledger, signer: Signer) -> None:
     """The operator's own program, without the forward-time check, logs a backdated key entry."""
     key = {"key_id": "backdated", "name": "backdated", "public_key_b64": signer.public_key.b64}
@@ -268,6 +274,8 @@ CRAFTED = {
     "manifest-entry-index": (_manifest_that_names_another_entry, "seal", "seals/gen9.seal.json",
                              "entry_index disagrees"),
     "bundle-labels-hash": (_bundle_with_a_wrong_labels_hash, "bundle", "entries.jsonl", "labels_hash"),
+    "bundle-foreign-task": (_bundle_on_a_task_the_seal_does_not_list, "bundle", "entries.jsonl",
+                            "seal does not list"),
 }
 
 

@@ -452,3 +452,19 @@ def test_attack_supersessions_that_lead_back_to_the_version(fixture: AuditFixtur
     assert code == 1 and any("leads back to" in m for m in findings_at(report, closing)), report["findings"]
     status = cli_at("status", "--json", "--store", fixture.store)
     assert status.exit_code == 0, status.output
+
+
+# --- a bundle on a task its generation does not have ------------------------------------------------------------
+
+def test_attack_a_bundle_on_a_task_its_sealed_generation_does_not_have(fixture: AuditFixture,
+                                                                       tmp_path: Path) -> None:
+    """gen2 is sealed with bloodmnist only; the operator logs a bundle on it for another task. Its labels are not
+    public, but its tasks are (the seal entry): a third party names it too, not only the operator's audit."""
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        _, entry = next((i, e) for i, e in ledger.entries() if e.get("type") == "bundle" and e["generation"] == "gen2")
+        foreign = ledger.append({**entry, "task": "pathmnist", "created_utc": LATER},
+                                signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("task 'pathmnist', which gen2 does not have" in m for m in findings_at(report, foreign)), report

@@ -21,7 +21,7 @@ from keys import ExpiredError, verifier_key_string
 from ledger import Checkpoint, Ledger, verify_checkpoint
 from ledger.cosignature import verified_cosignatures, with_cosignatures
 from ledger.entries import encode_entry
-from ledger.policy import QuorumError, parse_policy
+from ledger.policy import PolicyError, QuorumError, parse_policy
 from ledger.witness import Witness
 from tests.audit_support import add_bundle, build_store
 from tests.conftest import seeded_signer
@@ -237,3 +237,60 @@ def test_a_checkpoint_note_with_cosignatures_still_verifies_as_the_logs(tmp_path
         note = with_cosignatures(checkpoint, [cosigned.line]).note
         verify_checkpoint(note, name=OPERATOR.name, key=OPERATOR.public_key, origin=ledger.origin)
         assert verifier_key_string(OPERATOR.name, OPERATOR.public_key) == ledger.verifier_key
+
+
+def test_attack_passport_of_a_fork_shown_to_one_auditor(tmp_path: Path) -> None:
+    """A witness cosigns the ledger; the witnessed history then retires gen1, while a fork under the same id
+    and key (never shown to the witness) logs a passport on gen1 instead and is handed to one auditor. Without
+    a policy the fork's own export verifies the passport (nothing outside the operator says otherwise); with
+    the policy, the ledger's head must be cosigned by the quorum, and the fork's is not."""
+    import shutil
+
+    from tests.audit_support import command_clock
+
+    fixture = build_store(tmp_path, bundles_per_generation=1, n_public=30, per_task=20)
+    st = Store.open(fixture.store)
+    with Ledger.open(Ledger.locate(st.ledgers, fixture.ledger_id)) as ledger:
+        origin, vkey = ledger.origin, ledger.verifier_key
+    policy = tmp_path / "policy.txt"
+    policy.write_text(f"log {vkey}\nwitness W0 {cosigner(0).vkey}\nquorum W0\n")
+    folder = witness_folder(tmp_path, 0, origin=origin, vkey=vkey)
+    fork = tmp_path / "fork-store"
+    with running(folder, clock=Clock(datetime(2026, 9, 1, 1, tzinfo=UTC))) as server, \
+            command_clock("2026-09-01T01:00:00Z"):
+        assert cli("witness", "add", server.url, "--key", cosigner(0).vkey, store=fixture.store).exit_code == 0
+        assert cli("witness", "sync", "--json", store=fixture.store).exit_code == 0
+        shutil.copytree(fixture.store, fork)
+        assert cli("retire", "gen1", "--reason", "leaked", store=fixture.store).exit_code == 0
+        assert cli("witness", "sync", "--json", store=fixture.store).exit_code == 0
+        assert cli("audit", "--jobs", "1", store=fork).exit_code == 0
+        issued = cli("passport", "issue", "model_0", "--generation", "gen1", store=fork)
+        assert issued.exit_code == 0, issued.output
+        assert cli("ledger", "export", fixture.ledger_id, str(tmp_path / "fork-export"), store=fork).exit_code == 0
+    passport = next((fork / "passports").glob("model_0__gen1*"))
+    common = ("passport", "verify", str(passport), "--key", fixture.key_b64, "--at", "2026-09-10T00:00:00Z")
+    assert cli(*common, "--from", str(tmp_path / "fork-export")).exit_code == 0  # the attack, without witnesses
+    for where in (("--from", str(tmp_path / "fork-export")), ("--store", str(fork))):
+        checked = cli(*common, *where, "--policy", str(policy))
+        assert checked.exit_code == 1, checked.output
+        assert "does not satisfy the policy quorum" in checked.output
+    honest = cli(*common, "--store", str(fixture.store), "--policy", str(policy))
+    assert honest.exit_code == 1 and "never logged" in honest.output
+
+
+def test_attack_the_operator_names_its_own_key_as_a_witness(tmp_path: Path) -> None:
+    """A witness holding the log's own key is the operator cosigning itself: refused by ``witness add`` (nothing
+    written) and by an auditor's policy that lists the log."""
+    from keys import TrustedKey
+    from ledger.cosignature import COSIGNATURE_V1_TYPE
+
+    store, _, ledger = operator_store(tmp_path)
+    Store.open(store).keyring.add(TrustedKey(key_id=OPERATOR.key_id, name=OPERATOR.name,
+                                             public_key=OPERATOR.public_key))
+    with ledger:
+        own = verifier_key_string("own-witness", OPERATOR.public_key, COSIGNATURE_V1_TYPE)
+        refused = cli("witness", "add", "http://127.0.0.1:9", "--key", own, store=store)
+        assert refused.exit_code == 2 and "the store's own key" in refused.output
+        assert not (store / "witnesses" / "witnesses.json").exists()
+        with pytest.raises(PolicyError, match="a log cannot witness itself"):
+            parse_policy(f"log {ledger.verifier_key}\nwitness W0 {own}\nquorum W0\n")

@@ -227,6 +227,8 @@ def test_policy_two_of_three_names_the_missing_quorum(tmp_path: Path) -> None:
     ("witness A {v0}\nfrobnicate\nquorum A\n", "unknown keyword"),
     ("witness A {v0}\x0c\nquorum A\n", "control character"),
     ("witness A {log}\nquorum A\n", "cosignature"),
+    ("log {log}\nwitness A {v0}\nquorum A\n", "a log cannot witness itself"),  # the operator cosigning itself
+    ("witness A {v0}\nquorum A\nlog {log}\n", "a log cannot witness itself"),
 ])
 def test_bad_policies_are_refused_naming_the_line(text: str, problem: str) -> None:
     from keys import verifier_key_string

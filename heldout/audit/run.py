@@ -737,6 +737,9 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
         raise VerificationError(f"bundle entry {index} was evaluated while {name} was not current",
                                 index=index, field="created_utc", expected=f"{format_utc(state.created)} .. "
                                 f"{format_utc(state.expiry)}", found=format_utc(created))
+    if entry.task not in state.tasks:  # read from the seal entry: no labels needed, so a third party checks it too
+        raise VerificationError(f"bundle entry {index} is on task {entry.task!r}, which {name} does not have",
+                                index=index, field="task", expected=sorted(state.tasks), found=entry.task)
     over_budget = state.budget_error(index)
     if over_budget is not None:
         raise over_budget

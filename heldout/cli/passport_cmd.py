@@ -45,7 +45,8 @@ def verify(
     at: Annotated[str | None, typer.Option(help="Reference time (ISO 8601); default: now.")] = None,
     policy_file: Annotated[Path | None, typer.Option(
         "--policy", help="Witness policy (C2SP tlog-policy): the passport's proofs must rest on a checkpoint of a "
-        "log the policy lists, cosigned by its quorum (no network, no export needed).")] = None,
+        "log the policy lists, cosigned by its quorum (no network, no export needed); with its ledger, the "
+        "ledger's head must be cosigned by the quorum too.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Verify a passport: canonical form, Ed25519 signature, expiry, its offline proofs (with --policy: on a
@@ -67,9 +68,15 @@ def verify(
         offline = (offline + "; " if offline else "") + (
             f"its checkpoint {witnessed.checkpoint.size} is cosigned by quorum {witnessed.quorum} "
             f"({', '.join(sorted(witnessed.cosignatures))})")
+    head = found.head_witnessed
+    if head is not None:
+        offline = (offline + "; " if offline else "") + (
+            f"the ledger's head {head.checkpoint.size} is cosigned by quorum {head.quorum} "
+            f"({', '.join(sorted(head.cosignatures))})")
     if as_json:
         print_json({**verdict.to_json(), "ledger_checked": checked,
                     **({} if witnessed is None else {"witnessed": witnessed.to_json()}),
+                    **({} if head is None else {"head_witnessed": head.to_json()}),
                     **({} if checked else {"qualification": UNCHECKED}),
                     **({} if proven is None else {"offline_proofs": {"checkpoint_size": proven.size,
                                                                      "verdict": offline}})})

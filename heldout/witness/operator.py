@@ -80,6 +80,11 @@ def add_endpoint(store: Store, url: str, vkey: str) -> WitnessEndpoint:
         endpoint = WitnessEndpoint(check_url(url), Cosigner.from_vkey(vkey))
     except MalformedInput as exc:
         raise UsageError(f"--key: {exc.message}", found=vkey[:120]) from None
+    own = {k.key_id for k in store.keyring.list() if k.public_key.raw == endpoint.cosigner.key.raw}
+    if own:
+        # The store's own key cosigning its own checkpoints would meet the store's quorum for any history.
+        raise UsageError(f"--key is the store's own key {sorted(own)[0]!r}: a witness must hold a key of its own",
+                         found=endpoint.cosigner.name)
     endpoints = [e for e in load_endpoints(store) if e.cosigner.name != endpoint.cosigner.name]
     endpoints.append(endpoint)
     body = {"witnesses": [e.to_json() for e in endpoints]}

@@ -920,6 +920,8 @@ class _Replay:
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} is on a generation no earlier entry seals")
             if self.retired_before(name, index):
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} is on {name} after its retirement")
+            if entry["task"] not in (seal[1].get("tasks") or {}):
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index} is on a task {name}'s seal does not list")
             if self.over_budget(index):
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was admitted past {name}'s leakage budget")
             release = entry.get("release")
