@@ -222,6 +222,8 @@ class LedgerExport(EntryList):
         self.blobs = BlobStore(self.folder / BLOBS)
         self._entries: list[bytes] | None = None
         self._tree: HashTree | None = None
+        self._notes: dict[int, str] = {}
+        self._checkpoint_list: list[tuple[int, Path]] | None = None
 
     # entries ----------------------------------------------------------------------------------------------
     def _load(self) -> list[bytes]:
@@ -237,6 +239,13 @@ class LedgerExport(EntryList):
 
     # checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint_files(self) -> list[tuple[int, Path]]:
+        """The checkpoint notes the export holds, listed once (like :meth:`_note`, what was verified is what is
+        used later)."""
+        if self._checkpoint_list is None:
+            self._checkpoint_list = self._list_checkpoint_files()
+        return self._checkpoint_list
+
+    def _list_checkpoint_files(self) -> list[tuple[int, Path]]:
         folder = self.folder / CHECKPOINTS
         names = self._list(CHECKPOINTS)
         found = []
@@ -331,13 +340,21 @@ class LedgerExport(EntryList):
             raise LedgerIntegrityError(exc.message, **exc.evidence) from None
 
     def _note(self, size: int) -> str:
+        """The note of checkpoint ``size``, read once: every later use (the witness policy, the head a report
+        or a site shows) gets the text the replay verified, whatever the file holds by then (a note swapped
+        after the replay must not be judged in place of the one whose root was checked)."""
+        found = self._notes.get(size)
+        if found is not None:
+            return found
         relative = f"{CHECKPOINTS}/{size}.note"
         try:
-            return require_in(self.folder, relative, limit=NOTE_LIMIT, what="ledger export").decode("utf-8")
+            text = require_in(self.folder, relative, limit=NOTE_LIMIT, what="ledger export").decode("utf-8")
         except UnsafeFile as exc:
             raise LedgerIntegrityError(exc.message, **exc.evidence) from None
         except UnicodeDecodeError:
             raise LedgerIntegrityError("a checkpoint note is not UTF-8", file=relative) from None
+        self._notes[size] = text
+        return text
 
     # tree and proofs ---------------------------------------------------------------------------------------
     def _hash_tree(self) -> HashTree:

@@ -885,6 +885,7 @@ class TilesLog(EntryList):
                                        found=_shown(size))
         self.blobs = TileBlobs(self.files)
         self._sizes: list[int] | None = None
+        self._notes: dict[int, str] = {}
         self._entries: list[bytes] | None = None
         self._nodes: MemoryNodes | None = None
         self._tree: HashTree | None = None
@@ -1002,14 +1003,21 @@ class TilesLog(EntryList):
         return self._sizes
 
     def _note(self, size: int) -> str:
+        """The note of checkpoint ``size``, fetched once: later uses (the witness policy, the head a report or
+        a site shows) get the text the replay verified, not a second answer of the server."""
+        found = self._notes.get(size)
+        if found is not None:
+            return found
         rel = f"{CHECKPOINTS}/{size}.note"
         data = self.files.read(rel, NOTE_LIMIT)
         if data is None:
             raise LedgerIntegrityError(f"the tiles directory lacks {rel}", file=rel)
         try:
-            return data.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise LedgerIntegrityError("a checkpoint note is not UTF-8", file=rel) from None
+        self._notes[size] = text
+        return text
 
     def checkpoints(self) -> list[Checkpoint]:
         self._load()  # the size that bounds the list is then the one the ledger's key signed

@@ -294,3 +294,32 @@ def test_attack_the_operator_names_its_own_key_as_a_witness(tmp_path: Path) -> N
         assert not (store / "witnesses" / "witnesses.json").exists()
         with pytest.raises(PolicyError, match="a log cannot witness itself"):
             parse_policy(f"log {ledger.verifier_key}\nwitness W0 {own}\nquorum W0\n")
+
+
+def test_attack_a_checkpoint_note_swapped_after_the_replay(tmp_path: Path) -> None:
+    """An export or tiles directory of a fork (never witnessed) whose checkpoint note is replaced, once the
+    replay has read it, by the witnessed history's note of the same size: a witness policy, a report or a site
+    asking for the checkpoints afterwards must get the note whose root was replayed, not the file's new bytes
+    (else the quorum is judged on one history and the entries verified are another's)."""
+    from ledger.export import export_ledger, open_export
+    from ledger.tiles import open_tiles, write_tiles
+
+    _, _, honest = operator_store(tmp_path)
+    with honest:
+        fork = rebuild_under_same_id(honest, tmp_path / "other-view")
+        honest.append(key_entry(1), signer=OPERATOR, now=T0)
+        fork.append(key_entry(2), signer=OPERATOR, now=T0)
+        witnessed, forked = honest.latest_checkpoint(), fork.latest_checkpoint()
+        assert witnessed.size == forked.size == 2 and witnessed.root != forked.root
+        export_ledger(fork, tmp_path / "export")
+        write_tiles(fork, tmp_path / "tiles")
+        export_ledger(honest, tmp_path / "honest-export")
+        fork.close()
+    swaps = {tmp_path / "export": tmp_path / "export" / "checkpoints" / "2.note",
+             tmp_path / "tiles": tmp_path / "tiles" / "checkpoints" / "2.note"}
+    for folder, note in swaps.items():
+        log = open_export(folder) if folder.name == "export" else open_tiles(str(folder))
+        log.verify(expected_id=honest.ledger_id)
+        note.write_bytes((tmp_path / "honest-export" / "checkpoints" / "2.note").read_bytes())
+        assert log.latest_checkpoint().root == forked.root, folder.name
+        assert [c.root for c in log.checkpoints()][-1] == forked.root, folder.name
