@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import functools
 import os
+import re
 import shutil
 import stat
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from keys.errors import KeyFileError, StorageError
 from keys.safeio import DOCUMENT_LIMIT, UnsafeFile, read_in
@@ -176,3 +182,90 @@ def removed_on_failure(*folders: Path) -> Iterator[None]:
         for folder in new:  # the outermost first: what it holds goes with it
             shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+# --- leftovers of killed commands, and swapping a folder into place ------------------------------------------
+
+LEFTOVER_TAGS = ("tmp", "old")
+
+
+def remove_stale_leftovers(folder: Path, name: str, *, tags: tuple[str, ...] = LEFTOVER_TAGS,
+                           suffixes: tuple[str, ...] = ("",)) -> list[Path]:
+    """Remove what killed commands left beside ``folder / name``: entries named exactly
+    ``.<name>.<tag><pid><suffix>`` (a tag of ``tags``, such as ``.site.tmp4242`` or ``.site.old4242``; a suffix
+    of ``suffixes``, such as SQLite's ``-wal``) whose process no longer runs. Kept: the caller's own (it
+    handles them itself), those of a running process (``os.kill(pid, 0)`` succeeds, or fails with
+    PermissionError: another user's), and every other name (a user's ``.site.backup`` is never touched).
+    A folder goes with its contents, a file or a link (never followed) alone; a leftover that cannot be
+    removed is left for the next run. Returns what was removed.
+
+    A process that reuses a dead builder's PID keeps its leftover until it ends too: only ever kept longer."""
+    pattern = re.compile(rf"\.{re.escape(name)}\.(?:{'|'.join(map(re.escape, tags))})([1-9][0-9]{{0,9}})"
+                         rf"(?:{'|'.join(map(re.escape, suffixes))})")
+    try:
+        names = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    removed = []
+    for entry in names:
+        match = pattern.fullmatch(entry)
+        if match is None or int(match.group(1)) == os.getpid() or _process_runs(int(match.group(1))):
+            continue
+        path = Path(folder) / entry
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except FileNotFoundError:  # another run removed it first
+            pass
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
+def _process_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # another user's process; a number no PID can be: not ours
+        return True
+    return True
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+#: renameat2's answers when the kernel (ENOSYS), the file system or the flag (EINVAL, ENOTSUP) cannot exchange
+_EXCHANGE_UNSUPPORTED = frozenset({errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP})
+
+
+@functools.cache
+def _renameat2() -> Any:
+    """libc's ``renameat2`` (Linux, glibc 2.28 or later, musl), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    function.restype = ctypes.c_int
+    return function
+
+
+def exchange_paths(a: Path, b: Path) -> bool:
+    """Swap two existing entries of one file system in a single step (``renameat2`` with ``RENAME_EXCHANGE``):
+    at every moment each name holds one of the two, never nothing. False, with nothing changed, where this
+    system cannot (not Linux, no ``renameat2`` in libc, a kernel or file system without the flag): the caller
+    falls back to plain renames. Any other failure raises OSError."""
+    function = _renameat2()
+    if function is None:
+        return False
+    if function(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _EXCHANGE_UNSUPPORTED:
+        return False
+    raise OSError(code, os.strerror(code), str(a), None, str(b))

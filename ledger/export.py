@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from keys import MalformedInput, TrustedKey, b64encode, verifier_key_string
+from keys.files import remove_stale_leftovers
 from keys.safeio import (
     DOCUMENT_LIMIT,
     ENTRIES_FILE_LIMIT,
@@ -90,12 +91,15 @@ def export_ledger(ledger: Ledger, dest: Path, *, blobs: BlobStore | None = None,
                   seals: Path | None = None) -> dict[str, Any]:
     """Write the export of ``ledger`` to ``dest`` (which must not exist or be empty); returns the manifest.
 
-    The directory is built beside ``dest`` under a temporary name and renamed into place, so a failed export
-    leaves nothing. ``blobs`` is the store's blob store, ``seals`` its seals folder; each is optional."""
+    The directory is built beside ``dest`` under a temporary name (``.<name>.tmp<pid>``) and renamed into
+    place, so a failed export leaves nothing and a killed one leaves no partial export at ``dest``; what
+    killed exports left beside ``dest`` is removed first (:func:`keys.files.remove_stale_leftovers`).
+    ``blobs`` is the store's blob store, ``seals`` its seals folder; each is optional."""
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise LedgerUsageError(f"{dest} exists and is not an empty directory", path=str(dest))
     dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_leftovers(dest.parent, dest.name)  # what killed exports of dest left
     tmp = dest.parent / f".{dest.name}.tmp{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)

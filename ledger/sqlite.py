@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from keys.files import fsync_dir
+from keys.files import fsync_dir, remove_stale_leftovers
 from ledger.db import MIN_NODE_LEVEL, connect
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
@@ -318,21 +318,13 @@ def create_storage(folder: Path, ledger_id: str, fill: Fill) -> SqliteStorage:
 
 def _remove_stale_builds(folder: Path, ledger_id: str) -> None:
     """Half-built files of this ledger that a killed build left (``.<id>.sqlite.tmp<pid>`` and its -wal and
-    -shm), unless the process that named them still runs: never a ledger, so nothing to keep."""
-    stem = f".{ledger_id}{LEDGER_SUFFIX}.tmp"
-    for path in folder.glob(f"{stem}*"):
-        pid = path.name[len(stem):].removesuffix("-wal").removesuffix("-shm")
-        if not pid.isdigit():
-            continue
-        if int(pid) != os.getpid():
-            try:
-                os.kill(int(pid), 0)
-                continue  # its builder runs: leave it alone
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue  # another user's running process
-        path.unlink(missing_ok=True)
+    -shm), unless the process that named them still runs (:func:`keys.files.remove_stale_leftovers`), and
+    those under this process's own name: never a ledger, so nothing to keep."""
+    name = f"{ledger_id}{LEDGER_SUFFIX}"
+    remove_stale_leftovers(folder, name, tags=("tmp",), suffixes=("", "-wal", "-shm"))
+    own = folder / f".{name}.tmp{os.getpid()}"
+    for leftover in (own, Path(f"{own}-wal"), Path(f"{own}-shm")):
+        leftover.unlink(missing_ok=True)
 
 
 def locate(folder: Path, ledger_id_or_prefix: str) -> Path:

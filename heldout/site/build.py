@@ -23,6 +23,7 @@ from heldout.site.collect import SiteBuildRefused, SiteData, collect, export_vie
 from heldout.site.pages import generations_page, keys_page, leaderboard, ledger_pages, passport_page
 from heldout.site.paths import blob_path, check_output_path
 from keys import HeldoutError, UsageError
+from keys.files import exchange_paths, remove_stale_leftovers
 from seals import canonical_bytes, format_utc, parse_json_object
 
 SITE_FORMAT = "heldout-site"
@@ -179,11 +180,16 @@ def _check_out(out: Path) -> None:
 
 
 def _publish(out: Path, site: SiteData, progress: ProgressFn) -> tuple[bytes, int]:
-    """Render the site into a temporary folder beside ``out``, file by file, then rename it into place (the
-    previous site, if any, is replaced only once the new one is complete). Returns the manifest and the number
-    of files."""
+    """Render the site into a temporary folder beside ``out`` (``.<name>.tmp<pid>``), file by file, then put
+    it in place: the previous site, if any, is replaced only once the new one is complete, and in one step
+    where the system can (:func:`keys.files.exchange_paths`), so that ``out`` always holds a whole site, the
+    old or the new, even when the build is killed; then the old one is removed. Elsewhere the old site is
+    renamed aside (``.<name>.old<pid>``) first: a kill between the two renames leaves no site at ``out``.
+    What killed builds left beside ``out`` is removed first (:func:`keys.files.remove_stale_leftovers`).
+    Returns the manifest and the number of files."""
     _check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_leftovers(out.parent, out.name)
     tmp = out.parent / f".{out.name}.tmp{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -191,13 +197,15 @@ def _publish(out: Path, site: SiteData, progress: ProgressFn) -> tuple[bytes, in
         tmp.mkdir()
         sink = DirectorySink(tmp)
         manifest = render_into(site, sink, progress)
-        if out.exists():
+        if not out.exists():
+            os.rename(tmp, out)
+        elif exchange_paths(tmp, out):  # tmp now holds the previous site
+            shutil.rmtree(tmp)
+        else:
             old = out.parent / f".{out.name}.old{os.getpid()}"
             os.rename(out, old)
             os.rename(tmp, out)
             shutil.rmtree(old)
-        else:
-            os.rename(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
