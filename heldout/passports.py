@@ -51,6 +51,7 @@ from seals import (
     canonical_bytes,
     format_utc,
     parse_json_object,
+    parse_utc,
     sha256_hex,
     sign_document,
     verify_passport,
@@ -445,6 +446,8 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
     if superseded is not None and superseded.index < index and superseded.in_force(passport.issued):
         raise VerificationError(f"the passport of entry {index} was issued under {superseded.words} (entry "
                                 f"{superseded.index})", index=index, field="spec_version", found=passport.spec_version)
+    _check_passport_times(passport, facts, index, size, state.expiry,
+                          superseded if superseded is not None and superseded.index < index else None)
     if state.retire_index is not None:
         retired = format_utc(state.retired_at) if state.retired_at else f"at entry {state.retire_index}"
         return replace(verdict, state=PassportState.LAPSED,
@@ -574,6 +577,40 @@ def _check_cited_latest(passport: Passport, heldout: Mapping[str, Any], facts: L
                                 f"on {generation} inside its checkpoint", index=index,
                                 field="computed.heldout.bundles", expected=sorted(latest.values()),
                                 found=sorted(ref["index"] for ref in heldout["bundles"]))
+
+
+def _check_passport_times(passport: Passport, facts: LedgerFacts, index: int, size: int, generation_expiry: datetime,
+                          superseded: Any) -> None:
+    """The two times a passport states are the log's, not the issuer's choice: ``expiry_utc`` is its
+    generation's expiry, or the time a supersession of its spec version logged before it takes effect when that
+    is earlier (what the issue command writes: the holder of the key cannot date a passport past what its own
+    log says); ``issued_utc`` lies between its checkpoint's last entry and its own entry (it cannot be issued
+    before the evidence it cites, nor logged before it was issued)."""
+    expected = generation_expiry
+    if superseded is not None and superseded.effective < expected:
+        expected = superseded.effective
+    if passport.expiry != expected:
+        raise VerificationError(
+            f"the passport of entry {index} expires {format_utc(passport.expiry)}, but its ledger gives "
+            f"{format_utc(expected)} ({'its spec superseded' if expected != generation_expiry else 'its generation'}"
+            " expires then)", index=index, field="expiry_utc", expected=format_utc(expected),
+            found=format_utc(passport.expiry))
+    earliest = _entry_time(facts, size - 1)
+    logged = _entry_time(facts, index)
+    if (earliest is not None and passport.issued < earliest) or (logged is not None and passport.issued > logged):
+        raise VerificationError(
+            f"the passport of entry {index} states it was issued {format_utc(passport.issued)}, outside the "
+            f"times its ledger allows (after its checkpoint's last entry {size - 1}, before its own entry)",
+            index=index, field="issued_utc", found=format_utc(passport.issued),
+            expected=f"{format_utc(earliest) if earliest else '?'} .. {format_utc(logged) if logged else '?'}")
+
+
+def _entry_time(facts: LedgerFacts, index: int) -> datetime | None:
+    created = facts.entries[index].get("created_utc") if 0 <= index < len(facts.entries) else None
+    try:
+        return parse_utc(created) if isinstance(created, str) else None
+    except HeldoutError:
+        return None
 
 
 def _check_audit_claim(doc: Mapping[str, Any], facts: LedgerFacts, index: int, size: int) -> None:

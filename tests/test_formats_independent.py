@@ -210,6 +210,17 @@ def _passport_claiming_an_audit_of_no_bundle(st: Store, ledger: Ledger, signer: 
     ledger.append({**entry, "passport_sha256": digest}, signer=signer, now=parse_utc(ISSUE_AT))
 
 
+def _passport_dated_by_its_issuer(member: str, value: str) -> Callable[[Store, Ledger, Signer], None]:
+    def craft(st: Store, ledger: Ledger, signer: Signer) -> None:
+        _, entry = _entries_of(ledger, "passport")[-1]
+        doc = json.loads(BlobStore(st.blobs).get(entry["passport_sha256"]))
+        doc[member] = value
+        resigned = sign_document({k: v for k, v in doc.items() if k != "signature"}, signer)
+        digest = BlobStore(st.blobs).put(canonical_bytes(resigned))
+        ledger.append({**entry, "passport_sha256": digest}, signer=signer, now=parse_utc(ISSUE_AT))
+    return craft
+
+
 def _passport_with_a_wrong_inclusion_proof(st: Store, ledger: Ledger, signer: Signer) -> None:
     _, entry = _entries_of(ledger, "passport")[-1]
     doc = json.loads(BlobStore(st.blobs).get(entry["passport_sha256"]))
@@ -274,6 +285,10 @@ CRAFTED = {
     "manifest-entry-index": (_manifest_that_names_another_entry, "seal", "seals/gen9.seal.json",
                              "entry_index disagrees"),
     "bundle-labels-hash": (_bundle_with_a_wrong_labels_hash, "bundle", "entries.jsonl", "labels_hash"),
+    "passport-expiry-not-the-ledgers": (_passport_dated_by_its_issuer("expiry_utc", "2026-12-31T00:00:00Z"),
+                                        "passport", "blob", "the one its ledger gives"),
+    "passport-issued-before-its-evidence": (_passport_dated_by_its_issuer("issued_utc", "2025-01-01T00:00:00Z"),
+                                            "passport", "blob", "outside the times its ledger allows"),
     "bundle-foreign-task": (_bundle_on_a_task_the_seal_does_not_list, "bundle", "entries.jsonl",
                             "seal does not list"),
 }

@@ -468,3 +468,33 @@ def test_attack_a_bundle_on_a_task_its_sealed_generation_does_not_have(fixture: 
     for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
         assert code == 1
         assert any("task 'pathmnist', which gen2 does not have" in m for m in findings_at(report, foreign)), report
+
+
+# --- a passport's own times ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("member", "forged", "words"), [
+    ("expiry_utc", "2027-03-01T00:00:00Z", "but its ledger gives 2026-09-05T00:00:00Z"),
+    ("issued_utc", "2026-01-01T00:00:00Z", "outside the times its ledger allows"),
+    ("issued_utc", "2026-09-03T00:00:00Z", "outside the times its ledger allows"),
+])
+def test_attack_a_passport_dated_as_its_issuer_likes(fixture: AuditFixture, member: str, forged: str,
+                                                     words: str) -> None:
+    """The spec is superseded from 09-05 before the passport is issued, so its expiry is 09-05 (the issue command
+    writes it). The operator signs a later expiry (valid until 2027 where it should expire on 09-05), or an issue
+    time before the evidence it cites or after it was logged: the ledger refutes each."""
+    from seals import sign_document
+
+    _log_spec(fixture, "MedEval-1 v0.1", "MedEval-1 v0.2", "2026-09-05T00:00:00Z", "2026-09-01T12:00:00Z")
+    assert operator_audit(fixture)[0] == 0
+
+    def forging(document: dict[str, Any], signer: Any) -> dict[str, Any]:
+        return sign_document({**document, member: forged}, signer)
+
+    honest = issue(fixture, "model_1", "gen2")
+    assert json.loads(honest.read_text())["expiry_utc"] == "2026-09-05T00:00:00Z"
+    assert cli_at("passport", "verify", honest, "--store", fixture.store).exit_code == 0
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document", forging):
+        path = issue(fixture, "model_0", "gen2")
+    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    assert result.exit_code == 1 and words in result.output, result.output

@@ -886,10 +886,27 @@ class _Replay:
                     raise ReplayFailure(blob_file, "reveal-images", f"{case_id}: image does not hash to its content")
 
     # R10 -----------------------------------------------------------------------------------------------
+    def supersession_time(self, spec_version: Any, before: int) -> str | None:
+        """When the supersession of ``spec_version`` that counts (section 5: the first spec entry for it, unless
+        it closes a cycle) among the entries before ``before`` takes effect: the later of its effective_utc and
+        its created_utc (times in the one textual form compare as strings); None when there is none."""
+        counted: dict[str, dict[str, Any]] = {}
+        for e in self.entries[:before]:
+            if e["type"] != "spec" or e["spec_version"] in counted:
+                continue
+            successor, seen = e["superseded_by"], {e["spec_version"]}
+            while successor not in seen and successor in counted:
+                seen.add(successor)
+                successor = counted[successor]["superseded_by"]
+            if successor not in seen:
+                counted[e["spec_version"]] = e
+        found = counted.get(spec_version) if isinstance(spec_version, str) else None
+        return None if found is None else max(found["effective_utc"], found["created_utc"])
+
     def superseded(self, spec_version: Any, before: int, at: str) -> bool:
         """Is ``spec_version`` superseded, by a spec entry before index ``before``, at the time ``at``?"""
-        return any(e["type"] == "spec" and e["spec_version"] == spec_version and e["effective_utc"] <= at
-                   for e in self.entries[:before])
+        effective = self.supersession_time(spec_version, before)
+        return effective is not None and effective <= at
 
     def retired_before(self, name: str, index: int) -> bool:
         """A retire entry before ``index``, or a reveal of a generation that is not public (which retires it)."""
@@ -1019,12 +1036,19 @@ class _Replay:
                 raise ReplayFailure(file, "passport", f"computed.heldout.{member} is not the ledger's")
         if str(doc.get("expiry_utc")) > seal["expiry_utc"]:
             raise ReplayFailure(file, "passport", "its expiry is after its generation's")
+        effective = self.supersession_time(doc.get("spec_version"), index)
+        expiry = min(seal["expiry_utc"], effective) if effective is not None else seal["expiry_utc"]
+        if doc.get("expiry_utc") != expiry:
+            raise ReplayFailure(file, "passport", f"its expiry_utc is not {expiry}, the one its ledger gives")
         checkpoint = heldout.get("checkpoint") or {}
         note = verify_note(str(checkpoint.get("note")), file, self.ledger_key, self.origin)
         if checkpoint.get("size") != note.size or checkpoint.get("root_b64") != base64.b64encode(note.root).decode():
             raise ReplayFailure(file, "passport", "checkpoint size or root_b64 is not its note's")
         if note.size > index or mth(self.leaves[:note.size]) != note.root:
             raise ReplayFailure(file, "passport", "its checkpoint is not a tree head of this ledger before it")
+        earliest = self.entries[note.size - 1]["created_utc"] if note.size else ""
+        if not earliest <= str(doc.get("issued_utc")) <= entry["created_utc"]:
+            raise ReplayFailure(file, "passport", "its issued_utc lies outside the times its ledger allows")
         evaluations = doc["computed"].get("evaluations")
         cited = heldout.get("bundles")
         if not isinstance(cited, list) or not isinstance(evaluations, list) or len(cited) != len(evaluations):

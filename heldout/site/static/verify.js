@@ -766,6 +766,19 @@
       fail(`the passport of entry ${passportIndex} was issued under spec ${passport.specVersion} superseded by ` +
         `${superseded.by} from ${formatUtc(superseded.effective)} (entry ${superseded.index})`);
     }
+    // Its times are the log's (heldout.passports._check_passport_times; the lower bound on issued_utc needs an
+    // entry this page does not carry, and is the build's check).
+    let expectedExpiry = state.expiry;
+    if (superseded && superseded.index < passportIndex && superseded.effective < expectedExpiry) {
+      expectedExpiry = superseded.effective;
+    }
+    if (passport.expiry !== expectedExpiry) {
+      fail(`the passport of entry ${passportIndex} expires ${formatUtc(passport.expiry)}, but its ledger gives ` +
+        formatUtc(expectedExpiry));
+    }
+    if (passport.issued > parseUtc(String(get(passportEntry, "created_utc")), `entry ${passportIndex} created_utc`)) {
+      fail(`the passport of entry ${passportIndex} states it was issued after its own entry was logged`);
+    }
     if (superseded && at >= superseded.effective) {
       return { state: "lapsed",
         reason: `spec ${passport.specVersion} superseded by ${superseded.by} from ${formatUtc(superseded.effective)}` };
