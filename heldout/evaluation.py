@@ -99,10 +99,14 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
         raise UsageError(f"no generation {request.generation!r} is sealed on this ledger", field="generation",
                          found=request.generation, expected=sorted(generations))
     state.require_current(now)
-    spec_version = current_spec_version(load_supersessions(ledger.entries()), now)
+    supersessions = load_supersessions(ledger.entries())
+    spec_version = current_spec_version(supersessions, now)
     for task in request.tasks:
         check_known_task(task)
     require_unexpired_by_witnesses(ledger, state)
+    witnessed = ledger.witnessed_time()
+    if witnessed is not None:  # as for expiry: the witnessed time, not the local clock, says what is in force
+        require_not_superseded(supersessions, spec_version, witnessed)
     unknown = [t for t in request.tasks if t not in state.tasks]
     if unknown:
         raise UsageError(f"{request.generation} has no task {unknown[0]!r}", field="tasks", found=unknown[0],
@@ -196,6 +200,7 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
         generations = load_generations(ledger, now, blobs=blobs)
         supersessions = load_supersessions(ledger.entries())
         current = current_spec_version(supersessions, now)
+        witnessed = ledger.witnessed_time()
         charged: dict[str, float] = {}
         released_in_batch: set[tuple[str, str]] = set()
         # A withholding generation's entries since its seal and its per-task transcripts, read once per batch:
@@ -211,6 +216,8 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                                  found=name)
             require_unexpired_by_witnesses(ledger, state)
             require_not_superseded(supersessions, str(evaluation.get("spec_version")), now)
+            if witnessed is not None:  # what the witnesses attest, whatever the local clock says
+                require_not_superseded(supersessions, str(evaluation.get("spec_version")), witnessed)
             if evaluation.get("spec_version") != current or entry.get("spec_version") != current:
                 raise UsageError(f"new evaluations use the current spec, {current}; this one is "
                                  f"{evaluation.get('spec_version')!r}", field="spec_version", expected=current,

@@ -323,3 +323,37 @@ def test_attack_a_checkpoint_note_swapped_after_the_replay(tmp_path: Path) -> No
         note.write_bytes((tmp_path / "honest-export" / "checkpoints" / "2.note").read_bytes())
         assert log.latest_checkpoint().root == forked.root, folder.name
         assert [c.root for c in log.checkpoints()][-1] == forked.root, folder.name
+
+
+def test_attack_evaluation_backdated_past_a_witnessed_supersession(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spec is superseded from 09-05; a witness cosigns the ledger on 09-06. The operator sets its clock to
+    09-04 to log one more evaluation under the old spec: refused. A modified program that ignores the witnessed
+    time logs it anyway: the audit judges the bundle at the time the witnesses attest, and names it."""
+    from keys import LapsedError
+    from tests.audit_support import command_clock
+
+    fixture = build_store(tmp_path, bundles_per_generation=1, n_public=30, per_task=20)
+    with command_clock("2026-09-01T12:00:00Z"):
+        superseded = cli("spec", "supersede", "MedEval-1 v0.1", "--by", "MedEval-1 v0.2", "--effective",
+                         "2026-09-05T00:00:00Z", store=fixture.store)
+    assert superseded.exit_code == 0, superseded.output
+    st = Store.open(fixture.store)
+    with Ledger.open(Ledger.locate(st.ledgers, fixture.ledger_id)) as ledger:
+        origin, vkey = ledger.origin, ledger.verifier_key
+    folder = witness_folder(tmp_path, 0, origin=origin, vkey=vkey)
+    with running(folder, clock=Clock(datetime(2026, 9, 6, tzinfo=UTC))) as server:
+        assert cli("witness", "add", server.url, "--key", cosigner(0).vkey, store=fixture.store).exit_code == 0
+        assert cli("witness", "sync", "--json", store=fixture.store).exit_code == 0
+        with pytest.raises(LapsedError, match="superseded by MedEval-1 v0.2"):
+            add_bundle(fixture.store, "gen1", "late-model", seed=5, at="2026-09-04T23:59:59Z",
+                       data_root=fixture.data_root)
+        monkeypatch.setattr(Ledger, "witnessed_time", lambda self, size=None: None)  # the modified program
+        late = add_bundle(fixture.store, "gen1", "late-model", seed=5, at="2026-09-04T23:59:59Z",
+                          data_root=fixture.data_root)
+        monkeypatch.undo()
+        audit = cli("audit", fixture.ledger_id, "--json", "--at", "2026-09-07T00:00:00Z", store=fixture.store)
+    assert audit.exit_code == 1, audit.output
+    findings = [(f["check"], f["index"], f["message"]) for f in json.loads(audit.stdout)["findings"]]
+    assert [(check, index) for check, index, _ in findings] == [("witnessed-time", late)]
+    assert "superseded by MedEval-1 v0.2" in findings[0][2]

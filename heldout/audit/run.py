@@ -39,7 +39,7 @@ one run names everything it can):
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
@@ -288,7 +288,7 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
     except HeldoutError as exc:
         ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(latest.size))
     _check_draw_witnesses(ctx, policy)
-    # (size, latest verified cosignature time) for every checkpoint, then each bundle against its generation
+    # (size, latest verified cosignature time) for every checkpoint the policy's witnesses cosigned
     witnessed: list[tuple[int, datetime]] = []
     for checkpoint in checkpoints:
         try:
@@ -298,25 +298,51 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
             continue
         if cosigned:
             witnessed.append((checkpoint.size, time_of(max(c.timestamp for c in cosigned.values()))))
-    # Per generation, the first checkpoint (by size) the witnesses cosigned at or after its expiry: a bundle at
-    # or after that size was logged once the witnesses had attested the expiry (one scan per generation, not
-    # one per bundle).
-    first_after: dict[str, tuple[int, datetime] | None] = {}
+    floor = WitnessedFloor(witnessed)
     for bundle in ctx.records(BundleEntry):
         index = int(bundle.index or 0)
         state = ctx.generations.get(bundle.generation)
-        if state is None:
+        found = floor.at(index)
+        if state is None or found is None:
             continue
-        if state.name not in first_after:
-            first_after[state.name] = next(((size, at) for size, at in witnessed if at >= state.expiry), None)
-        found = first_after[state.name]
-        if found is not None and found[0] <= index:
-            size, at = found
+        size, at = found
+        if at <= bundle.created:  # its own date is no earlier than what the witnesses attest
+            continue
+        # Every rule the audit judges at a bundle's own date, judged again at the time the witnesses attest it
+        # was logged after: an operator who backdates an entry (its clock, its key) moves only its own date.
+        attested = (f"logged after the witnesses attested {format_utc(at)} (checkpoint {size} does not contain "
+                    "it)")
+        if at >= state.expiry:
             ctx.find("witnessed-time", VerificationError(
-                f"bundle entry {index} was logged after the witnesses attested {format_utc(at)} (checkpoint "
-                f"{size} does not contain it), past the expiry of {state.name} ({format_utc(state.expiry)})",
+                f"bundle entry {index} was {attested}, past the expiry of {state.name} ({format_utc(state.expiry)})",
                 index=index, field="generation", expected=f"logged before {format_utc(state.expiry)}",
                 found=f"witnessed at {format_utc(at)} with size {size}"), index=index)
+        superseded = ctx.supersessions.get(str(bundle.get("spec_version")))
+        if superseded is not None and superseded.index < index and superseded.in_force(at):
+            ctx.find("witnessed-time", VerificationError(
+                f"bundle entry {index} was {attested}, when {superseded.words} (entry {superseded.index})",
+                index=index, field="spec_version", expected=f"logged before {format_utc(superseded.effective)}",
+                found=f"witnessed at {format_utc(at)} with size {size}"), index=index)
+
+
+class WitnessedFloor:
+    """The earliest time each entry can have been logged, by the witnesses' word: an entry at index ``i`` is not
+    in a checkpoint of size ``s <= i``, so it was logged after every time the witnesses cosigned such a
+    checkpoint (the latest of them). ``witnessed`` is (size, cosigned time) per checkpoint."""
+
+    def __init__(self, witnessed: list[tuple[int, datetime]]) -> None:
+        self._sizes: list[int] = []
+        self._latest: list[tuple[int, datetime]] = []  # by size, the latest time cosigned at or below it
+        for size, at in sorted(witnessed):
+            if self._latest and self._latest[-1][1] >= at:
+                continue
+            self._sizes.append(size)
+            self._latest.append((size, at))
+
+    def at(self, index: int) -> tuple[int, datetime] | None:
+        """(size, time) of the latest cosigned checkpoint not containing entry ``index``, or None."""
+        position = bisect_right(self._sizes, index) - 1
+        return self._latest[position] if position >= 0 else None
 
 
 def _replay(ctx: _Context, tick: AuditProgress) -> None:
