@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from ledger.cosignature import verified_cosignatures, with_cosignatures
 from ledger.entries import encode_entry
 from ledger.policy import PolicyError, QuorumError, parse_policy
 from ledger.witness import Witness
-from tests.audit_support import add_bundle, build_store
+from tests.audit_support import AuditFixture, add_bundle, build_store
 from tests.conftest import seeded_signer
 from tests.test_ledger_support import T0
 from tests.witness_support import (
@@ -202,29 +203,38 @@ def test_attack_forged_backdated_entry_is_reported_by_the_audit(tmp_path: Path) 
     assert "backwards" in findings[0]["message"]
 
 
+def backdated_past_the_witnesses(fixture: AuditFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
+                                 witnessed: datetime, backdated: str, refused: type[Exception], words: str,
+                                 audit_at: str) -> tuple[int, list[dict[str, Any]]]:
+    """A witness cosigns the ledger at ``witnessed``; the operator sets its clock back to ``backdated`` to log one
+    more gen1 bundle: refused (``refused`` naming ``words``). A modified program that ignores the witnessed time
+    logs it anyway. Returns its index and the findings of the audit at ``audit_at``."""
+    st = Store.open(fixture.store)
+    with Ledger.open(Ledger.locate(st.ledgers, fixture.ledger_id)) as ledger:
+        origin, vkey = ledger.origin, ledger.verifier_key
+    folder = witness_folder(tmp_path, 0, origin=origin, vkey=vkey)
+    with running(folder, clock=Clock(witnessed)) as server:
+        assert cli("witness", "add", server.url, "--key", cosigner(0).vkey, store=fixture.store).exit_code == 0
+        assert cli("witness", "sync", "--json", store=fixture.store).exit_code == 0
+        with pytest.raises(refused, match=words):
+            add_bundle(fixture.store, "gen1", "late-model", seed=5, at=backdated, data_root=fixture.data_root)
+        monkeypatch.setattr(Ledger, "witnessed_time", lambda self, size=None: None)  # the modified program
+        late = add_bundle(fixture.store, "gen1", "late-model", seed=5, at=backdated, data_root=fixture.data_root)
+        monkeypatch.undo()
+        audit = cli("audit", fixture.ledger_id, "--json", "--at", audit_at, store=fixture.store)
+    assert audit.exit_code == 1, audit.output
+    return late, json.loads(audit.stdout)["findings"]
+
+
 def test_attack_evaluation_after_the_witnessed_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """gen1 expires 2027-03-01; a witness cosigns the ledger on 2027-03-05. The operator then sets its clock to
     2026-10-01 to log one more gen1 evaluation: refused. A modified program that ignores the witnessed time
     logs it anyway: the audit reports the late bundle."""
     fixture = build_store(tmp_path, bundles_per_generation=1, n_public=30, per_task=20)
-    st = Store.open(fixture.store)
-    with Ledger.open(Ledger.locate(st.ledgers, fixture.ledger_id)) as ledger:
-        origin, vkey = ledger.origin, ledger.verifier_key
-    folder = witness_folder(tmp_path, 0, origin=origin, vkey=vkey)
-    with running(folder, clock=Clock(datetime(2027, 3, 5, tzinfo=UTC))) as server:
-        assert cli("witness", "add", server.url, "--key", cosigner(0).vkey, store=fixture.store).exit_code == 0
-        assert cli("witness", "sync", "--json", store=fixture.store).exit_code == 0
-        with pytest.raises(ExpiredError, match="witnesses attest"):
-            add_bundle(fixture.store, "gen1", "late-model", seed=5, at="2026-10-01T00:00:00Z",
-                       data_root=fixture.data_root)
-        monkeypatch.setattr(Ledger, "witnessed_time", lambda self, size=None: None)  # the modified program
-        late = add_bundle(fixture.store, "gen1", "late-model", seed=5, at="2026-10-01T00:00:00Z",
-                          data_root=fixture.data_root)
-        monkeypatch.undo()
-        audit = cli("audit", fixture.ledger_id, "--json", "--at", "2026-10-02T00:00:00Z", store=fixture.store)
-    assert audit.exit_code == 1, audit.output
-    findings = [(f["check"], f["index"]) for f in json.loads(audit.stdout)["findings"]]
-    assert findings == [("witnessed-time", late)]
+    late, findings = backdated_past_the_witnesses(
+        fixture, tmp_path, monkeypatch, witnessed=datetime(2027, 3, 5, tzinfo=UTC), backdated="2026-10-01T00:00:00Z",
+        refused=ExpiredError, words="witnesses attest", audit_at="2026-10-02T00:00:00Z")
+    assert [(f["check"], f["index"]) for f in findings] == [("witnessed-time", late)]
 
 
 def test_a_checkpoint_note_with_cosignatures_still_verifies_as_the_logs(tmp_path: Path) -> None:
@@ -338,22 +348,8 @@ def test_attack_evaluation_backdated_past_a_witnessed_supersession(tmp_path: Pat
         superseded = cli("spec", "supersede", "MedEval-1 v0.1", "--by", "MedEval-1 v0.2", "--effective",
                          "2026-09-05T00:00:00Z", store=fixture.store)
     assert superseded.exit_code == 0, superseded.output
-    st = Store.open(fixture.store)
-    with Ledger.open(Ledger.locate(st.ledgers, fixture.ledger_id)) as ledger:
-        origin, vkey = ledger.origin, ledger.verifier_key
-    folder = witness_folder(tmp_path, 0, origin=origin, vkey=vkey)
-    with running(folder, clock=Clock(datetime(2026, 9, 6, tzinfo=UTC))) as server:
-        assert cli("witness", "add", server.url, "--key", cosigner(0).vkey, store=fixture.store).exit_code == 0
-        assert cli("witness", "sync", "--json", store=fixture.store).exit_code == 0
-        with pytest.raises(LapsedError, match="superseded by MedEval-1 v0.2"):
-            add_bundle(fixture.store, "gen1", "late-model", seed=5, at="2026-09-04T23:59:59Z",
-                       data_root=fixture.data_root)
-        monkeypatch.setattr(Ledger, "witnessed_time", lambda self, size=None: None)  # the modified program
-        late = add_bundle(fixture.store, "gen1", "late-model", seed=5, at="2026-09-04T23:59:59Z",
-                          data_root=fixture.data_root)
-        monkeypatch.undo()
-        audit = cli("audit", fixture.ledger_id, "--json", "--at", "2026-09-07T00:00:00Z", store=fixture.store)
-    assert audit.exit_code == 1, audit.output
-    findings = [(f["check"], f["index"], f["message"]) for f in json.loads(audit.stdout)["findings"]]
-    assert [(check, index) for check, index, _ in findings] == [("witnessed-time", late)]
-    assert "superseded by MedEval-1 v0.2" in findings[0][2]
+    late, findings = backdated_past_the_witnesses(
+        fixture, tmp_path, monkeypatch, witnessed=datetime(2026, 9, 6, tzinfo=UTC), backdated="2026-09-04T23:59:59Z",
+        refused=LapsedError, words="superseded by MedEval-1 v0.2", audit_at="2026-09-07T00:00:00Z")
+    assert [(f["check"], f["index"]) for f in findings] == [("witnessed-time", late)]
+    assert "superseded by MedEval-1 v0.2" in findings[0]["message"]
