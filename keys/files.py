@@ -20,6 +20,8 @@ from keys.safeio import DOCUMENT_LIMIT, UnsafeFile, read_in
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
+#: Files anyone may read (reports, configurations, client state): the mode write_atomic gives them.
+PUBLIC_FILE_MODE = 0o644
 
 
 PRIVATE_ROOT_NAME = "private"
@@ -154,10 +156,10 @@ def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        # A leftover (or a link someone put there: the name is predictable) is removed, never written through:
+        # the temporary file is created anew (O_EXCL also refuses to follow a link made in between).
+        tmp.unlink(missing_ok=True)
+        write_synced(tmp, data, PUBLIC_FILE_MODE)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

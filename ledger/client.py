@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,9 +50,20 @@ class CheckpointClient:
             self.state_path.name + ".evidence")
 
     def accepted(self) -> Checkpoint | None:
-        """The last accepted checkpoint, re-verified; ``None`` before the first."""
-        if not self.state_path.exists():
+        """The last accepted checkpoint, re-verified; ``None`` before the first. Only a state path that does not
+        exist at all is a first use: one that exists but cannot be read (a link loop, a dangling link, a folder,
+        a FIFO, no permission) is refused (exit 2), never taken for "nothing accepted yet", which would let the
+        next presentation roll the follower back."""
+        try:
+            found = os.lstat(self.state_path)
+        except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise LedgerUsageError(f"the client state {self.state_path} cannot be read: {exc.strerror}",
+                                   path=str(self.state_path)) from None
+        if not stat.S_ISREG(found.st_mode):
+            raise LedgerUsageError(f"the client state {self.state_path} is not a regular file",
+                                   path=str(self.state_path))
         try:
             state = parse_json_object(read_named(self.state_path, limit=DOCUMENT_LIMIT, what="client state"),
                                       what=str(self.state_path))

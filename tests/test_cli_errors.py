@@ -99,6 +99,53 @@ def test_audit_out_a_folder_puts_the_report_inside_and_leaves_no_temporary_file(
     assert f"report written to {tmp_path / 'audit_report.json'}" in result.stdout
 
 
+def test_audit_out_never_replaces_a_file_that_is_not_an_audit_report(built: AuditFixture, tmp_path: Path) -> None:
+    """A typo in --out (the store's private key, a seal manifest, any file) is refused, the file untouched;
+    an earlier report at --out is replaced as before."""
+    store = tmp_path / "store"
+    shutil.copytree(built.store, store)
+    targets = [*sorted((store / "private" / "keys").glob("*")), store / "seals" / "gen1.seal.json"]
+    before = tree_state(store)
+    for target in targets:
+        line = assert_one_line_error(invoke("audit", "--store", str(store), "--out", str(target)))
+        assert "is not an audit report" in line
+    assert tree_state(store) == before
+    report = tmp_path / "report.json"
+    for _ in range(2):
+        assert invoke("audit", "--store", str(store), "--out", str(report)).exit_code == 0
+
+
+def test_write_atomic_never_writes_through_a_link_at_its_temporary_name(tmp_path: Path) -> None:
+    """Its temporary name (.NAME.tmpPID) is predictable: a link someone put there is removed, not followed."""
+    from keys.files import write_atomic
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    target = tmp_path / "report.json"
+    (tmp_path / f".report.json.tmp{os.getpid()}").symlink_to(victim)
+    write_atomic(target, b"the report")
+    assert victim.read_bytes() == b"keep me" and target.read_bytes() == b"the report"
+    assert not target.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "victim"]
+
+
+def test_attack_a_follower_state_that_cannot_be_read_is_never_a_first_use(built: AuditFixture,
+                                                                          tmp_path: Path) -> None:
+    """A --state path that exists but cannot be read (a link loop, a dangling link, a folder) was taken for
+    "nothing accepted yet", so an older export (a rollback) was accepted and the state replaced."""
+    export, store = tmp_path / "export", tmp_path / "store"
+    shutil.copytree(built.store, store)  # (the module's store stays as it was built)
+    assert invoke("ledger", "export", str(export), "--store", str(store)).exit_code == 0
+    loop, dangling, folder = tmp_path / "loop", tmp_path / "dangling", tmp_path / "folder"
+    loop.symlink_to(loop)
+    dangling.symlink_to(tmp_path / "nowhere")
+    folder.mkdir()
+    for state in (loop, dangling, folder):
+        line = assert_one_line_error(invoke("ledger", "follow", built.ledger_id, "--from", str(export), "--state",
+                                            str(state)))
+        assert "client state" in line, line
+    assert loop.is_symlink() and dangling.is_symlink() and not (tmp_path / "nowhere").exists()
+
+
 @pytest.mark.parametrize("args", [
     ["ledger", "show", "--start", "99999999999999999999"],
     ["ledger", "show", "--limit", "99999999999999999999"],
@@ -317,8 +364,8 @@ def test_a_read_only_store_can_be_verified_audited_and_exported(read_only_copy: 
     audited = run_as_reader(["audit", "--store", str(store)], work)
     assert audited.returncode == 0, audited.stdout + audited.stderr
     assert "cannot be written" in audited.stderr and "clean" in audited.stdout
-    spare = work / "heldout-audit" / built.ledger_id / "audit_report.json"
-    assert spare.is_file()
+    spare = Path(os.environ["XDG_STATE_HOME"]) / "heldout" / "audit-reports" / built.ledger_id / "audit_report.json"
+    assert spare.is_file() and not (work / "heldout-audit").exists()  # never the shared temporary folder
     exported = run_as_reader(["ledger", "export", str(work / "export"), "--store", str(store)], work)
     assert exported.returncode == 0, exported.stderr
     replay = run_as_reader(["ledger", "verify", built.ledger_id, "--from", str(work / "export")], work)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import errno
-import tempfile
+import os
+import stat
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from heldout.audit import AuditReport, AuditSource, ExportSource, ReportRecord, operator_source, run_audit
 from heldout.audit.rederive import default_jobs
+from heldout.audit.report import REPORT_FORMAT
 from heldout.cli.common import (
     HeldoutCommand,
     JsonFlag,
@@ -34,6 +36,7 @@ from keys import HeldoutError, StorageError, UsageError
 from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger.entries import is_ledger_id
 from ledger.policy import Policy, load_policy
+from seals import parse_json_object
 
 
 def audit_command(
@@ -122,9 +125,12 @@ def third_party_report_path(ledger_id: str) -> Path:
 
 def _write_report(report: AuditReport, target: Path, *, fallback: bool, record: ReportRecord) -> Path:
     """Write the report; a default location that cannot be written (a read-only copy of a store) falls back to
-    the temporary folder, and says so. An explicit ``--out`` that fails is an error. A clean report is then
-    added to the auditor's ``record`` (what ``--since`` will trust); when the record cannot be written, the
-    report is not trusted later, and that is said."""
+    the auditor's own state folder (``$XDG_STATE_HOME/heldout/audit-reports/<id>/``), and says so. An explicit
+    ``--out`` that fails is an error, and so is one naming an existing file that is not an audit report (a
+    typo must not replace a key or a seal manifest). A clean report is then added to the auditor's ``record``
+    (what ``--since`` will trust); when the record cannot be written, the report is not trusted later, and
+    that is said."""
+    _require_replaceable(target)
     try:
         data = report.write(target)
         written = target
@@ -132,7 +138,9 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool, record: 
         code = exc.errno if isinstance(exc, OSError) else None
         if not fallback or code not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
-        written = Path(tempfile.gettempdir()) / "heldout-audit" / report.ledger_id / "audit_report.json"
+        # The auditor's own state folder, never a shared temporary one: there, a folder or a temporary name
+        # that another user made first would take the report (or let them swap it afterwards).
+        written = auditor_state_path() / "audit-reports" / report.ledger_id / "audit_report.json"
         data = report.write(written)
         err_console.print(f"note: {target.parent} cannot be written (read-only store?); the report went to "
                           f"{written}")
@@ -143,6 +151,30 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool, record: 
             err_console.print(f"note: the record of clean reports ({record.path}) cannot be written ({exc.strerror}):"
                               " a later --since will not carry this report forward")
     return written
+
+
+#: The largest earlier report ``--out`` reads to check that it replaces a report (a 10,000-bundle report with a
+#: finding per bundle is a few MB).
+REPORT_LIMIT = 256 * 1024 * 1024
+
+
+def _require_replaceable(target: Path) -> None:
+    """``target`` may be written: it does not exist, or it is a regular file holding an audit report."""
+    try:
+        found = os.lstat(target)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"{target} cannot be checked: {exc.strerror}", path=str(target)) from None
+    previous: dict[str, Any] | None = None
+    if stat.S_ISREG(found.st_mode) and found.st_size <= REPORT_LIMIT:
+        try:
+            previous = parse_json_object(target.read_bytes(), what=str(target))
+        except (OSError, HeldoutError):
+            previous = None
+    if previous is None or previous.get("format") != REPORT_FORMAT:
+        raise UsageError(f"{target} exists and is not an audit report: the audit replaces only an earlier report; "
+                         "choose another --out", path=str(target))
 
 
 def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool, policy: Policy | None,
