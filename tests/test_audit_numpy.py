@@ -2,7 +2,8 @@
 from numpy ``Generator`` methods, which numpy keeps stable only within a version, so each v0.1 evaluation
 records ``numpy_version``. When the auditor's numpy differs and only the members those draws decide differ, the
 audit reports the bundle as not re-derived here (exit 5) naming both versions, not as tampering; any other
-difference is still tampering (exit 1), and so is a stream difference under the same numpy version."""
+difference is still tampering (exit 1), and so is a stream difference under the same numpy version, under two
+versions of the series shown to draw the same streams, or under a version the harness cannot run under."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from seals import parse_utc
 from seals.canonical import prepare
 from tests.audit_support import NOW, AuditFixture, add_bundle, build_store, command_clock, synthetic_result
 
-OTHER_NUMPY = "1.26.4" if np.__version__ != "1.26.4" else "2.4.6"
+# A numpy beyond the series shown to draw v0.1's streams alike (harness.metrics.registry.streams_verified): its
+# streams may differ, so an evaluation made under it may not re-derive here.
+OTHER_NUMPY = "3.0.0"
 runner = CliRunner()
 
 
@@ -91,6 +94,33 @@ def test_a_different_stream_under_the_same_numpy_is_tampering(fixture: AuditFixt
     assert any(f["index"] == index and "ci95" in f["message"] for f in report["findings"])
 
 
+@pytest.mark.parametrize("claimed", ["1.26.4", "2.0.2", "2.4.6"])
+def test_attack_a_changed_ci_excused_by_a_numpy_whose_streams_are_the_same(fixture: AuditFixture,
+                                                                           claimed: str) -> None:
+    """numpy 1.26 through 2.4 draw v0.1's streams alike (the numpy matrix shows it on the v0.1 corpus): naming
+    another version of that series excuses nothing, and a changed ci95 is tampering (it was exit 5)."""
+    if claimed == np.__version__:
+        claimed = "2.1.3"
+    index = add_bundle(fixture.store, "gen1", "model_excused", seed=7, data_root=fixture.data_root,
+                       edit=other_stream(claimed))
+    code, report = audit(fixture)
+    assert code == 1 and report["not_rederived"] == []
+    assert any(f["index"] == index and "ci95" in f["message"] for f in report["findings"]), report["findings"]
+
+
+@pytest.mark.parametrize("claimed", ["0.0.0-never-released", "1.17.0", "2.5.0.dev0+git20261201", "latest"])
+def test_attack_a_numpy_version_no_one_can_run_makes_nothing_unverifiable(fixture: AuditFixture,
+                                                                         claimed: str) -> None:
+    """A made-up or unsupported numpy version would leave the stream-dependent members unverifiable for good
+    (any lie about them "incomplete"): it is a finding."""
+    index = add_bundle(fixture.store, "gen1", "model_unrunnable", seed=7, data_root=fixture.data_root,
+                       edit=other_stream(claimed))
+    code, report = audit(fixture)
+    assert code == 1 and report["not_rederived"] == []
+    assert any(f["index"] == index and "not a numpy release this harness runs under" in f["message"]
+               for f in report["findings"]), report["findings"]
+
+
 def test_above_1200_cases_the_subset_members_are_set_aside_and_the_composite_still_checked() -> None:
     """n_test > 1200: the robustness subset is a numpy draw too, so corruption, acquisition, spec_sensitivity
     and the composite are set aside; the composite must still follow from the recorded dimension scores."""
@@ -115,3 +145,14 @@ def test_above_1200_cases_the_subset_members_are_set_aside_and_the_composite_sti
     forged_score["dimensions"]["calibration"]["score"] += 3.0  # not subset-dependent: tampering
     with pytest.raises(VerificationError, match=r"dimensions\.calibration\.score"):
         require_numpy_explains(metrics, 9, forged_score, rederived_here)
+
+
+@pytest.mark.parametrize("installed", ["2.5.0.dev0+git20261201", "1.25.2"])
+def test_no_v01_evaluation_is_recorded_under_a_numpy_no_auditor_can_install(monkeypatch: pytest.MonkeyPatch,
+                                                                            installed: str) -> None:
+    from keys import UsageError
+
+    monkeypatch.setattr(np, "__version__", installed)
+    with pytest.raises(UsageError, match="not a release an auditor can install"):
+        metrics_for("MedEval-1 v0.1").numpy_version_for_new_evaluation()
+    assert metrics_for("MedEval-1 v0.2").numpy_version_for_new_evaluation() is None

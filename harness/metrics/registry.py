@@ -6,6 +6,7 @@ version a new evaluation uses is the ledger's business (``heldout.specs.current_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -14,7 +15,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import ArrayLike
 
-from keys.errors import IncompleteError, MalformedInput
+from keys.errors import IncompleteError, MalformedInput, UsageError
 
 from . import evaluation as v01
 from . import evaluation_v02 as v02
@@ -53,7 +54,17 @@ class SpecMetrics:
         return v01.require_same(self.rederive(recorded, predictions, labels), recorded)
 
     def numpy_version_for_new_evaluation(self) -> str | None:
-        return np.__version__ if self.numpy_streams else None
+        """The numpy version a new evaluation records (a version whose draws are numpy's own); refused under a
+        numpy no auditor could run (a development build, one older than the project supports): the audit
+        reports such an evaluation, whose stream-dependent members nobody could ever check."""
+        if not self.numpy_streams:
+            return None
+        release = numpy_release(np.__version__)
+        if release is None or release < STREAMS_VERIFIED_FROM:
+            raise UsageError(f"{self.version} records the numpy version its draws come from, and numpy "
+                             f"{np.__version__} is not a release an auditor can install (numpy >= "
+                             f"{STREAMS_VERIFIED_FROM[0]}.{STREAMS_VERIFIED_FROM[1]})", found=np.__version__)
+        return np.__version__
 
     def stream_dependent_members(self, n_test: int) -> tuple[str, ...]:
         """Members whose value depends on numpy's ``Generator`` streams (empty for a version whose draws
@@ -75,6 +86,29 @@ class SpecMetrics:
         if not self.numpy_streams:
             raise MalformedInput(f"{self.version}: the composite is not a function of the recorded scores")
         return composite_v01(dimensions)
+
+
+#: numpy release series (major, minor) whose ``Generator`` streams, as MedEval-1 v0.1 draws them (``choice``
+#: without replacement, ``multinomial``), give byte-identical evaluations: the oldest numpy the project runs
+#: under (pyproject: numpy>=1.26) through the newest the numpy matrix (``.ci/numpy_matrix.sh``, on the v0.1
+#: corpus of ``tests/test_metrics_corpus.py``) has shown to draw the same. Within it, another numpy version
+#: is no reason for an evaluation not to re-derive.
+STREAMS_VERIFIED_FROM: Final = (1, 26)
+STREAMS_VERIFIED_THROUGH: Final = (2, 4)
+_RELEASE = re.compile(r"([0-9]+)\.([0-9]+)\.([0-9]+)(?:(?:a|b|rc)[0-9]+)?")
+
+
+def numpy_release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a numpy release version string ("2.4.6", "2.0.0rc1"); None for anything else (a
+    development build, a made-up string)."""
+    found = _RELEASE.fullmatch(version)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def streams_verified(version: str) -> bool:
+    """Whether numpy ``version`` draws the streams v0.1 uses as every other verified version does."""
+    release = numpy_release(version)
+    return release is not None and STREAMS_VERIFIED_FROM <= release <= STREAMS_VERIFIED_THROUGH
 
 
 METRICS: Final = MappingProxyType({

@@ -24,7 +24,13 @@ from typing import Any
 import numpy as np
 
 from harness.metrics import StoredPredictions, evaluation_bytes, first_difference
-from harness.metrics.registry import SpecMetrics, metrics_for
+from harness.metrics.registry import (
+    STREAMS_VERIFIED_FROM,
+    SpecMetrics,
+    metrics_for,
+    numpy_release,
+    streams_verified,
+)
 from keys import HeldoutError, IncompleteError, VerificationError
 from ledger.replay import available_cpus
 from seals import parse_json_object
@@ -136,13 +142,27 @@ def _composite_difference(metrics: SpecMetrics, recorded: dict[str, Any]) -> tup
 def require_numpy_explains(metrics: SpecMetrics, index: int, recorded: dict[str, Any],
                            rederived: dict[str, Any]) -> None:
     """When an evaluation computed under another numpy version does not re-derive, tell numpy's stream
-    change apart from tampering: every member that does not depend on numpy's ``Generator`` streams must
-    still re-derive exactly (else the caller reports the first difference as tampering), and the recorded
-    composite must follow from the recorded dimensions; then the bundle is reported as not re-derivable
-    here (exit 5), naming both numpy versions and the members that could not be checked."""
+    change apart from tampering. A claimed version that is not a numpy release the harness runs under is a
+    finding. When both versions lie in the series shown to draw the same streams
+    (:func:`harness.metrics.registry.streams_verified`), the other version explains nothing: return, and the
+    caller reports the first difference as tampering. Otherwise every member that does not depend on numpy's
+    ``Generator`` streams must still re-derive exactly (else the caller reports the first difference as
+    tampering), and the recorded composite must follow from the recorded dimensions; then the bundle is
+    reported as not re-derivable here (exit 5), naming both numpy versions and the members that could not be
+    checked."""
     recorded_version = recorded.get("numpy_version")
     if not metrics.numpy_streams or not isinstance(recorded_version, str) or recorded_version == np.__version__:
         return
+    release = numpy_release(recorded_version)
+    if release is None or release < STREAMS_VERIFIED_FROM:
+        # A version the harness cannot run under would make the stream-dependent members unverifiable by
+        # anyone, for good: a claim that turns any lie about them into "incomplete".
+        raise VerificationError(
+            f"the evaluation claims numpy {recorded_version[:40]!r}, which is not a numpy release this harness runs "
+            f"under (numpy >= {STREAMS_VERIFIED_FROM[0]}.{STREAMS_VERIFIED_FROM[1]}): its stream-dependent "
+            "members could never be checked", path="numpy_version", found=recorded_version[:40])
+    if streams_verified(recorded_version) and streams_verified(np.__version__):
+        return  # the same streams: the caller reports the first difference as tampering
     n_test = recorded.get("n_test")
     members = metrics.stream_dependent_members(n_test if isinstance(n_test, int) else 0)
     outside = first_difference(_without(prepare(rederived), members), _without(prepare(recorded), members))
