@@ -84,9 +84,11 @@ def complete_entries(entry_type: str, objects: Sequence[Mapping[str, Any]], now:
 
 
 def append_generic(store: Store, ledger_id: str | None, entry_type: str, objects: Sequence[Mapping[str, Any]], *,
-                   now: datetime, key_id: str | None = None) -> AppendedEntries:
+                   now: datetime, key_id: str | None = None, expected_size: int | None = None) -> AppendedEntries:
     """Append ``objects`` as ``entry_type`` entries, one batch, one checkpoint (all or none). A ``key`` entry
-    must declare a key id the ledger (or an earlier entry of the batch) does not declare yet."""
+    must declare a key id the ledger (or an earlier entry of the batch) does not declare yet. ``expected_size``:
+    append only onto a ledger of exactly that many entries (:class:`ledger.AppendConflict` otherwise, nothing
+    written), so that re-running a batch whose first run was killed after its commit cannot log it twice."""
     entries = complete_entries(entry_type, objects, now)
     with open_ledger(store, ledger_id) as ledger:
         signer = store.load_signer(key_id) if key_id is not None else ledger_signer(store, ledger)
@@ -96,7 +98,7 @@ def append_generic(store: Store, ledger_id: str | None, entry_type: str, objects
                 for entry in entries:
                     check_key_declaration(entry, history)
                     history.append((len(history), entry))
-            indices = ledger.append_batch(entries, signer=signer, now=now)
+            indices = ledger.append_batch(entries, signer=signer, now=now, expected_size=expected_size)
             checkpoint = ledger.latest_checkpoint()
     return AppendedEntries(indices=tuple(indices), size=checkpoint.size, root_hex=checkpoint.root.hex(),
                            entry_type=entry_type)

@@ -89,3 +89,17 @@ def test_a_domain_type_is_refused_in_bulk_too(store: Path, tmp_path: Path) -> No
     result = cli("ledger", "append", "--type", "seal", "--jsonl-file", str(lines), store=store)
     assert result.exit_code == 2 and "only generic entries" in result.output
     assert _state(store) == before
+
+
+def test_expected_size_makes_a_rerun_of_a_committed_batch_a_refusal_not_a_second_copy(store: Path,
+                                                                                      tmp_path: Path) -> None:
+    """A batch whose run was killed after its commit (its caller never saw the answer) is run again: with
+    --expected-size the second run is refused (exit 2, nothing written) instead of logging the batch twice."""
+    notes = tmp_path / "incidents.jsonl"
+    notes.write_text("".join(json.dumps({"text": f"incident {i}"}) + "\n" for i in range(3)))
+    size, checkpoints = _state(store)
+    args = ("ledger", "append", "--type", "note", "--jsonl-file", str(notes), "--expected-size", str(size))
+    assert cli(*args, store=store).exit_code == 0
+    again = cli(*args, store=store)
+    assert again.exit_code == 2 and "Traceback" not in again.output, again.output
+    assert _state(store) == (size + 3, checkpoints + 1)

@@ -161,12 +161,16 @@ def append(
     store: StoreOption = None,
     key_id: KeyIdOption = None,
     at: AtOption = None,
+    expected_size: Annotated[int | None, typer.Option(
+        "--expected-size", min=0, max=INDEX_MAX, help="Append only onto a ledger of exactly this many entries "
+        "(else exit 2, nothing written): a batch re-run after its first run was killed is never logged twice.",
+        show_default=False)] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Append generic entries (note, key) and sign one checkpoint for them. ``type`` is set from --type (a
     different ``type`` in the input is refused); ``v`` defaults to 1 and ``created_utc`` to the reference time.
 
-    Example: echo '{"text": "hello"}' | heldout ledger append --type note --json-file -"""
+    Example: echo '{"text": "hello"}' | heldout ledger append --type note --json-file - --expected-size 42"""
     if (json_file is None) == (jsonl_file is None):
         raise LedgerUsageError("give exactly one of --json-file or --jsonl-file", field="json_file")
     check_generic_type(entry_type)
@@ -177,7 +181,8 @@ def append(
         assert jsonl_file is not None
         objects = parse_jsonl(_read_input(jsonl_file, limit=ENTRIES_FILE_LIMIT, what="entries file"),
                               what=f"entries file {jsonl_file}")
-    done = append_generic(open_store(store), ledger, entry_type, objects, now=moment, key_id=key_id)
+    done = append_generic(open_store(store), ledger, entry_type, objects, now=moment, key_id=key_id,
+                          expected_size=expected_size)
     if as_json:
         print_json(done.to_json())
     elif len(done.indices) == 1:
