@@ -15,7 +15,8 @@ guarantees hold for one piece of code rather than for each call site:
   RecursionError;
 * **npy/npz headers.** Zip members (count, names, declared against actual sizes, compression ratio) and each
   ``.npy`` header (allowed dtypes only, never objects; shape times itemsize equal to the member's size) are
-  checked before anything is allocated.
+  checked before anything is allocated; stored-predictions blobs are read by :func:`read_stored_npz`, which
+  accepts exactly the stored layout of FORMATS section 8 and refuses anything else, naming what is wrong.
 
 It lives in ``keys`` (the lowest layer, stdlib only) so that every package, including ``keys`` itself for key
 files, can use it. Refusals are :class:`UnsafeFile` (exit 1: the input fails); callers that read the
@@ -427,14 +428,21 @@ def check_npz(archive: zipfile.ZipFile, *, archive_size: int, limit: int, what: 
     return members
 
 
-# The plain stored layout, read without zipfile ------------------------------------------------------------
+# The stored layout (FORMATS section 8), read strictly and without zipfile -------------------------------
 
-#: Zip records as Python's zipfile reads them (PKWARE APPNOTE 4.3.7, 4.3.12, 4.3.16).
+#: Zip records (PKWARE APPNOTE 4.3.7, 4.3.12, 4.3.16) and the signatures of the records section 8 refuses.
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
 _CENTRAL_HEADER = struct.Struct("<4s4B4HL2L5H2L")
 _END_RECORD = struct.Struct("<4s4H2LH")
+_LOCAL_SIGNATURE = b"PK\x03\x04"
+_CENTRAL_SIGNATURE = b"PK\x01\x02"
+_END_SIGNATURE = b"PK\x05\x06"
+_ZIP64_LOCATOR_SIGNATURE = b"PK\x06\x07"
 _ZIP64_LOCATOR_SIZE = 20
-#: Member names the plain layout allows (ASCII: zipfile's cp437 decoding is then the identity; no NUL).
+_ZIP64_EXTRA_ID = 0x0001
+#: Section 8's member time, 1980-01-01 00:00:00, as MS-DOS (time, date).
+_STORED_DOS_TIME = (0, (1 << 5) | 1)
+#: Member names the stored layout allows (ASCII: zipfile's cp437 decoding is then the identity; no NUL).
 _PLAIN_MEMBER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\.npy")
 
 
@@ -451,73 +459,195 @@ class NpyMember:
 
 
 @functools.lru_cache(maxsize=256)
-def _plain_npy_header(header: bytes) -> tuple[str, tuple[int, ...], int] | None:
-    """:func:`npy_header` of a complete version-1.0 header in C order, or None. Cached: the headers of one
-    kind of archive repeat (same dtypes, same shapes), and the check parses Python literals."""
-    try:
-        descr, shape, length, fortran_order = _npy_header_fields(header, what="member")
-    except UnsafeFile:
-        return None
-    return None if fortran_order else (descr, shape, length)
+def _cached_npy_header(header: bytes) -> tuple[str, tuple[int, ...], int, bool]:
+    """:func:`_npy_header_fields` of a complete header, cached: the headers of one kind of archive repeat (same
+    dtypes, same shapes), and the check parses Python literals. A refusal is not cached (it raises)."""
+    return _npy_header_fields(header, what="member")
 
 
-def plain_stored_npz(data: bytes, *, limit: int, max_members: int = NPZ_MAX_MEMBERS) -> list[NpyMember] | None:
-    """The members of ``data`` when it is an npz archive in the plain layout our writers produce, else None.
+def _explicit_descr(descr: str) -> bool:
+    """Whether an allowed ``.npy`` dtype is spelled as numpy writes it: ``|`` for one-byte numbers, ``<`` or
+    ``>`` for the others (never ``=`` or no prefix, which leave the byte order to the reader's machine)."""
+    code = descr.lstrip("<>|=")
+    one_byte = not code.startswith("U") and _itemsize(code) == 1
+    return descr[:1] == "|" if one_byte else descr[:1] in ("<", ">")
 
-    The plain layout: uncompressed members, each local header (no extra field, no flags, the central
-    directory's name and sizes) directly after the previous member's data from offset 0, then the central
-    directory (no extra fields, no comments), then the end record (no comment, no zip64). Every check of
-    :func:`check_npz` holds for it (member count, plain unique ``name.npy`` names, declared sizes within
-    ``limit``, each ``.npy`` header (version 1.0, C order) describing exactly its member's size) and every
-    member's CRC-32 is the one recorded, so the members are what ``zipfile`` and ``numpy`` would read, located
-    in the bytes without copying them: nothing is allocated beyond this list. Anything else (truncated, a
-    crafted header, another layout) gives None, never an exception: the caller then reads the archive
-    through ``zipfile`` and :func:`check_npz`, which refuse it with their precise message or accept it."""
+
+def _dos_time(time: int, date: int) -> str:
+    return (f"{(date >> 9) + 1980:04d}-{(date >> 5) & 15:02d}-{date & 31:02d} "
+            f"{time >> 11:02d}:{(time >> 5) & 63:02d}:{(time & 31) * 2:02d}")
+
+
+def _extra_ids(extra: bytes) -> list[int]:
+    """The header ids of a zip extra field's blocks (as far as they parse)."""
+    ids: list[int] = []
+    at = 0
+    while at + 4 <= len(extra):
+        ids.append(int.from_bytes(extra[at:at + 2], "little"))
+        at += 4 + int.from_bytes(extra[at + 2:at + 4], "little")
+    return ids
+
+
+def read_stored_npz(data: bytes, *, limit: int, what: str,
+                    max_members: int = NPZ_MAX_MEMBERS) -> list[NpyMember]:
+    """The members of ``data``, which must be an npz archive in the stored layout of FORMATS section 8, in
+    archive order; anything else is refused with :class:`UnsafeFile` naming what is wrong. There is no other
+    reader to fall back on.
+
+    The stored layout: the first member's local header at offset 0 (nothing before it: no polyglot); each
+    member uncompressed (``ZIP_STORED``), dated 1980-01-01 00:00:00, with no flags (no data descriptor), no
+    extra field (no zip64), no comment, version needed at most 2.0, its local header saying what its central
+    directory record says, its data directly after its local header and the next local header directly after
+    its data; then the central directory, then the end record ending the file (no zip64 record, no comment,
+    nothing appended). At most ``max_members`` members with distinct plain ``name.npy`` names, sizes within
+    ``limit`` in total, each an ``.npy`` file of format 1.0 whose header (exactly ``descr``, ``fortran_order``
+    False and ``shape``; a plain dtype spelled with its explicit byte order) describes exactly its member's
+    size, and whose data match the recorded CRC-32. The members are located in the bytes
+    without copying them: one linear pass over ``data``, nothing allocated beyond this list."""
+    if not data.startswith(_LOCAL_SIGNATURE):
+        first = data.find(_LOCAL_SIGNATURE)
+        if first > 0:
+            raise UnsafeFile(f"{what} has {first} bytes before its first zip record (the stored layout starts "
+                             "with its first member at offset 0: a polyglot?)", expected=0, found=first)
+        raise UnsafeFile(f"{what} is not a zip archive (no member at offset 0)")
     size = len(data)
     end_at = size - _END_RECORD.size
-    if end_at < 0:
-        return None
-    (signature, disk, cd_disk, disk_entries, entries, cd_size, cd_offset,
-     comment) = _END_RECORD.unpack_from(data, end_at)
-    if signature != b"PK\x05\x06" or disk or cd_disk or comment or disk_entries != entries \
-            or entries > max_members or cd_offset + cd_size != end_at \
-            or data[max(0, end_at - _ZIP64_LOCATOR_SIZE):end_at].startswith(b"PK\x06\x07"):
-        return None
+    if end_at < 0 or data[end_at:end_at + 4] != _END_SIGNATURE:
+        found = data.rfind(_END_SIGNATURE)
+        if 0 <= found <= end_at:
+            trailing = size - found - _END_RECORD.size
+            raise UnsafeFile(f"{what} has {trailing} bytes after its end-of-central-directory record (an archive "
+                             "comment or appended data: the end record must end the file)", expected=0,
+                             found=trailing)
+        raise UnsafeFile(f"{what} is not a zip archive (no end-of-central-directory record at its end)")
+    (_, disk, cd_disk, disk_entries, entries, cd_size, cd_offset, comment) = _END_RECORD.unpack_from(data, end_at)
+    if 0xFFFF in (disk, cd_disk, disk_entries, entries) or 0xFFFFFFFF in (cd_size, cd_offset) \
+            or data[max(0, end_at - _ZIP64_LOCATOR_SIZE):end_at].startswith(_ZIP64_LOCATOR_SIGNATURE):
+        raise UnsafeFile(f"{what} is a zip64 archive (the stored layout has no zip64 records)")
+    if comment:
+        raise UnsafeFile(f"{what}: its end record claims a {comment}-byte comment past the end of the file")
+    if disk or cd_disk or disk_entries != entries:
+        raise UnsafeFile(f"{what} is a multi-disk zip archive")
+    if entries > max_members:
+        raise UnsafeFile(f"{what} has {entries} members (at most {max_members})", found=entries)
+    if cd_offset + cd_size != end_at:
+        gap = end_at - cd_offset - cd_size
+        raise UnsafeFile(f"{what}: its end record does not place the central directory directly before it "
+                         f"({gap} bytes unaccounted for: data before the archive or between its records)", found=gap)
     view = memoryview(data)
     members: list[NpyMember] = []
     names: set[bytes] = set()
     position = cd_offset
     local_at = 0
     total = 0
-    for _ in range(entries):
-        if position + _CENTRAL_HEADER.size > end_at:
-            return None
-        (signature, _, _, version, _, flags, method, _, _, crc, compressed, file_size, name_length, extra_length,
-         comment_length, _, _, _, offset) = _CENTRAL_HEADER.unpack_from(data, position)
-        position += _CENTRAL_HEADER.size
-        name = data[position:position + name_length]
-        position += name_length
+    for number in range(1, entries + 1):
+        if position + _CENTRAL_HEADER.size > end_at or data[position:position + 4] != _CENTRAL_SIGNATURE:
+            raise UnsafeFile(f"{what}: central directory record {number} of {entries} is missing or malformed",
+                             found=position)
+        (_, _, _, version, version_high, flags, method, time, date, crc, compressed, file_size, name_length,
+         extra_length, comment_length, disk_start, _, _, offset) = _CENTRAL_HEADER.unpack_from(data, position)
+        version |= version_high << 8  # "version needed to extract" is a 2-byte field
+        name_at = position + _CENTRAL_HEADER.size
+        position = name_at + name_length + extra_length + comment_length
+        if position > end_at:
+            raise UnsafeFile(f"{what}: central directory record {number} of {entries} runs past the directory")
+        raw_name = data[name_at:name_at + name_length]
+        name = raw_name.decode("latin1")
+        if not _PLAIN_MEMBER.fullmatch(name):
+            raise UnsafeFile(f"{what} has an unexpected member {name[:60]!r}", found=name[:60])
+        if raw_name in names:
+            raise UnsafeFile(f"{what} has duplicate members ({name})", field=name)
+        names.add(raw_name)
+        where = f"{what}: member {name}"
+        extra = data[name_at + name_length:name_at + name_length + extra_length]
+        if method != zipfile.ZIP_STORED:
+            raise UnsafeFile(f"{where} is compressed (method {method}; stored members only)", field=name,
+                             found=method)
+        if version >= 45 or _ZIP64_EXTRA_ID in _extra_ids(extra):
+            raise UnsafeFile(f"{where} is a zip64 member (the stored layout has no zip64 fields)", field=name)
+        if flags:
+            raise UnsafeFile(f"{where} has general-purpose flags {flags:#06x} (none allowed: no data descriptor, "
+                             "no encryption)", field=name, found=flags)
+        if extra_length:
+            raise UnsafeFile(f"{where} has an extra field (ids {[f'{i:#06x}' for i in _extra_ids(extra)]}; "
+                             "none allowed)", field=name)
+        if comment_length:
+            raise UnsafeFile(f"{where} has a comment", field=name)
+        if version > 20 or disk_start:
+            raise UnsafeFile(f"{where} needs zip version {version // 10}.{version % 10} or another disk "
+                             "(at most 2.0, one disk)", field=name, found=version)
+        if (time, date) != _STORED_DOS_TIME:
+            raise UnsafeFile(f"{where} is dated {_dos_time(time, date)}, not 1980-01-01 00:00:00", field=name,
+                             found=_dos_time(time, date))
+        if compressed != file_size:
+            raise UnsafeFile(f"{where} declares two sizes", field=name)
         total += file_size
-        if signature != b"PK\x01\x02" or version > 20 or flags or method != zipfile.ZIP_STORED or extra_length \
-                or comment_length or compressed != file_size or offset != local_at or position > end_at \
-                or total > limit or name in names or not _PLAIN_MEMBER.fullmatch(name.decode("latin1")) \
-                or local_at + _LOCAL_HEADER.size > cd_offset:
-            return None
-        names.add(name)
-        local = _LOCAL_HEADER.unpack_from(data, local_at)
+        if total > limit:
+            raise UnsafeFile(f"{what} expands to more than {limit} bytes", expected=limit)
+        if offset != local_at:
+            raise UnsafeFile(f"{where}: its local header is at offset {offset}, not {local_at} (members follow "
+                             "each other from offset 0, nothing between them)", field=name, expected=local_at,
+                             found=offset)
         start = local_at + _LOCAL_HEADER.size + name_length
         end = start + file_size
-        if local[0] != b"PK\x03\x04" or local[1] > 20 or local[3:5] != (0, zipfile.ZIP_STORED) \
+        if start > cd_offset:
+            raise UnsafeFile(f"{where}: its local header runs into the central directory", field=name)
+        local = _LOCAL_HEADER.unpack_from(data, local_at)
+        if local[0] != _LOCAL_SIGNATURE or local[1] | local[2] << 8 != version \
+                or local[3:7] != (flags, method, time, date) \
                 or local[7:] != (crc, compressed, file_size, name_length, 0) \
-                or data[local_at + _LOCAL_HEADER.size:start] != name or end > cd_offset \
-                or data[start:start + 8] != b"\x93NUMPY\x01\x00" or start + 10 > end:
-            return None
+                or data[local_at + _LOCAL_HEADER.size:start] != raw_name:
+            extra_at = local_at + _LOCAL_HEADER.size + local[10]
+            zip64 = local[0] == _LOCAL_SIGNATURE and _ZIP64_EXTRA_ID in _extra_ids(
+                data[extra_at:min(extra_at + local[11], cd_offset)])
+            raise UnsafeFile(f"{where} " + ("is a zip64 member (the stored layout has no zip64 fields)" if zip64
+                                            else "has a local header that differs from its central directory "
+                                                 "record"), field=name)
+        if end > cd_offset:
+            raise UnsafeFile(f"{where}: its data run into the central directory", field=name)
+        if file_size < 10 or data[start:start + 6] != _NPY_MAGIC:
+            raise UnsafeFile(f"{where} is not an .npy array (bad magic)", field=name)
+        major, minor = data[start + 6], data[start + 7]
+        if (major, minor) != (1, 0):
+            raise UnsafeFile(f"{where} is .npy format {major}.{minor} (format 1.0 only)", field=name,
+                             expected="1.0", found=f"{major}.{minor}")
         header_end = start + 10 + int.from_bytes(data[start + 8:start + 10], "little")
-        header = _plain_npy_header(data[start:header_end]) if header_end <= end else None
-        if header is None or npy_expected_size(*header) != file_size or zlib.crc32(view[start:end]) != crc:
-            return None
-        members.append(NpyMember(name[:-4].decode("ascii"), header[0], header[1], start + header[2], end))
+        if header_end > end:
+            raise UnsafeFile(f"{where} has a truncated .npy header", field=name)
+        header = data[start:header_end]
+        try:
+            descr, shape, header_length, fortran_order = _cached_npy_header(header)
+        except UnsafeFile:
+            _npy_header_fields(header, what=where)  # raises again, naming the member
+            raise
+        if fortran_order:
+            raise UnsafeFile(f"{where} is in Fortran order (fortran_order True; C order only)", field=name)
+        if not _explicit_descr(descr):
+            raise UnsafeFile(f"{where} has dtype {descr!r}, not written as numpy writes it (with an explicit "
+                             "byte order: '<f4', '<i2', '<U31')", field=name, found=descr)
+        if _itemsize(descr.lstrip("<>|=")) == 0:
+            raise UnsafeFile(f"{where} has a zero-width dtype {descr}", field=name, found=descr)
+        if npy_expected_size(descr, shape, header_length) != file_size:
+            raise UnsafeFile(f"{where} claims shape {shape} of {descr}, which does not fit its {file_size} bytes",
+                             field=name, found=list(shape))
+        if zlib.crc32(view[start:end]) != crc:
+            raise UnsafeFile(f"{where} is unreadable (BadZipFile): its data do not match the recorded CRC-32",
+                             field=name)
+        members.append(NpyMember(name[:-4], descr, shape, start + header_length, end))
         local_at = end
-    if position != end_at or local_at != cd_offset:
-        return None
+    if local_at != cd_offset:
+        raise UnsafeFile(f"{what} has {cd_offset - local_at} bytes between its last member and its central "
+                         "directory", found=cd_offset - local_at)
+    if position != end_at:
+        raise UnsafeFile(f"{what}: its central directory holds {end_at - position} bytes past its {entries} "
+                         "records", found=end_at - position)
     return members
+
+
+def plain_stored_npz(data: bytes, *, limit: int, max_members: int = NPZ_MAX_MEMBERS) -> list[NpyMember] | None:
+    """:func:`read_stored_npz`'s members, or None where it refuses ``data`` (for callers that only ask whether
+    a blob is in the stored layout; readers call :func:`read_stored_npz`, which says why not)."""
+    try:
+        return read_stored_npz(data, limit=limit, what="archive", max_members=max_members)
+    except UnsafeFile:
+        return None

@@ -43,11 +43,18 @@ def members_of(stored: m.StoredPredictions) -> dict[str, np.ndarray]:
 
 
 def savez_bytes(arrays: dict[str, np.ndarray], *, compressed: bool = False) -> bytes:
+    """``arrays`` as members of the stored layout of FORMATS section 8 (laid out as ``to_npz_bytes`` lays them
+    out, whatever they hold), so that each named test below meets the check it names; ``compressed`` deflates
+    them, which the layout refuses."""
     buffer = io.BytesIO()
-    if compressed:
-        np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
-    else:
-        np.savez(buffer, **arrays)  # type: ignore[arg-type]
+    method = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
+    with zipfile.ZipFile(buffer, "w", compression=method) as archive:
+        for name, array in arrays.items():
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.asanyarray(array), version=(1, 0), allow_pickle=True)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = method
+            archive.writestr(info, member.getvalue())
     return buffer.getvalue()
 
 
@@ -95,9 +102,14 @@ def test_zip_has_fixed_timestamps_order_and_no_compression():
     assert all(info.compress_type == zipfile.ZIP_STORED for info in infos)
 
 
-def test_loading_the_numpy_savez_layout_of_the_same_members_works():
+def test_the_numpy_savez_layout_of_the_same_members_is_refused():
+    """np.savez writes zip64 members: not the layout of FORMATS section 8, whatever the arrays."""
     stored = make()
     assert m.StoredPredictions.from_npz_bytes(savez_bytes(members_of(stored))) == stored
+    buffer = io.BytesIO()
+    np.savez(buffer, **members_of(stored))  # type: ignore[arg-type]
+    with pytest.raises(MalformedInput, match="zip64"):
+        m.StoredPredictions.from_npz_bytes(buffer.getvalue())
 
 
 # --- a named test per malformed blob ----------------------------------------------------------------------

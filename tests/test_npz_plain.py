@@ -1,8 +1,9 @@
-"""The lean reader of stored-predictions blobs (``keys.safeio.plain_stored_npz`` and
-``harness.metrics.npz.load_stored_npz``): on our writer's plain layout it gives exactly the arrays the zipfile
-path (``load_npz`` with ``check_npz``) gives; on anything else it declines, never raises, and the zipfile path
-decides. A named test per hostile blob, and a fuzz that it never accepts what the zipfile path would refuse
-or read otherwise."""
+"""The lean, strict reader of stored-predictions blobs (``keys.safeio.read_stored_npz``, its yes/no form
+``plain_stored_npz``, and ``harness.metrics.npz.load_stored_npz``): on our writer's layout (FORMATS section 8) it
+gives exactly the arrays the zipfile path (``load_npz`` with ``check_npz``) gives; anything else it refuses,
+naming why, and there is no other path. A named test per hostile blob, and a fuzz that it never accepts what the
+zipfile path would refuse or read otherwise (tests/test_predictions_format_strict.py has a test per form that
+the zipfile path reads but section 8 refuses)."""
 
 from __future__ import annotations
 
@@ -124,12 +125,13 @@ def test_a_pickled_object_array_is_declined_and_refused_without_unpickling():
         m.StoredPredictions.from_npz_bytes(blob)
 
 
-def test_a_fortran_order_member_is_left_to_the_zipfile_path():
+def test_a_fortran_order_member_is_refused():
     members = members_bytes(BLOB)
     blob = archive({**members, "clean_probs.npy": npy(np.asfortranarray(
         np.frombuffer(members["clean_probs.npy"][-400:], dtype="<f4").reshape(25, 4)))})
     assert plain_stored_npz(blob, limit=len(blob)) is None
-    assert same_arrays(load_stored_npz(blob, what="blob", limit=len(blob)), slow(blob))
+    with pytest.raises(UnsafeFile, match=r"member clean_probs\.npy is in Fortran order"):
+        load_stored_npz(blob, what="blob", limit=len(blob))
 
 
 def test_a_wrong_crc_is_declined_and_refused():

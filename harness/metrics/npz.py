@@ -3,9 +3,9 @@
 The archive's structure and every member's ``.npy`` header are checked first (``keys.safeio.check_npz``:
 member count, declared against compressed sizes, compression ratio, allowed dtypes, shape times itemsize equal
 to the member's size), so that what numpy then allocates is bounded by what the archive really holds; nothing
-is unpickled. :func:`load_stored_npz` reads the plain stored layout our writers produce straight from the
-bytes (``keys.safeio.plain_stored_npz``: the same checks, without zipfile's copies), and anything else as
-:func:`load_npz` does.
+is unpickled. :func:`load_stored_npz` reads a stored-predictions blob, which must be in the stored layout of
+FORMATS section 8 (``keys.safeio.read_stored_npz``: anything else is refused, never read another way),
+straight from the bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import IO, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from keys.safeio import BLOB_LIMIT, UnsafeFile, check_npz, open_named, plain_stored_npz
+from keys.safeio import BLOB_LIMIT, UnsafeFile, check_npz, open_named, read_stored_npz
 
 #: An npz file of cases (a MedMNIST split file, a pool chunk) expands to at most this many bytes: the largest
 #: MedMNIST+ file (224 px) is a few GB; anything above is refused before it is allocated.
@@ -66,18 +66,14 @@ def read_npz_file(path: Path, *, what: str, members: frozenset[str] | None = Non
 
 
 def load_stored_npz(data: bytes, *, what: str, limit: int) -> dict[str, NDArray[Any]]:
-    """:func:`load_npz` of an archive of uncompressed members (``stored_only``): the same arrays, but read-only
-    views of ``data`` when it is in the plain layout (checked by ``keys.safeio.plain_stored_npz``: nothing is
-    copied or allocated for them); any other archive goes through :func:`load_npz`, which reads it or refuses
-    it with its message."""
-    members = plain_stored_npz(data, limit=limit)
-    if members is None:
-        return load_npz(data, what=what, limit=limit, stored_only=True)
+    """The members of a blob in the stored layout of FORMATS section 8 (``keys.safeio.read_stored_npz``, which
+    refuses anything else with :class:`UnsafeFile` naming what is wrong: there is no lenient fallback), in
+    archive order, keyed by name without ``.npy``: read-only views of ``data``, nothing copied or allocated
+    for them."""
     arrays: dict[str, NDArray[Any]] = {}
-    for member in members:
+    for member in read_stored_npz(data, limit=limit, what=what):
         dtype = np.dtype(member.descr)
-        count = (member.end - member.start) // dtype.itemsize if dtype.itemsize else 0
-        if count == 0:  # no data to view: read as load_npz does
-            return load_npz(data, what=what, limit=limit, stored_only=True)
-        arrays[member.name] = np.frombuffer(data, dtype=dtype, count=count, offset=member.start).reshape(member.shape)
+        count = (member.end - member.start) // dtype.itemsize  # itemsize > 0: read_stored_npz refuses zero
+        arrays[member.name] = np.frombuffer(data, dtype=dtype, count=count,
+                                            offset=member.start).reshape(member.shape)
     return arrays

@@ -5,9 +5,10 @@ int16 (``<i2``, so K <= 32767). The constructor *casts* to these dtypes, so a :c
 memory already holds exactly what the blob will hold; the harness computes the evaluation from that object
 and the audit from the loaded blob, and both see identical numbers (float32 -> float64 widening is exact).
 
-Blob layout: an uncompressed zip (``ZIP_STORED``: no compressor whose output could differ between zlib
-builds) with a fixed timestamp (1980-01-01 00:00:00), fixed permissions, and members in a fixed order, each
-an ``.npy`` file of format version 1.0 written without pickle:
+Blob layout (FORMATS section 8, the only layout :meth:`StoredPredictions.from_npz_bytes` reads): an
+uncompressed zip (``ZIP_STORED``: no compressor whose output could differ between zlib builds) with a fixed
+timestamp (1980-01-01 00:00:00), fixed permissions, no zip64, nothing before or after it, and members in a fixed
+order, each an ``.npy`` file of format version 1.0, C order, written without pickle:
 
 * ``format.npy`` : the unicode string ``FORMAT``;
 * ``clean_probs.npy`` : (n_test, K);
@@ -173,18 +174,30 @@ class StoredPredictions:
     @classmethod
     def from_npz_bytes(cls, data: bytes, *, n_test: int | None = None,
                        n_classes: int | None = None) -> StoredPredictions:
-        """Load a blob written by :meth:`to_npz_bytes`, safely: no pickle, member headers checked against
-        their sizes before anything is allocated (``harness.metrics.npz``; the total is bounded by the blob's
-        own size, as the writer stores uncompressed), exactly the expected members, exact stored dtypes, then the
-        constructor's shape and value checks; optionally the expected ``n_test`` and ``n_classes``."""
+        """Load a blob in the layout :meth:`to_npz_bytes` writes (FORMATS section 8), safely and strictly: the
+        zip and every ``.npy`` header must be exactly that layout (``harness.metrics.npz.load_stored_npz``: no
+        leading or trailing bytes, no compression, no zip64, no extra fields, member times 1980-01-01, ``.npy``
+        format 1.0 in C order, headers checked against their sizes before anything is read; anything else is
+        refused naming what is wrong, never read another way), exactly the expected members in the section's
+        order, exact stored dtypes, then the constructor's shape and value checks; optionally the expected
+        ``n_test`` and ``n_classes``."""
         required = {_FORMAT_MEMBER, "clean_probs"} | {f"{_PERTURBED_PREFIX}{name}" for name in spec.PERTURBATIONS}
         allowed = required | {"template_probs", "fraction_probs"}
         arrays = load_stored_npz(data, what="stored predictions", limit=max(len(data), 1))
         if not required <= set(arrays) or not set(arrays) <= allowed:
             raise MalformedInput("stored predictions: unexpected set of members",
                                  expected=sorted(required), found=sorted(arrays))
+        order = [_FORMAT_MEMBER, "clean_probs", *(f"{_PERTURBED_PREFIX}{name}" for name in spec.PERTURBATIONS),
+                 "template_probs", "fraction_probs"]
+        expected_order = [name for name in order if name in arrays]
+        if list(arrays) != expected_order:
+            at = next(k for k, (a, b) in enumerate(zip(arrays, expected_order, strict=True)) if a != b)
+            raise MalformedInput(f"stored predictions: member {at + 1} is {list(arrays)[at]}.npy, expected "
+                                 f"{expected_order[at]}.npy (members in the order of FORMATS section 8)",
+                                 field=list(arrays)[at], expected=[f"{n}.npy" for n in expected_order],
+                                 found=[f"{n}.npy" for n in arrays])
         fmt = arrays.pop(_FORMAT_MEMBER)
-        if fmt.dtype.kind != "U" or fmt.shape != () or str(fmt) != FORMAT:
+        if fmt.dtype.kind != "U" or fmt.dtype.str[0] != "<" or fmt.shape != () or str(fmt) != FORMAT:
             raise MalformedInput("stored predictions: unknown format marker", expected=FORMAT,
                                  found=str(fmt)[:80])
         for name, array in arrays.items():

@@ -2,7 +2,8 @@
 
 It uses the Python standard library, PyNaCl (Ed25519) and rfc8785 (JCS) and nothing of the project: no
 ``keys``, ``seals``, ``ledger``, ``harness``, ``heldout`` or ``audit`` import, and no numpy (the npz files are
-read with ``zipfile`` and the .npy header rules). tests/test_formats_independent.py checks that.
+read with ``zipfile`` and the .npy header rules, a stored-predictions zip byte by byte as section 8 lays it out).
+tests/test_formats_independent.py checks that.
 
 ``replay_export(folder, ledger_id)`` applies the verifier rules of FORMATS.md section 12 in their order and
 returns a summary; the first rule that fails raises :class:`ReplayFailure` naming the file (relative to the
@@ -408,6 +409,84 @@ def read_npz(data: bytes) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         return {info.filename[:-4]: read_npy(archive.read(info)) for info in archive.infolist()
                 if info.filename.endswith(".npy")}
+
+
+STORED_MEMBER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\.npy")
+STORED_DESCR = re.compile(r"<f4|<i2|<U[1-9][0-9]{0,5}")
+DOS_1980 = (0, 0x21)  # MS-DOS (time, date) of 1980-01-01 00:00:00
+
+
+def read_stored_predictions(data: bytes) -> list[tuple[str, str, tuple[int, ...], bytes]]:
+    """The members (name without .npy, descr, shape, raw C-order data) of a stored-predictions zip, in archive
+    order, as FORMATS section 8 lays it out and nothing else: the first local header at offset 0, members
+    uncompressed, dated 1980-01-01 00:00:00, without flags, extra fields or comments, version needed at most
+    2.0, back to back, then the central directory, then the end record ending the blob (no zip64, no comment);
+    each member a format 1.0 .npy in C order of <f4, <i2 or <U. ValueError says what is not."""
+    if not data.startswith(b"PK\x03\x04"):
+        first = data.find(b"PK\x03\x04")
+        raise ValueError(f"{first} bytes before the first local header" if first > 0 else "not a zip")
+    if len(data) < 22 or data[-22:-18] != b"PK\x05\x06":
+        raise ValueError("the end-of-central-directory record does not end the blob (trailing bytes or comment)")
+    disk, cd_disk, count_here, count, cd_size, cd_offset, comment = struct.unpack("<4H2LH", data[-18:])
+    if count == 0xFFFF or 0xFFFFFFFF in (cd_size, cd_offset) or data[-42:-38] == b"PK\x06\x07":
+        raise ValueError("a zip64 archive")
+    if disk or cd_disk or count_here != count or comment or cd_offset + cd_size != len(data) - 22:
+        raise ValueError("the end record does not describe one central directory directly before it")
+    members: list[tuple[str, str, tuple[int, ...], bytes]] = []
+    seen: set[str] = set()
+    at, record = 0, cd_offset
+    for _ in range(count):
+        fixed = data[record:record + 46]
+        if len(fixed) != 46 or fixed[:4] != b"PK\x01\x02":
+            raise ValueError("a malformed central directory")
+        (need, flags, method, time, date, crc, packed, size, name_length, extra_length, comment_length,
+         disk_start, _, _, offset) = struct.unpack("<6x5H3L5H2L", fixed)
+        name = data[record + 46:record + 46 + name_length].decode("ascii")
+        record += 46 + name_length + extra_length + comment_length
+        if not STORED_MEMBER.fullmatch(name) or name in seen:
+            raise ValueError(f"member name {name[:60]!r} is not a new plain name.npy")
+        seen.add(name)
+        if method != 0:
+            raise ValueError(f"member {name} is compressed")
+        if need >= 45:
+            raise ValueError(f"member {name} is a zip64 member")
+        if flags or extra_length or comment_length or need > 20 or disk_start:
+            raise ValueError(f"member {name} has flags, an extra field, a comment, or needs zip > 2.0")
+        if (time, date) != DOS_1980:
+            raise ValueError(f"member {name} is not dated 1980-01-01 00:00:00")
+        if offset != at or packed != size:
+            raise ValueError(f"member {name} is not where the previous one ends, or declares two sizes")
+        local = data[at:at + 30]
+        body_at = at + 30 + name_length
+        if len(local) != 30 or local[:4] != b"PK\x03\x04" \
+                or struct.unpack("<4x5H3L2H", local) != (need, flags, method, time, date, crc, packed, size,
+                                                        name_length, 0) \
+                or data[at + 30:body_at] != name.encode("ascii"):
+            raise ValueError(f"member {name}: its local header is not its central directory record's")
+        at = body_at + size
+        body = data[body_at:at]
+        if at > cd_offset or binascii.crc32(body) != crc:
+            raise ValueError(f"member {name} runs into the central directory or fails its CRC-32")
+        if body[:8] != b"\x93NUMPY\x01\x00" or len(body) < 10:
+            raise ValueError(f"member {name} is not a format 1.0 .npy file")
+        (length,) = struct.unpack("<H", body[8:10])
+        if length > 10_000 or 10 + length > len(body):
+            raise ValueError(f"member {name}: its .npy header is over 10,000 bytes or truncated")
+        header = ast.literal_eval(body[10:10 + length].decode("latin-1"))
+        if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"} \
+                or header["fortran_order"] is not False or not isinstance(header["shape"], tuple):
+            raise ValueError(f"member {name}: its .npy header is not {{descr, fortran_order: False, shape}}")
+        descr, shape, raw = header["descr"], header["shape"], body[10 + length:]
+        if not isinstance(descr, str) or not STORED_DESCR.fullmatch(descr) \
+                or not all(type(d) is int and d >= 0 for d in shape):
+            raise ValueError(f"member {name} has dtype {str(descr)[:20]!r} or shape {str(shape)[:40]}")
+        cells = math.prod(shape)
+        if len(raw) != cells * (4 * int(descr[2:]) if descr.startswith("<U") else int(descr[2:])):
+            raise ValueError(f"member {name}: its header does not describe its size")
+        members.append((name[:-4], descr, shape, raw))
+    if at != cd_offset or record != len(data) - 22:
+        raise ValueError("bytes between the members, the central directory and the end record")
+    return members
 
 
 def _unicode_items(descr: str, shape: tuple[int, ...], raw: bytes) -> list[str]:
@@ -986,17 +1065,29 @@ class _Replay:
         digest = entry["predictions_sha256"]
         file = f"blobs/sha256/{digest[:2]}/{digest}"
         try:
-            arrays = read_npz(data)
-            (marker,) = _unicode_items(*arrays["format"])
-        except (KeyError, ValueError, zipfile.BadZipFile, SyntaxError) as exc:
-            raise ReplayFailure(file, "predictions", f"not a stored-predictions npz ({exc})") from None
-        expected = {"format", "clean_probs", *(f"perturbed_labels.{p}" for p in PERTURBATIONS)}
-        if marker != PREDICTIONS_FORMAT or not expected <= set(arrays) <= expected | {"template_probs",
-                                                                                         "fraction_probs"}:
-            raise ReplayFailure(file, "predictions", "members or format marker are not stored predictions v1")
-        descr, shape, _ = arrays["clean_probs"]
+            members = read_stored_predictions(data)
+            arrays = {name: (descr, shape) for name, descr, shape, _ in members}
+            (marker,) = _unicode_items(*members[0][1:]) if members and members[0][0] == "format" else ("",)
+        except (ValueError, KeyError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+            raise ReplayFailure(file, "predictions", f"not a stored-predictions zip ({exc})") from None
+        order = ["format", "clean_probs", *(f"perturbed_labels.{p}" for p in PERTURBATIONS), "template_probs",
+                 "fraction_probs"]
+        required = order[:2 + len(PERTURBATIONS)]
+        if marker != PREDICTIONS_FORMAT or [name for name, *_ in members] != [n for n in order if n in arrays] \
+                or not set(required) <= set(arrays):
+            raise ReplayFailure(file, "predictions", "members, their order or the format marker are not stored "
+                                "predictions v1")
+        descr, shape = arrays["clean_probs"]
         if descr != "<f4" or len(shape) != 2 or ("n_test" in entry and shape[0] != entry["n_test"]):
             raise ReplayFailure(file, "predictions", "clean_probs is not <f4 (n_test, K)")
+        n_test, k = shape
+        n_cases = min(n_test, 1200)
+        expected: dict[str, tuple[str, tuple[int, ...]]] = {
+            f"perturbed_labels.{p}": ("<i2", (3, n_cases)) for p in PERTURBATIONS}
+        expected.update({"template_probs": ("<f4", (6, n_cases, k)), "fraction_probs": ("<f4", (3, n_test, k))})
+        for name, (want_descr, want_shape) in expected.items():
+            if name in arrays and arrays[name] != (want_descr, want_shape):
+                raise ReplayFailure(file, "predictions", f"{name} is not {want_descr} {want_shape}")
 
     # R11 -----------------------------------------------------------------------------------------------
     def passports(self) -> list[int]:
