@@ -25,6 +25,7 @@ from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import (
     HeldoutError,
+    MalformedInput,
     PublicKey,
     Signer,
     TrustedKey,
@@ -35,6 +36,7 @@ from keys import (
     b64encode,
     verifier_key_string,
 )
+from keys.note import parse_verifier_key
 from keys.safeio import DOCUMENT_LIMIT, read_in, require_in
 from ledger import BlobStore, Ledger, verify_checkpoint, verify_inclusion
 from ledger.checkpoint import Checkpoint, parse_checkpoint
@@ -399,6 +401,7 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
     verdict = verify_passport(doc, trusted, at=at)
     passport = verdict.passport
     if first is None:
+        _refute_another_history(doc, facts)
         raise VerificationError(f"the passport was never logged: no passport entry of ledger {facts.ledger_id} "
                                 "carries its SHA-256", field="passport_sha256", found=digest)
     index = first
@@ -579,6 +582,35 @@ def _check_cited_latest(passport: Passport, heldout: Mapping[str, Any], facts: L
                                 found=sorted(ref["index"] for ref in heldout["bundles"]))
 
 
+def _refute_another_history(doc: Mapping[str, Any], facts: LedgerFacts) -> None:
+    """A passport this ledger never logged may still carry a checkpoint its ledger key signed: when that
+    checkpoint's root is not this ledger's at its size, the key signed two histories (the log was rewritten
+    under the same id, or this copy is another one), which the passport proves; when it is beyond this copy's
+    size, this copy is older than what the passport saw. Said as such instead of "never logged"."""
+    heldout = doc.get("computed", {}).get("heldout") if isinstance(doc.get("computed"), dict) else None
+    note = (heldout.get("checkpoint") or {}).get("note") if isinstance(heldout, dict) else None
+    if not isinstance(note, str) or not facts.entries:
+        return
+    genesis = facts.declared_keys()[0]
+    try:
+        checkpoint = verify_checkpoint(note, name=genesis.name, key=genesis.public_key,
+                                       origin=origin_of(facts.ledger_id))
+    except HeldoutError:
+        return  # not a checkpoint of this ledger's key: nothing it proves
+    if checkpoint.size > len(facts.entries):
+        raise VerificationError(f"the passport was never logged in this copy of ledger {facts.ledger_id}, which "
+                                f"has {len(facts.entries)} entries; it rests on a checkpoint of size {checkpoint.size} "
+                                "signed by the ledger key (this copy is older than what the passport saw: rolled "
+                                "back?)",
+                                field="computed.heldout.checkpoint", expected=len(facts.entries), found=checkpoint.size)
+    if checkpoint.size > 0 and facts.root(checkpoint.size) != checkpoint.root:
+        raise VerificationError(f"the passport rests on another history of ledger {facts.ledger_id}: its checkpoint "
+                                f"of size {checkpoint.size}, signed by the ledger key, has another root than this "
+                                "ledger at that size (the key signed two histories; the passport is the evidence)",
+                                field="computed.heldout.checkpoint", expected=facts.root(checkpoint.size).hex(),
+                                found=checkpoint.root.hex())
+
+
 def _check_passport_times(passport: Passport, facts: LedgerFacts, index: int, size: int, generation_expiry: datetime,
                           superseded: Any) -> None:
     """The two times a passport states are the log's, not the issuer's choice: ``expiry_utc`` is its
@@ -709,13 +741,25 @@ def witnessed_head(anchored: AnchoredLedger, policy: Policy) -> Witnessed:
 
 
 def _offline_proofs(passport: Passport, trusted: PublicKey | TrustedKey) -> Checkpoint | None:
-    """Without a ledger, a passport anchored to one still proves its seal and bundles were logged (its C2SP
-    tlog-proofs against the log key, which is the issuer's: the operator signs both)."""
+    """Without a ledger, a passport anchored to one still proves its seal and bundles were logged: its C2SP
+    tlog-proofs, checked against the log key its signed ``computed.heldout.note_verifier_key`` names (the
+    trusted issuer vouches for it: the genesis key, or a further key the ledger declares, which never signs
+    checkpoints itself)."""
     if not isinstance(passport.heldout, dict):
         return None
-    if isinstance(trusted, TrustedKey):
-        return check_passport_proofs(passport, log_name=trusted.name, log_key=trusted.public_key)
-    return check_passport_proofs(passport, log_name=passport.issuer.name, log_key=trusted)
+    trusted_key = trusted.public_key if isinstance(trusted, TrustedKey) else trusted
+    named = passport.heldout.get("note_verifier_key")
+    try:
+        log_name, _, log_key = parse_verifier_key(named) if isinstance(named, str) else ("", b"", None)
+    except MalformedInput as exc:
+        raise VerificationError(f"the passport's note_verifier_key is not a verifier key: {exc.message}",
+                                field="computed.heldout.note_verifier_key", found=str(named)[:120]) from None
+    if log_key is None:
+        raise VerificationError("the passport names no log key (computed.heldout.note_verifier_key)",
+                                field="computed.heldout.note_verifier_key")
+    if log_key == trusted_key and isinstance(trusted, TrustedKey):
+        log_name = trusted.name
+    return check_passport_proofs(passport, log_name=log_name, log_key=log_key)
 
 
 def witnessed_passport(passport: Passport, policy: Policy) -> Witnessed:

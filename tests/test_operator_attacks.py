@@ -498,3 +498,57 @@ def test_attack_a_passport_dated_as_its_issuer_likes(fixture: AuditFixture, memb
         path = issue(fixture, "model_0", "gen2")
     result = cli_at("passport", "verify", path, "--store", fixture.store)
     assert result.exit_code == 1 and words in result.output, result.output
+
+
+# --- a passport under a further key the ledger declares ------------------------------------------------------------
+
+def test_a_passport_signed_by_a_second_declared_key_is_checked_offline_under_the_log_key(
+        fixture: AuditFixture) -> None:
+    """FORMATS allows passports under a further key a ``key`` entry declares; checkpoints stay the genesis key's.
+    Offline, its proofs were checked under the issuer's key and a genuine passport failed; they are checked under
+    the log key the signed passport names, and naming a key that did not sign them still fails."""
+    from keys import verifier_key_string
+    from seals import sign_document
+    from tests.conftest import seeded_signer
+
+    second = seeded_signer(77, name="issuer2", key_id="issuer-key-2")
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        ledger.append({"type": "key", "v": 1, "role": "passport-issuer", "created_utc": LATER,
+                       "key": {"key_id": second.key_id, "name": second.name, "public_key_b64": second.public_key.b64}},
+                      signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document", lambda document, signer: sign_document(document, second)):
+        path = issue(fixture, "model_0", "gen1")
+    offline = cli_at("passport", "verify", path, "--key", second.public_key.b64)
+    assert offline.exit_code == 0 and "proven included offline" in offline.output, offline.output
+    assert cli_at("passport", "verify", path, "--store", fixture.store).exit_code == 0
+    assert cli_at("passport", "verify", path, "--key", fixture.key_b64).exit_code == 1  # not its issuer
+    doc = json.loads(path.read_text())
+    doc["computed"]["heldout"]["note_verifier_key"] = verifier_key_string(second.name, second.public_key)
+    forged = path.parent / "forged.passport.json"
+    forged.write_text(json.dumps(sign_document({k: v for k, v in doc.items() if k != "signature"}, second)))
+    refused = cli_at("passport", "verify", forged, "--key", second.public_key.b64)
+    assert refused.exit_code == 1 and "not signed by the ledger key" in refused.output, refused.output
+
+
+def test_attack_a_passport_of_another_history_is_named_as_such(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The ledger key signed two histories under one id: a passport of the other one is not merely "never logged"
+    here, it proves the fork (its checkpoint, signed by the ledger key, has another root at its size)."""
+    fork = tmp_path / "fork"
+    shutil.copytree(fixture.store, fork)
+    for store, text in ((fixture.store, "the history the auditor holds"), (fork, "the other history")):
+        assert cli_at("ledger", "append", "--type", "note", "--json-file", _note_file(tmp_path, text), "--store",
+                      store).exit_code == 0
+    forked = AuditFixture(store=fork, ledger_id=fixture.ledger_id, data_root=fixture.data_root,
+                          key_b64=fixture.key_b64)
+    assert operator_audit(forked)[0] == 0
+    path = issue(forked, "model_0", "gen1")
+    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    assert result.exit_code == 1 and "rests on another history" in result.output, result.output
+
+
+def _note_file(folder: Path, text: str) -> Path:
+    path = folder / f"note-{len(list(folder.glob('note-*.json')))}.json"
+    path.write_text(json.dumps({"text": text}))
+    return path
