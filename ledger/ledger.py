@@ -30,7 +30,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -78,6 +78,15 @@ _sha256 = hashlib.sha256
 #: disagree on the time a little; further ahead is refused (the ledger's time only moves forward, so an entry
 #: dated far ahead would refuse every later append, for good).
 MAX_AHEAD = timedelta(days=1)
+
+
+def _ahead(now: datetime) -> datetime:
+    """The latest time an entry appended at ``now`` may carry: ``now + MAX_AHEAD``, or the last time a datetime
+    holds when that is sooner (an append dated 9999-12-31T23:00:00Z must not overflow)."""
+    try:
+        return now + MAX_AHEAD
+    except OverflowError:
+        return datetime.max.replace(tzinfo=None if now.tzinfo is None else UTC)
 
 
 class Ledger(ProvingLog):
@@ -358,7 +367,7 @@ class Ledger(ProvingLog):
                                  field="created_utc", position=position, expected=f">= {previous}", found=stamp)
         encoded = list(zip(kinds, encode_entries(plain), strict=True))
         first, last = plain[0].get("created_utc"), plain[-1].get("created_utc")
-        moment = format_utc(now + MAX_AHEAD)
+        moment = format_utc(_ahead(now))
         if isinstance(last, str) and last > moment:  # (dated in order: the last one is the latest)
             position = next(p for p, e in enumerate(plain) if str(e.get("created_utc")) > moment)
             found = plain[position].get("created_utc")

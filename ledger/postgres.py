@@ -47,25 +47,43 @@ _TABLES = ("meta", "entries", "nodes", "checkpoints", "cosignatures")
 
 
 def is_database_url(text: str) -> bool:
-    return urllib.parse.urlsplit(text).scheme in URL_SCHEMES
+    try:
+        return urllib.parse.urlsplit(text).scheme in URL_SCHEMES
+    except ValueError:  # a malformed URL with a database scheme is still one: database_url says what is wrong
+        return text.strip().partition(":")[0].lower() in URL_SCHEMES
 
 
-def database_url(text: str) -> str:
-    """``text`` checked as a PostgreSQL URL that names no password (a usage error otherwise)."""
-    parts = urllib.parse.urlsplit(text.strip())
+def _split(text: str, what: str) -> urllib.parse.SplitResult:
+    """``urlsplit``, its ValueError (an unclosed ``[`` IPv6 host, a bracketed host that is no address, ...) as a
+    usage error that names ``what`` and never echoes the URL (it could hold a password)."""
+    try:
+        return urllib.parse.urlsplit(text)
+    except ValueError as exc:
+        reason = str(exc) if "'" not in str(exc) else "its host cannot be parsed"  # (a quote: an echo of the URL)
+        raise LedgerUsageError(f"{what} is a malformed URL: {reason}", field=what) from None
+
+
+def database_url(text: str, *, what: str = "the ledger database URL") -> str:
+    """``text`` checked as a PostgreSQL URL that names no password (a usage error otherwise, naming ``what``:
+    the option or variable it came from)."""
+    parts = _split(text.strip(), what)
     if parts.scheme not in URL_SCHEMES:
-        raise LedgerUsageError("a ledger database is a postgresql:// URL", found=text[:80])
+        raise LedgerUsageError(f"{what} is not a postgresql:// URL", found=display_url(text)[:80])
     query = urllib.parse.parse_qs(parts.query)
     if parts.password is not None or "password" in query:
-        raise LedgerUsageError("the database URL holds a password; give it through ~/.pgpass, PGPASSFILE, a "
+        raise LedgerUsageError(f"{what} holds a password; give it through ~/.pgpass, PGPASSFILE, a "
                                "service file or PGPASSWORD instead (heldout never writes one to a file)",
                                found=display_url(text))
     return text.strip()
 
 
 def display_url(text: str) -> str:
-    """The URL with any password (in the authority or a ``password=`` parameter) replaced by ``***``."""
-    parts = urllib.parse.urlsplit(text)
+    """The URL with any password (in the authority or a ``password=`` parameter) replaced by ``***``; a URL
+    that cannot be parsed is not shown at all."""
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError:
+        return "(a malformed URL)"
     if parts.password is not None:
         parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@"))
     query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)

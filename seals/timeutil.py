@@ -10,6 +10,8 @@ from keys.errors import MalformedInput, UsageError
 
 Clock = Callable[[], datetime]
 
+EARLIEST, LATEST = "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"  # the range a datetime holds, in UTC
+
 
 def system_clock() -> datetime:
     return datetime.now(UTC)
@@ -29,11 +31,18 @@ def parse_utc(text: str, *, what: str = "time", usage: bool = False) -> datetime
                     found=text[:60]) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is in year 0 in UTC: outside what a datetime holds
+        raise error(f"{what} {text!r} is outside the times this tool can hold "
+                    f"({EARLIEST} to {LATEST} in UTC)", found=text[:60]) from None
 
 
 def format_utc(moment: datetime) -> str:
     """``2026-09-20T00:00:00Z``: seconds precision, always UTC."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = moment.astimezone(UTC)  # (not strftime: its %Y drops the zero padding of years before 1000 on Linux,
+    # and the ledger compares these strings as text)
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+            f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z")

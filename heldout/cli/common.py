@@ -53,6 +53,23 @@ typer.core.TyperOption.display_type_rich = _flag_shows_no_type  # type: ignore[m
 PIPE_WIDTH = 200
 
 
+def encodable(text: str, encoding: str) -> str:
+    """``text`` with each character ``encoding`` cannot hold replaced by ``?``: output to an ASCII-only stream
+    (PYTHONIOENCODING=ascii, a C locale without UTF-8) degrades instead of failing the command with a
+    UnicodeEncodeError after its work is done."""
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return text.encode(encoding, errors="replace").decode(encoding, errors="replace")
+    except LookupError:  # an encoding Python does not know: the stream's own write decides
+        pass
+    return text
+
+
+def _stream_encoding(stream: Any) -> str:
+    return getattr(stream, "encoding", None) or "utf-8"
+
+
 class CliConsole(Console):
     """A console whose width is decided when it prints, not when it is made: $COLUMNS when set, the terminal's
     width on a terminal, else :data:`PIPE_WIDTH` (rich's default for pipes is 80, which cut tables). Every
@@ -60,8 +77,9 @@ class CliConsole(Console):
     after, from the styles)."""
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
-        return super()._render_buffer(segment if segment.control else Segment(visible(segment.text), segment.style)
+        text = super()._render_buffer(segment if segment.control else Segment(visible(segment.text), segment.style)
                                       for segment in buffer)
+        return encodable(text, self.encoding)
 
     @property
     def size(self) -> ConsoleDimensions:
@@ -154,7 +172,10 @@ def phase_progress(*, disable: bool) -> Iterator[Callable[[str, int, int], None]
 def print_json(value: Any) -> None:
     # (JSON escapes control characters itself; bidi and zero-width ones, which may only occur inside strings,
     # are written as their escapes too: the same JSON, shown as it is)
-    sys.stdout.write(visible(json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False)) + "\n")
+    text = visible(json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False))
+    if encodable(text, _stream_encoding(sys.stdout)) != text:  # an ASCII-only stdout: the same JSON, all escaped
+        text = json.dumps(value, indent=1, sort_keys=True, ensure_ascii=True)
+    sys.stdout.write(text + "\n")
 
 
 def fail(error: HeldoutError, *, as_json: bool = False) -> typer.Exit:

@@ -7,7 +7,9 @@ Operator side (``--store`` is the heldout store): ``add``, ``list``, ``policy``,
 from __future__ import annotations
 
 import json
+import math
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -95,6 +97,20 @@ def trust(origin: Annotated[str, typer.Argument(help="The log's origin line (hel
         console.print(f"witnessing {log.origin} ({log.vkey})")
 
 
+def _cannot_listen(listen: str, exc: BaseException) -> UsageError:
+    reason = (exc.strerror if isinstance(exc, OSError) else None) or "not a valid host name"
+    return UsageError(f"cannot listen on {listen}: {reason[:1].lower()}{reason[1:]}", found=listen)
+
+
+def _check_host(listen: str, host: str, port: int) -> None:
+    """The host of ``--listen`` resolves as the server will bind it (an unknown name is a usage error, not a
+    file-system one; a name IDNA cannot encode is one too, not a TypeError from bind)."""
+    try:
+        socket.getaddrinfo(host, port, WitnessServer.address_family, socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise _cannot_listen(listen, exc) from None
+
+
 @app.command("serve")
 @handle_errors
 def serve(store: WitnessStore,
@@ -108,11 +124,19 @@ def serve(store: WitnessStore,
     """Serve POST /add-checkpoint until interrupted. Prints 'listening on URL' once ready.
 
     Example: heldout witness serve --store ./witness --listen 127.0.0.1:8700"""
+    if max_seconds is not None and not (math.isfinite(max_seconds) and max_seconds > 0):
+        raise UsageError("--max-seconds is a number of seconds above 0", field="--max-seconds",
+                         found=repr(max_seconds))  # (inf overflows the wait; nan and -1 would stop at once)
     address = parse_listen(listen)
+    _check_host(listen, *address)  # before the witness folder is touched (the lock file, the state database)
     folder = _witness_folder(store)
     with folder_lock(folder):
         witness = load_witness(folder, clock=reference_time)
-        server = WitnessServer(address, witness, verbose=verbose)
+        try:
+            server = WitnessServer(address, witness, verbose=verbose)
+        except (OSError, UnicodeError) as exc:  # a port in use or not ours to take: not the file system's fault
+            witness.close()
+            raise _cannot_listen(listen, exc) from None
         stop = threading.Event()
 
         def finish(*_: object) -> None:
@@ -129,7 +153,8 @@ def serve(store: WitnessStore,
         else:
             console.print(f"listening on {server.url} as {witness.signer.name}", highlight=False)
             console.file.flush()
-        stop.wait(timeout=max_seconds)
+        # (threading's waits take at most TIMEOUT_MAX seconds, some 292 years: a longer limit is that)
+        stop.wait(timeout=None if max_seconds is None else min(max_seconds, threading.TIMEOUT_MAX))
         server.shutdown()
         server.server_close()
         witness.close()

@@ -32,10 +32,13 @@ DEFAULT_LEDGER_NAME = "heldout"
 def store_database(store: Store) -> str | None:
     """The database URL of the store's ledgers: ``$HELDOUT_DATABASE``, else the one recorded at init, else
     ``None`` (SQLite files under ``ledgers/``)."""
+    from ledger.postgres import database_url
+
     env = os.environ.get(DATABASE_ENV, "").strip()
     if env:
-        return env
-    return store.database_url()
+        return database_url(env, what=f"${DATABASE_ENV}")  # (a malformed one: exit 2 naming the variable)
+    recorded = store.database_url()
+    return database_url(recorded, what=f"the database URL in {store.database_file}") if recorded else None
 
 
 def ledger_backend(store: Store) -> LedgerBackend:
@@ -146,7 +149,8 @@ def initialise_store(store: Store, *, name: str = DEFAULT_LEDGER_NAME, key_id: s
         raise UsageError(f"the store at {store.root} is already initialised (ledger {store.default_ledger_id()})",
                          path=str(store.default_ledger_file))
     if database is not None:
-        database = database_url(database)  # refused before anything is written when it holds a password
+        # refused before anything is written when it is malformed or holds a password
+        database = database_url(database, what="--database")
     if not name.strip() or len(name) > 256 or not name.isprintable() or unicodedata.normalize("NFC", name) != name:
         raise UsageError("--name is 1-256 printable characters (NFC)", field="name", found=repr(name)[:80])
     if key_id is not None:
