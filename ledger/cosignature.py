@@ -52,9 +52,18 @@ def cosigned_message(body: str, timestamp: int) -> bytes:
     return (COSIGNATURE_HEADER + f"time {timestamp}\n" + body).encode("utf-8")
 
 
+#: The last second a time of this tool can hold (9999-12-31T23:59:59Z). C2SP allows timestamps up to 2^63 - 1;
+#: one past this is refused as a malformed cosignature (no witness's clock reads year 10000), instead of failing
+#: wherever its time is read.
+MAX_TIME_TIMESTAMP = 253402300799
+
+
 def _check_timestamp(timestamp: int) -> int:
     if isinstance(timestamp, bool) or not isinstance(timestamp, int) or not 0 <= timestamp <= MAX_TIMESTAMP:
         raise NoteFormatError("a cosignature timestamp is an integer in 0..2^63-1", found=repr(timestamp)[:40])
+    if timestamp > MAX_TIME_TIMESTAMP:
+        raise NoteFormatError("a cosignature timestamp is after 9999-12-31T23:59:59Z, beyond the times this tool "
+                              "can hold", found=repr(timestamp)[:40])
     return timestamp
 
 

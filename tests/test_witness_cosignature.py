@@ -18,11 +18,13 @@ from nacl.signing import SigningKey
 from keys import MalformedInput, Signer
 from ledger import CheckpointError, Ledger, NoteFormatError, parse_checkpoint, sign_checkpoint
 from ledger.cosignature import (
+    MAX_TIME_TIMESTAMP,
     Cosignature,
     Cosigner,
     cosign,
     cosigned_message,
     cosigner_key_id,
+    time_of,
     verified_cosignatures,
     with_cosignatures,
 )
@@ -108,7 +110,8 @@ def test_a_log_vkey_is_not_a_witness_vkey_and_back() -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(timestamp=st.integers(min_value=0, max_value=(1 << 63) - 1), size=st.integers(min_value=1, max_value=10**6))
+@given(timestamp=st.integers(min_value=0, max_value=MAX_TIME_TIMESTAMP - 1),
+       size=st.integers(min_value=1, max_value=10**6))
 def test_cosignatures_round_trip_and_a_changed_byte_fails(timestamp: int, size: int) -> None:
     log = ledger_signer()
     checkpoint = sign_checkpoint("heldout/ledger/abc", size, hashlib.sha256(str(size).encode()).digest(), log)
@@ -122,6 +125,21 @@ def test_cosignatures_round_trip_and_a_changed_byte_fails(timestamp: int, size: 
     other = sign_checkpoint("heldout/ledger/abc", size + 1, checkpoint.root, log)
     with pytest.raises(CheckpointError):
         parsed.verify(other, Cosigner.of(signer))
+
+
+@pytest.mark.parametrize("timestamp", [MAX_TIME_TIMESTAMP + 1, (1 << 63) - 1])
+def test_a_cosignature_dated_past_year_9999_is_malformed_not_a_crash(timestamp: int) -> None:
+    """C2SP allows timestamps up to 2^63 - 1; a time past 9999-12-31 cannot be held, so such a line (from a
+    crafted export or a broken witness) is refused where it is parsed, not where its time is read."""
+    import base64
+    import struct
+
+    blob = b"\0" * 4 + struct.pack(">Q", timestamp) + b"\0" * 64
+    line = f"\u2014 w.example {base64.b64encode(blob).decode()}"
+    with pytest.raises(NoteFormatError, match="after 9999-12-31"):
+        Cosignature.parse_line(line)
+    with pytest.raises(NoteFormatError):
+        time_of(timestamp)
 
 
 def test_a_bad_cosignature_by_a_known_witness_is_refused_not_ignored() -> None:
