@@ -391,7 +391,12 @@ class LedgerExport(EntryList):
         if m.get("keys") != sorted(declared):
             yield LedgerIntegrityError("the export manifest's keys are not the keys the ledger declares",
                                        file=MANIFEST, field="keys", expected=sorted(declared), found=m.get("keys"))
-        for name in self._list(KEYS):
+        key_files = self._list(KEYS)
+        for key_id in sorted(set(declared) - {n.removesuffix(".pub.json") for n in key_files}):
+            yield LedgerIntegrityError("a key the ledger declares has no key file in the export (FORMATS section 14: "
+                                       "each declared key has exactly its keys/ file)",
+                                       file=f"{KEYS}/{key_id}.pub.json", field="keys", expected=key_id)
+        for name in key_files:
             key = declared.get(name.removesuffix(".pub.json")) if name.endswith(".pub.json") else None
             if key is None:
                 yield LedgerIntegrityError("a key file in the export names a key no ledger entry declares "

@@ -472,7 +472,7 @@ class Ledger(ProvingLog):
         streamed by size and merged: nothing held per checkpoint)."""
         checkpoints = self.storage.checkpoint_rows()
         current: CheckpointRow | None = None
-        for size, _, _, _, line, vkey, _ in self.storage.cosignature_rows():
+        for size, witness, key_id, timestamp, line, vkey, _ in self.storage.cosignature_rows():
             while current is None or current[0] < size:
                 current = next(checkpoints, None)
                 if current is None:
@@ -480,7 +480,16 @@ class Ledger(ProvingLog):
             try:
                 if current is None or current[0] != size:
                     raise LedgerIntegrityError("no checkpoint of that size", size=size)
-                Cosignature.parse_line(str(line)).verify(self._checkpoint_row(current), Cosigner.from_vkey(str(vkey)))
+                cosigner = Cosigner.from_vkey(str(vkey))
+                cosignature = Cosignature.parse_line(str(line))
+                cosignature.verify(self._checkpoint_row(current), cosigner)
+                # The columns beside the signed line are what queries read (witnessed_time reads the timestamp):
+                # each must be what the verified line and key say, or a time no witness signed would count.
+                stated = (witness, key_id, timestamp)
+                signed = (cosigner.name, cosigner.key_id.hex(), cosignature.timestamp)
+                if stated != signed:
+                    raise LedgerIntegrityError("its stored columns (witness, key id, timestamp) are not the signed "
+                                               "line's", expected=list(signed), found=list(stated))
             except HeldoutError as exc:
                 raise LedgerIntegrityError(f"a stored cosignature on checkpoint {size} does not verify: {exc}",
                                            checkpoint=int(size)) from None

@@ -1048,6 +1048,9 @@ class TilesLog(EntryList):
             raise LedgerUsageError(f"no seal manifest {name!r} in the tiles directory", path=name)
         data = self.files.read(f"{SEALS}/{name}", DOCUMENT_LIMIT)
         if data is None:
+            if name in self.seal_names():  # listed by the manifest and gone: the publication is incomplete
+                raise LedgerIntegrityError(f"the tiles manifest lists seals/{name}, which is missing",
+                                           file=f"{SEALS}/{name}", field="seals")
             raise LedgerUsageError(f"no seal manifest {name!r} in the tiles directory", path=f"{SEALS}/{name}")
         return data
 

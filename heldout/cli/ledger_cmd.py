@@ -414,6 +414,9 @@ def verify(
             report = exported.verify(expected_id=ledger.strip(), progress=progress, jobs=jobs)
         for problem in published_seal_problems(exported, exported.entries()):
             raise problem  # the log's own files checked, then what heldout publishes beside it
+        if policy is not None:  # every published cosignature of the policy's witnesses verifies, not only the
+            for checkpoint in exported.checkpoints():  # latest's (the audit with --policy checks them all too)
+                policy.cosignatures(checkpoint)
         latest = exported.latest_checkpoint()
         body = {**report.to_json(), "source": str(source), "missing_blobs": exported.manifest.get("missing_blobs")}
     else:
