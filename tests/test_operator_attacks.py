@@ -552,3 +552,26 @@ def _note_file(folder: Path, text: str) -> Path:
     path = folder / f"note-{len(list(folder.glob('note-*.json')))}.json"
     path.write_text(json.dumps({"text": text}))
     return path
+
+
+def test_a_reveal_that_would_fail_its_checks_is_never_logged(fixture: AuditFixture) -> None:
+    """The private opening of gen2 damaged where its set hash does not look (the published pool's order): retire
+    --reveal checked only the set hash and logged a reveal that every verifier then refused, for good. It runs
+    the reveal's full check first and writes nothing."""
+    import os
+
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        state = load_generations(ledger, parse_utc(LATER))["gen2"]
+        size = ledger.size
+    path = opening_path(st, fixture.ledger_id, "gen2", state.set_hash)
+    opening = parse_json_object(read_private_file(path), what="opening")
+    pool = opening["pools"][TASK]
+    pool[0], pool[1] = pool[1], pool[0]
+    os.chmod(path, 0o600)
+    path.write_text(json.dumps(opening))
+    result = cli_at("retire", "gen2", "--reason", "expired", "--reveal", "--store", fixture.store)
+    assert result.exit_code == 1 and "revealed pool" in result.output, result.output
+    with open_ledger(st) as ledger:
+        assert ledger.size == size
+    assert not (st.seals / "gen2.reveal.json").exists()

@@ -25,7 +25,7 @@ from heldout.generations.access import load_opening, noise_path, opening_path, w
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.pools import load_pool_cases
 from heldout.generations.release import THRESHOLDOUT, WITHHOLDING_MODES
-from heldout.generations.reveal import image_npz_bytes, reveal_bytes
+from heldout.generations.reveal import image_npz_bytes, reveal_bytes, verify_reveal
 from heldout.generations.seal import reveal_path
 from heldout.generations.state import RETIRE_REASONS, GenerationState, load_generations, utc
 from heldout.staging import StagedOperation, staged_operation
@@ -34,6 +34,7 @@ from keys import Signer, UsageError
 from keys.files import read_private_file
 from ledger import BlobStore, Ledger
 from seals import format_utc, parse_json_object, sha256_hex
+from seals.manifest import SealManifest
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,11 @@ def retire_generation(store: Store, ledger: Ledger, signer: Signer, generation: 
             opening = load_opening(store, ledger.ledger_id, state)  # checked against the sealed set hash
             document = parse_json_object(read_private_file(
                 opening_path(store, ledger.ledger_id, generation, state.set_hash)), what="opening")
+            # A reveal is logged for good: it must pass everything a verifier will check (its draw, its pools),
+            # not only its set hash, or a damaged private opening becomes a permanent finding.
+            manifest = SealManifest.verify(parse_json_object(BlobStore(store.blobs).get(state.manifest_sha256),
+                                                             what=f"seal manifest of {generation}"), ledger.key)
+            verify_reveal(document, manifest, manifest_sha256=state.manifest_sha256)
         # Every revealed byte waits in private/staging until the entries are logged (heldout.staging).
         with staged_operation(store, ledger, "retire") as staged:
             if document is not None:
