@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,13 +88,16 @@ def _write_file(path: Path, data: bytes) -> None:
 
 
 def export_ledger(ledger: Ledger, dest: Path, *, blobs: BlobStore | None = None,
-                  seals: Path | None = None) -> dict[str, Any]:
+                  seals: Path | None = None, seal_files: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Write the export of ``ledger`` to ``dest`` (which must not exist or be empty); returns the manifest.
 
     The directory is built beside ``dest`` under a temporary name (``.<name>.tmp<pid>``) and renamed into
     place, so a failed export leaves nothing and a killed one leaves no partial export at ``dest``; what
     killed exports left beside ``dest`` is removed first (:func:`keys.files.remove_stale_leftovers`).
-    ``blobs`` is the store's blob store, ``seals`` its seals folder; each is optional."""
+    ``blobs`` is the store's blob store, ``seals`` its seals folder; each is optional. ``seal_files``: the files
+    of ``seals/`` the entries log, by name with the SHA-256 each must have (the caller, which knows the entry
+    types, says which): each is published with exactly those bytes, from ``seals`` or, when the file there is
+    missing or damaged, from its blob (a damaged working copy was left out before, silently)."""
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise LedgerUsageError(f"{dest} exists and is not an empty directory", path=str(dest))
@@ -105,7 +108,7 @@ def export_ledger(ledger: Ledger, dest: Path, *, blobs: BlobStore | None = None,
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
-        manifest = _build(ledger, tmp, blobs=blobs, seals=seals)
+        manifest = _build(ledger, tmp, blobs=blobs, seals=seals, seal_files=seal_files)
         if dest.exists():
             dest.rmdir()
         os.rename(tmp, dest)
@@ -115,7 +118,8 @@ def export_ledger(ledger: Ledger, dest: Path, *, blobs: BlobStore | None = None,
     return manifest
 
 
-def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | None) -> dict[str, Any]:
+def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | None,
+           seal_files: Mapping[str, str] | None) -> dict[str, Any]:
     with ledger.snapshot():  # entries and checkpoints of the same state
         checkpoints = ledger.cosigned_checkpoints()
         size = checkpoints[-1].size
@@ -150,7 +154,17 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
         _write_file(out / KEYS / f"{key_id}.pub.json", key_file_bytes(key))
 
     seal_names: list[str] = []
-    if seals is not None and seals.is_dir():
+    if seal_files is not None:
+        for name, expected in sorted(seal_files.items()):
+            path = seals / name if seals is not None else None
+            found = path.read_bytes() if path is not None and path.is_file() and not path.is_symlink() else None
+            if (found is None or hashlib.sha256(found).hexdigest() != expected) and blobs is not None \
+                    and blobs.has(expected):
+                found = blobs.get(expected)  # re-hashed: the logged bytes themselves
+            if found is not None and hashlib.sha256(found).hexdigest() == expected:
+                _write_file(out / SEALS / name, found)
+                seal_names.append(name)
+    elif seals is not None and seals.is_dir():
         for path in sorted(seals.iterdir()):
             if path.is_file() and not path.is_symlink() and not path.name.startswith("."):
                 data = path.read_bytes()

@@ -353,3 +353,18 @@ def test_attack_evaluation_backdated_past_a_witnessed_supersession(tmp_path: Pat
         refused=LapsedError, words="superseded by MedEval-1 v0.2", audit_at="2026-09-07T00:00:00Z")
     assert [(f["check"], f["index"]) for f in findings] == [("witnessed-time", late)]
     assert "superseded by MedEval-1 v0.2" in findings[0]["message"]
+
+
+def test_attack_the_witness_list_deleted_to_switch_the_policy_off(tmp_path: Path) -> None:
+    """The store's policy file says a witness must cosign; the operator deletes its witness list (or never had
+    one): the audit still holds the head to the policy, as witness status does."""
+    store, ledger_id, ledger = operator_store(tmp_path)
+    with ledger:
+        policy = tmp_path / "policy.txt"
+        policy.write_text(f"log {ledger.verifier_key}\nwitness W0 {cosigner(0).vkey}\nquorum W0\n")
+        ledger.append(key_entry(1), signer=OPERATOR, now=T0)
+    assert cli("witness", "policy", str(policy), store=store).exit_code == 0
+    assert not (store / "witnesses" / "witnesses.json").exists()
+    audit = cli("audit", ledger_id, "--json", "--at", AT, store=store)
+    assert audit.exit_code == 1, audit.output
+    assert [f["check"] for f in json.loads(audit.stdout)["findings"]] == ["witnesses"]

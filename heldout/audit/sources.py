@@ -170,9 +170,9 @@ class OperatorSource:
     def stray_seal_files(self, entries: Iterable[tuple[int, Mapping[str, Any]]]) -> Iterator[HeldoutError]:
         return iter(())  # the store's seals/ is the operator's working folder, not a publication
     def witness_policy(self) -> Policy | None:
-        from heldout.witness.operator import load_endpoints, store_policy
+        from heldout.witness.operator import configured_policy
 
-        return store_policy(self.store) if load_endpoints(self.store) else None
+        return configured_policy(self.store)
 
 
 class ExportSource:

@@ -306,6 +306,19 @@ def verify_member_proof(proof_doc: Any, manifest_data: bytes, trusted: PublicKey
     return proof
 
 
+def logged_seal_files(entries: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[str, str]:
+    """The files ``seals/`` publishes, by name, with the SHA-256 the log gives each: ``<gen>.seal.json`` the
+    ``manifest_sha256`` of ``gen``'s seal entry, ``<gen>.reveal.json`` the ``reveal_sha256`` of its reveal entry
+    (the first entry counts, as for every reader)."""
+    logged: dict[str, str] = {}
+    for record in records(entries, SealEntry, RevealEntry):
+        if isinstance(record, SealEntry):
+            logged.setdefault(f"{record.generation}.seal.json", record.manifest_sha256)
+        else:
+            logged.setdefault(f"{record.generation}.reveal.json", record.reveal_sha256)
+    return logged
+
+
 def published_seal_problems(log: PublicLog, entries: Iterable[tuple[int, Mapping[str, Any]]], *,
                             named_too: bool = True) -> Iterator[VerificationError]:
     """Each file of a public log's ``seals/`` that is not what its name says: every one must be
@@ -314,12 +327,7 @@ def published_seal_problems(log: PublicLog, entries: Iterable[tuple[int, Mapping
     that merely hashes to some logged document (gen1's manifest under gen2's name) is refused: whoever reads
     ``seals/gen2.seal.json`` takes it for gen2's. ``named_too`` False: only the files under a name no entry logs
     (the audit's seal and reveal checks judge the others)."""
-    logged: dict[str, str] = {}
-    for record in records(entries, SealEntry, RevealEntry):
-        if isinstance(record, SealEntry):
-            logged.setdefault(f"{record.generation}.seal.json", record.manifest_sha256)
-        else:
-            logged.setdefault(f"{record.generation}.reveal.json", record.reveal_sha256)
+    logged = logged_seal_files(entries)
     for name in log.seal_names():
         expected = logged.get(name)
         if expected is None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from heldout.entries import PassportEntry, records
 from heldout.generations import GenerationState, load_generations, open_ledger
-from heldout.generations.verify import published_seal_problems
+from heldout.generations.verify import logged_seal_files, published_seal_problems
 from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.site.paths import copied_seal_path, passport_page
 from heldout.specs import Supersession, load_supersessions
@@ -112,7 +112,8 @@ def export_view(*, store: Path | None, from_dir: str | Path | None) -> Iterator[
     ledger = open_ledger(st, read_only=True)  # the store's default ledger, on whichever backend holds it
     with tempfile.TemporaryDirectory(prefix="heldout-site-") as tmp:
         try:
-            export_ledger(ledger, Path(tmp) / "export", blobs=BlobStore(st.blobs), seals=st.seals)
+            export_ledger(ledger, Path(tmp) / "export", blobs=BlobStore(st.blobs), seals=st.seals,
+                          seal_files=logged_seal_files(ledger.entries()))
         finally:
             ledger.close()
         yield open_export(Path(tmp) / "export")

@@ -110,6 +110,15 @@ def store_policy(store: Store) -> Policy:
     return parse_policy(default_policy_text(load_endpoints(store)), what="default policy")
 
 
+def configured_policy(store: Store) -> Policy | None:
+    """The policy the store answers to when it is witnessed at all (a ``witnesses/policy`` file, or witnesses
+    configured), else None. The policy file alone counts: deleting the witness list must not switch the policy
+    off for the audit while ``witness status`` still applies it."""
+    if (witness_folder(store) / POLICY_FILE).is_file() or load_endpoints(store):
+        return store_policy(store)
+    return None
+
+
 def set_policy(store: Store, data: bytes) -> Policy:
     policy = parse_policy(data, what="policy")  # refused before anything is written
     write_atomic(witness_folder(store) / POLICY_FILE, data)
