@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import signal
+from collections.abc import Callable, Iterator
 
 import typer
 
@@ -20,3 +22,20 @@ def all_commands() -> Iterator[tuple[list[str], typer.core.TyperCommand]]:
             yield from walk(child, [*path, name])
 
     return walk(typer.main.get_command(app), [])
+
+
+def in_forked_child(run: Callable[[], int]) -> int | None:
+    """Run ``run`` in a forked child of this process (no interpreter start: a killed command costs little):
+    None when the child was killed by SIGKILL (anything else killing it fails the test), else its exit code."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 70
+        try:
+            code = run()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        assert os.WTERMSIG(status) == signal.SIGKILL, status
+        return None
+    return os.waitstatus_to_exitcode(status)

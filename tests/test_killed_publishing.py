@@ -42,6 +42,7 @@ from heldout.cli import app
 from keys.files import exchange_paths, remove_stale_leftovers
 from ledger.sqlite import LEDGER_SUFFIX, _remove_stale_builds
 from tests.audit_support import build_store
+from tests.cli_support import in_forked_child
 from tests.site_support import run
 
 MAX_STEPS = 80  # more line events than any publish step runs after its last file: the sweep must end before
@@ -71,18 +72,7 @@ def run_killed(argv: list[str], *, modules: tuple[ModuleType, ...], after: tuple
     """Run ``heldout argv`` in a forked child that SIGKILLs itself at the ``step``-th line event in ``modules``
     after the first return of ``after`` (a module or class and the name of a function in it). None when it was
     killed, else the exit code of a run that finished before reaching that step."""
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        code = 70
-        try:
-            code = _killed_child(argv, modules, after, step)
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        assert os.WTERMSIG(status) == signal.SIGKILL, status
-        return None
-    return os.waitstatus_to_exitcode(status)
+    return in_forked_child(lambda: _killed_child(argv, modules, after, step))
 
 
 def _killed_child(argv: list[str], modules: tuple[ModuleType, ...], after: tuple[object, str],

@@ -116,7 +116,13 @@ def test_attack_a_retried_draw_is_reported_naming_both_intents(env: SimpleNamesp
     """The dishonest operator commits and draws gen1, dislikes the draw, and seals gen1 again for another."""
     first = log_an_intent(env, "gen1")
     st = Store.open(env.store)
-    seal(env, "gen1")  # the retry: a second intent, the draw it gives is sealed
+    # the retry: a second intent (the first one's pending draw is not in the store), the draw it gives is sealed
+    refused = cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--budget-bits", "5000",
+                  "--expires", EXPIRES, store=env.store)
+    assert refused.exit_code == 2 and "--retry-draw" in refused.output
+    retried = cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--budget-bits", "5000",
+                  "--expires", EXPIRES, "--retry-draw", store=env.store)
+    assert retried.exit_code == 0, retried.output
     findings = [f for f in audit_findings(env) if f["check"] == "draw"]
     assert len(findings) == 1
     second = json.loads((st.seals / "gen1.seal.json").read_text())["draw"]["intent_index"]
@@ -143,7 +149,14 @@ def test_attack_a_draw_not_matching_the_seed_is_refused_at_reveal(env: SimpleNam
     # the operator's own audit sees it while gen1 is still sealed (from the private opening's committed pool)
     sealed = [f for f in audit_findings(env) if f["check"] == "draw"]
     assert len(sealed) == 1 and "does not match the seed" in sealed[0]["message"]
+    # retire --reveal runs the reveal's checks first: it refuses to log this reveal, and writes nothing
+    refused = cli("retire", "gen1", "--reason", "expired", "--reveal", store=env.store)
+    assert refused.exit_code == 1 and "does not match the seed" in refused.output, refused.output
+    # the operator's own tooling, without that check, logs it anyway: every verifier refuses it
+    import heldout.generations.retire as retire_module
+    monkeypatch.setattr(retire_module, "verify_reveal", lambda *args, **kwargs: None)
     assert cli("retire", "gen1", "--reason", "expired", "--reveal", store=env.store).exit_code == 0
+    monkeypatch.undo()
     result = cli("verify-reveal", "gen1", "--key", env.key, store=env.store)
     assert result.exit_code == 1
     assert "not one the draw's seed selects" in result.output and "does not match the seed" in result.output

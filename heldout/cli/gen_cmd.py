@@ -42,8 +42,10 @@ from heldout.generations import (
     seal_generation,
     verify_member_proof,
 )
+from heldout.generations.access import pending_draw_path
 from heldout.generations.budget import DEFAULT_DELTA, DEFAULT_EPS, DEFAULT_K
 from heldout.generations.ledgers import DATABASE_ENV, DEFAULT_LEDGER_NAME, initialise_store, ledger_signer
+from heldout.generations.seal import generations_and_pending
 from heldout.generations.verify import read_first_in
 from heldout.store import Store
 from keys import (
@@ -189,12 +191,18 @@ def seal(
         "--step", help="Thresholdout: released values are rounded to this step.")] = 1.0,
     data_root: Annotated[Path | None, typer.Option(
         "--data-root", help="public only: folder of the official <task>.npz files.")] = None,
+    retry_draw: Annotated[bool, typer.Option(
+        "--retry-draw", help="When an intent of this generation is logged, unsealed and cannot be resumed (its "
+                             "pending draw is lost): log a new intent anyway; the audit then reports the draw as "
+                             "retried, for good.")] = False,
     store: StoreOption = None,
     ledger: LedgerOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Seal a generation: commit each task's pool and the seal intent to the log, draw cases disjoint from every
     earlier one with a seed derived from the checkpoint after the intent, commit, sign the manifest, append.
+    A seal killed or refused after logging its intent is finished by running the same seal again: it resumes
+    that intent (same pools, same seed) instead of logging a second one.
 
     Example: heldout seal gen3 --tasks bloodmnist --per-task 200 --expires 2027-03-01 --budget-bits 5000"""
     st = open_store(store)
@@ -203,7 +211,8 @@ def seal(
         generation=generation, tasks=tuple(_comma_list(tasks)),
         expiry=parse_utc(expires, what="--expires", usage=True), per_task=per_task, seed=seed,
         budget_bits=budget_bits, k=expected_models, delta=delta, eps=eps, ladder_step=ladder_step,
-        data_root=data_root, thresholdout=thresholdout, threshold=threshold, sigma=sigma, thresholdout_step=step)
+        data_root=data_root, thresholdout=thresholdout, threshold=threshold, sigma=sigma, thresholdout_step=step,
+        retry_draw=retry_draw)
     with open_ledger(st, ledger) as opened:
         signer = ledger_signer(st, opened)
         with console.status(f"sealing {generation}"):
@@ -215,6 +224,9 @@ def seal(
     counts = ", ".join(f"{t} {n}" for t, n in m.task_counts.items())
     budget = "no budget (public)" if m.leakage_budget.bits is None else \
         f"budget {m.leakage_budget.bits:.3f} bits ({m.leakage_budget.basis})"
+    if result.resumed_intent is not None:
+        console.print(f"resumed the seal intent of {m.generation} logged at entry {result.resumed_intent} "
+                      "(a seal killed or refused after logging it): no new intent was logged")
     console.print(f"sealed {m.generation} at entry {result.seal_index}: {m.n_cases} cases ({counts})")
     console.print(f"set hash {m.set_hash}; expires {format_utc(m.expiry)}; {budget}; release {m.release.mode}")
     console.print(f"manifest {result.manifest_path} (sha256 {result.manifest_sha256})")
@@ -372,13 +384,17 @@ def status(
     st = open_store(store)
     now = command_now(at)
     with open_ledger(st, ledger, read_only=True) as opened:
-        generations = load_generations(opened, now, blobs=BlobStore(st.blobs))
+        generations, intents = generations_and_pending(opened, now, blobs=BlobStore(st.blobs))
         head = {"size": opened.size, "root": opened.root().hex()}
         ledger_id = opened.ledger_id
     anomalies = [{"message": a.message, **a.evidence} for a in generations.anomalies]
+    pending = [{"generation": i.generation, "intent_index": i.index, "tasks": dict(i.tasks),
+                "expiry_utc": i.expiry_utc, "created_utc": i.created_utc,
+                "resumable_here": pending_draw_path(st, ledger_id, i.generation).is_file()} for i in intents]
     if as_json:
         print_json({"ledger_id": ledger_id, "at": format_utc(now), "head": head,
-                    "generations": [g.to_json() for g in generations.values()], "anomalies": anomalies})
+                    "generations": [g.to_json() for g in generations.values()], "anomalies": anomalies,
+                    "pending_intents": pending})
         return
     for anomaly in generations.anomalies:  # the log cannot be repaired: say so, and show the first entries
         err_console.print(f"warning: the ledger contradicts itself: {anomaly.message}")
@@ -406,6 +422,12 @@ def status(
             "\n".join(f"{t} {n}" for t, n in g.tasks.items()), g.set_hash[:12], budget, str(len(g.bundles)),
             "; ".join(notes))
     console.print(shown)
+    for item in pending:  # a seal killed or refused after logging its intent
+        how = ("run the same seal again to finish it (it resumes this intent)" if item["resumable_here"] else
+               "its pending draw is not in this store: only a seal with --retry-draw, which the audit reports as a "
+               "retried draw, seals it")
+        console.print(f"pending: the seal intent of {item['generation']} at entry {item['intent_index']} is logged "
+                      f"and not sealed; {how}")
     console.print(f"ledger head: size {head['size']}, root {head['root']}")
 
 

@@ -46,6 +46,13 @@ def noise_path(store: Store, ledger_id: str, generation: str, set_hash_hex: str)
     return store.openings / ledger_id / generation / f"{set_hash_hex}.noise.key"
 
 
+def pending_draw_path(store: Store, ledger_id: str, generation: str) -> Path:
+    """The candidates (ids, content hashes, labels, salts) of a seal whose pools and intent are logged and whose
+    seal entry is not yet: what a re-run of the seal resumes from (``heldout.generations.seal``); removed once
+    the seal entry is committed. Never exported, logged or printed."""
+    return store.private / "pending-draws" / ledger_id / f"{generation}.json"
+
+
 def withheld_blobs_path(store: Store, ledger_id: str) -> Path:
     """Blobs of bundles on ladder and Thresholdout generations, withheld until their generation is retired."""
     return store.private / "withheld" / ledger_id

@@ -6,7 +6,8 @@ many seeds and keep the one it likes:
 1. **pool commitment** (one ``pool`` entry per task): the candidates of the task (its private pool minus every
    case an earlier generation used) each get a fresh 32-byte salt and their ``heldout-commit-v1`` commitment;
    ``pool_root`` is the RFC 6962 root over the commitments sorted ascending (the same tree as a set hash),
-   ``pool_size`` their number. Salts of cases that are not drawn are never kept, so those stay hidden forever.
+   ``pool_size`` their number. Salts of cases that are not drawn are kept privately only until the seal is
+   logged (a killed seal resumes the same draw) and never published, so those stay hidden forever.
 2. **intent** (one ``intent`` entry, in the same batch, after the pool entries): generation, task sizes,
    expiry, release mode, and the index of the pool entry each task draws from. Every intent is logged: a
    retried draw is visible as a second intent (the audit reports it).

@@ -19,7 +19,7 @@ its image. **Evaluation order** (the order of a task's cases in every bundle's p
 for sealed generations (``order`` is null); for ``public``, the official file order, recorded in ``order``.
 **Pools** (sealed generations; null for ``public``): the commitment list of each task's pool commitment
 (``heldout/generations/draw.py``), so a verifier recomputes the pool root the ``pool`` entry logged and the
-draw the seed selects; the cases that were not drawn stay hidden (their salts were never kept). The check:
+draw the seed selects; the cases that were not drawn stay hidden (their salts were never published). The check:
 :func:`verify_draw`. Canonical bytes: ``seals.canonical_bytes``; ``reveal_sha256`` is the SHA-256 of those bytes.
 """
 

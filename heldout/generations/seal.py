@@ -10,24 +10,46 @@ candidate gets a fresh 32-byte salt (``os.urandom``); the commitments' root and 
 entry per task, followed in the same batch by the seal ``intent``. The seed is derived from the first checkpoint
 containing the intent (its witnesses' cosignatures, or without witnesses its root: weaker, the manifest says
 which), and ``heldout-draw-v1`` selects each task's cases from the committed pool. The operator's ``--seed`` is
-refused for sealed generations. A seal refused after the intent was logged leaves the intent in the log: a
-retried draw is visible (the audit reports a generation with more than one intent, or an intent never sealed).
+refused for sealed generations. Every intent stays in the log, so a retried draw is visible (the audit reports a
+generation with more than one intent, or an intent never sealed).
 
-**Order of writes, and the entry index.** Holding the generations lock: log the pools and the intent, draw,
-read the ledger size s, sign the manifest with ``entry_index = s``, stage the private opening,
-``seals/<gen>.seal.json`` and its blob under ``private/staging/`` (``heldout.staging``), append the seal entry
-(for ``public`` in one batch with its reveal entry, since its membership is public), and only then publish the
-staged files. If the append fails, or the command is killed before it, nothing is published and the staging
-folder is discarded (the logged intent then stays unsealed, which the audit reports). The seal entry carries
-``manifest_sha256``, the manifest its predicted index; the append is a compare-and-swap on that index
+**A seal killed or refused after its intent is logged (resume).** Before the pools and the intent are logged,
+the candidates of each task (case id, content hash, label, salt) and, for Thresholdout, the noise secret are
+written to the *pending draw* ``private/pending-draws/<ledger id>/<gen>.json`` (0600, atomically, durably:
+``heldout.generations.access.pending_draw_path``); it is removed once the seal entry is committed. So a seal
+killed (SIGKILL, power cut) or refused (no witness cosignature yet, another writer's append) between the two
+leaves the intent logged and unsealed, and this file. Running the same ``heldout seal gen`` again finds that
+intent (the last logged intent of the name, no seal entry after it) and, when the pending draw rebuilds exactly
+the ``pool`` entries the intent draws from (each task's root and size, and the noise secret its release commits
+to), the request has the intent's parameters (per-task counts, expiry, release) and every candidate is still in
+its pool and used by no generation, logs no new intent: it resumes from the intent's index and the saved
+candidates, so the seed comes from the same checkpoint and the draw is the one the first run would have made
+(with witnesses, from the cosignatures on that checkpoint when the re-run reads them), then seals as usual. The
+audit sees one intent, sealed. Refused (exit 2, nothing written): a request with other parameters than the
+pending intent's ("a pending draw of gen exists with other parameters"), and an intent that cannot be resumed
+(its pending draw is missing, damaged or of another attempt, or a case of its pool was sealed since), naming the
+intent's entry, unless ``--retry-draw`` (``SealRequest.retry_draw``): then a new intent is logged as before, and
+the audit reports the draw as retried, for good. A pending draw whose intent never reached the log is replaced by
+the next attempt; one left by a seal killed after its commit is removed by the next ``heldout seal`` on the
+ledger. ``heldout status`` lists the pending intents (:func:`generations_and_pending`).
+
+**Order of writes, and the entry index.** Holding the generations lock: write the pending draw, log the pools
+and the intent (or resume a pending intent: neither), draw, read the ledger size s, sign the manifest with
+``entry_index = s``, stage the private opening, ``seals/<gen>.seal.json`` and its blob under ``private/staging/``
+(``heldout.staging``), append the seal entry (for ``public`` in one batch with its reveal entry, since its
+membership is public), only then publish the staged files, and remove the pending draw. If the append fails, or
+the command is killed before it, nothing is published and the staging folder is discarded (the logged intent
+then stays unsealed, which the audit reports until the same seal, run again, resumes it: above). The seal entry
+carries ``manifest_sha256``, the manifest its predicted index; the append is a compare-and-swap on that index
 (``expected_size``): if another writer appended in between, it is refused, nothing is published, and the
 command fails, so no manifest ever points at the wrong entry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +57,7 @@ from typing import Any
 
 from harness.provenance import FileProvenance, file_provenance, n_classes
 from heldout.entries import IntentEntry, PoolEntry, RevealEntry, SealEntry
-from heldout.generations.access import noise_path, opening_path, used_case_ids
+from heldout.generations.access import noise_path, opening_path, pending_draw_path, used_case_ids
 from heldout.generations.budget import (
     DEFAULT_DELTA,
     DEFAULT_EPS,
@@ -45,20 +67,21 @@ from heldout.generations.budget import (
     public_budget,
 )
 from heldout.generations.cases import check_task, content_hashes, public_case_ids, read_split
-from heldout.generations.commitments import SALT_BYTES, set_hash
+from heldout.generations.commitments import SALT_BYTES, hex_bytes, set_hash
 from heldout.generations.draw import DrawRecord, PoolRef, derive_seed, draw_cases, seed_material
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.pools import pool_entries, pool_tasks
 from heldout.generations.release import FULL, LADDER, NOISE_BYTES, THRESHOLDOUT
 from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
-from heldout.generations.state import GenerationState, load_generations, utc
-from heldout.staging import staged_operation
+from heldout.generations.state import BlobSource, Generations, GenerationState, load_generations, utc
+from heldout.staging import StagedOperation, staged_operation
 from heldout.store import Store
-from keys import MalformedInput, Signer, UsageError, VerificationError
+from keys import HeldoutError, MalformedInput, Signer, UsageError, VerificationError
+from keys.files import fsync_dir, read_private_file, remove_stale_leftovers, write_private_file
 from ledger import AppendConflict, BlobStore, Ledger
 from ledger.cosignature import with_cosignatures
 from ledger.policy import Policy
-from seals import format_utc, sha256_hex
+from seals import canonical_bytes, format_utc, parse_json_object, sha256_hex
 from seals.manifest import (
     ReleasePolicy,
     SealManifest,
@@ -86,6 +109,9 @@ class SealRequest:
     sigma: float | None = None
     #: Rounding step of Thresholdout's released values (the ladder uses ``ladder_step``).
     thresholdout_step: float = 1.0
+    #: Log a new intent even though one of this generation is logged and unsealed and cannot be resumed (the
+    #: audit then reports the generation's draw as retried, for good).
+    retry_draw: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,10 +123,13 @@ class SealResult:
     seal_index: int
     reveal_index: int | None = None
     written: tuple[Path, ...] = field(default_factory=tuple)
+    #: The index of the logged, unsealed intent this seal resumed (a killed seal's), or None for a new intent.
+    resumed_intent: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"generation": self.manifest.generation, "seal_index": self.seal_index,
-                "reveal_index": self.reveal_index, "manifest_sha256": self.manifest_sha256,
+                "reveal_index": self.reveal_index, "resumed_intent": self.resumed_intent,
+                "manifest_sha256": self.manifest_sha256,
                 "manifest_path": str(self.manifest_path), "set_hash": self.manifest.set_hash,
                 "tasks": self.manifest.task_counts, "expiry_utc": format_utc(self.manifest.expiry),
                 "leakage_budget": self.manifest.leakage_budget.to_json(), "seed": self.manifest.seed}
@@ -189,9 +218,9 @@ def _expected_shape(task: str, candidates: list[CaseOpening], per_task: int) -> 
     return TaskShape(task=task, n=per_task, n_classes=classes, smallest_class=max(1, smallest))
 
 
-def _candidates(store: Store, ledger: Ledger, request: SealRequest, tasks: tuple[str, ...],
-                generations: dict[str, GenerationState]) -> dict[str, list[CaseOpening]]:
-    """Each task's candidates (its pool minus every case already used), each with a fresh salt."""
+def _check_draw_request(store: Store, request: SealRequest, tasks: tuple[str, ...]) -> None:
+    """What a sealed generation's request must be, before any pool is read: a positive ``--per-task``, no
+    ``--seed``, a private pool for every task."""
     if request.per_task is None or request.per_task < 1:
         raise UsageError("--per-task must be a positive number of cases", field="per_task",
                          found=request.per_task)
@@ -204,15 +233,27 @@ def _candidates(store: Store, ledger: Ledger, request: SealRequest, tasks: tuple
         if task not in known:
             raise UsageError(f"unknown task {task!r}: no private pool; run: heldout pool add {task} FILE.npz",
                              field="tasks", found=task, expected=sorted(known))
-    used = used_case_ids(store, ledger.ledger_id, generations)
-    pools = {task: pool_entries(store, task) for task in tasks}
+
+
+def _candidates(store: Store, ledger: Ledger, request: SealRequest, tasks: tuple[str, ...],
+                generations: Mapping[str, GenerationState]) -> dict[str, list[CaseOpening]]:
+    """Each task's candidates (its pool minus every case already used), each with a fresh salt."""
+    _check_draw_request(store, request, tasks)
+    return _fresh_candidates(request, tasks, {task: pool_entries(store, task) for task in tasks},
+                             used_case_ids(store, ledger.ledger_id, generations))
+
+
+def _fresh_candidates(request: SealRequest, tasks: tuple[str, ...], pools: Mapping[str, Mapping[str, tuple[str, int]]],
+                      used: set[str]) -> dict[str, list[CaseOpening]]:
+    """:func:`_candidates` from the pools and the used cases, already read."""
+    per_task = int(request.per_task or 0)
     candidates = {task: sorted(set(pools[task]) - used) for task in tasks}
     for task in tasks:
-        if len(candidates[task]) < request.per_task:
+        if len(candidates[task]) < per_task:
             raise UsageError(
                 f"too few unused cases for {task}: {len(candidates[task])} left in its pool of "
-                f"{len(pools[task])}, {request.per_task} needed", field="per_task", found=len(candidates[task]),
-                expected=request.per_task)
+                f"{len(pools[task])}, {per_task} needed", field="per_task", found=len(candidates[task]),
+                expected=per_task)
     return {task: sorted((CaseOpening(case_id=cid, task=task, content_sha256=pools[task][cid][0],
                                       label=pools[task][cid][1], salt=os.urandom(SALT_BYTES))
                           for cid in candidates[task]), key=lambda o: o.commitment)
@@ -223,7 +264,7 @@ def _commit_and_intend(ledger: Ledger, signer: Signer, request: SealRequest, nam
                        candidates: Mapping[str, Sequence[CaseOpening]], release: ReleasePolicy,
                        now: datetime) -> tuple[int, dict[str, PoolRef]]:
     """Log one ``pool`` entry per task and the seal ``intent`` in one batch (one checkpoint covers them);
-    returns the intent's index and the pool references."""
+    returns the intent's index and the pool references. The caller wrote the pending draw first."""
     start = ledger.size
     pools = {task: PoolRef(start + i, set_hash([o.commitment for o in openings]), len(openings))
              for i, (task, openings) in enumerate(sorted(candidates.items()))}
@@ -266,9 +307,11 @@ def _draw(ledger: Ledger, name: str, intent_index: int, pools: Mapping[str, Pool
         material = seed_material(source, cosignatures=lines)
     elif ledger.after_checkpoint is not None:
         # Witnesses are configured but none cosigned: refuse rather than fall back to the weaker seed the
-        # operator could steer (the intent stays logged; a later seal shows as a retried draw).
+        # operator could steer (the intent stays logged, with its pending draw: the same seal run again after
+        # the witnesses cosigned resumes it).
         raise VerificationError(f"no witness cosigned checkpoint {size}, which contains the seal intent of {name}: "
-                                "the draw needs their cosignatures (heldout witness sync, then seal again)",
+                                "the draw needs their cosignatures (heldout witness sync, then run the same seal "
+                                "again: it resumes this intent)",
                                 index=intent_index, size=size, cause=str(ledger.witnessing_error or ""))
     else:
         source = "checkpoint-root"
@@ -286,6 +329,232 @@ def _witness_policy(store: Store) -> Policy | None:
     from heldout.witness.operator import load_endpoints, store_policy
 
     return store_policy(store) if load_endpoints(store) else None
+
+
+# --- the pending draw: what a killed seal leaves, and what its re-run resumes -------------------------------
+
+PENDING_TYPE = "heldout/pending-draw"
+PENDING_VERSION = 1
+#: A pending draw holds every candidate of every task (about 180 bytes each): a bound well above any pool.
+PENDING_LIMIT = 1 << 30
+
+
+def _pending_bytes(ledger_id: str, name: str, candidates: Mapping[str, Sequence[CaseOpening]],
+                   noise_secret: bytes | None) -> bytes:
+    return canonical_bytes({
+        "type": PENDING_TYPE, "version": PENDING_VERSION, "ledger_id": ledger_id, "generation": name,
+        "noise_secret": None if noise_secret is None else noise_secret.hex(),
+        "candidates": {task: [[o.case_id, o.content_sha256, o.label, o.salt.hex()] for o in openings]
+                       for task, openings in sorted(candidates.items())}})
+
+
+def _write_pending(store: Store, ledger_id: str, name: str, candidates: Mapping[str, Sequence[CaseOpening]],
+                   noise_secret: bytes | None) -> None:
+    """The pending draw of ``name``, written (0600, atomically, durably) before its pools and intent are logged;
+    a file another attempt left (one whose intent never reached the log, or one ``--retry-draw`` replaces)
+    goes first."""
+    path = pending_draw_path(store, ledger_id, name)
+    path.unlink(missing_ok=True)
+    remove_stale_leftovers(path.parent, path.name, tags=("tmp",))  # a write killed halfway
+    write_private_file(path, _pending_bytes(ledger_id, name, candidates, noise_secret))
+
+
+def _remove_pending(store: Store, ledger_id: str, name: str) -> None:
+    """Remove the pending draw of ``name`` (durably) with what a write of it killed halfway left, and its folders
+    when they are left empty."""
+    path = pending_draw_path(store, ledger_id, name)
+    if not path.parent.is_dir():
+        return
+    path.unlink(missing_ok=True)
+    remove_stale_leftovers(path.parent, path.name, tags=("tmp",))
+    fsync_dir(path.parent)
+    for folder in (path.parent, path.parent.parent):
+        try:
+            folder.rmdir()
+        except OSError:
+            break  # not empty: another pending draw (or another ledger's) is there
+
+
+def _sweep_pending(store: Store, ledger_id: str, generations: Mapping[str, GenerationState]) -> None:
+    """Remove the pending draws of generations already sealed (a seal killed after its commit, before it removed
+    its pending draw): nothing resumes them, and they hold the salts of the cases not drawn."""
+    folder = pending_draw_path(store, ledger_id, "x").parent
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.iterdir()):
+        stem = path.name.lstrip(".").split(".json", 1)[0]  # gen3.json, or .gen3.json.tmp<pid> of a killed write
+        if stem in generations:
+            _remove_pending(store, ledger_id, stem)
+
+
+def _read_pending(path: Path, ledger_id: str, name: str) -> tuple[dict[str, list[CaseOpening]], bytes | None]:
+    """The candidates (each task's, ascending by commitment) and noise secret of a pending draw; MalformedInput
+    (never quoting a salt) unless it is exactly what :func:`_pending_bytes` writes for ``name``."""
+    what = f"the pending draw of {name}"
+    doc = parse_json_object(read_private_file(path, limit=PENDING_LIMIT), what=what)
+    if set(doc) != {"type", "version", "ledger_id", "generation", "noise_secret", "candidates"} \
+            or doc["type"] != PENDING_TYPE or doc["version"] != PENDING_VERSION:
+        raise MalformedInput(f"{what} is not a heldout pending draw v{PENDING_VERSION}", path=str(path))
+    if doc["ledger_id"] != ledger_id or doc["generation"] != name:
+        raise MalformedInput(f"{what} is of another ledger or generation", path=str(path))
+    noise = doc["noise_secret"]
+    noise_secret = None if noise is None else hex_bytes(noise, size=NOISE_BYTES, what="noise_secret")
+    raw = doc["candidates"]
+    if not isinstance(raw, dict) or not raw:
+        raise MalformedInput(f"{what} lists no candidates", path=str(path))
+    candidates: dict[str, list[CaseOpening]] = {}
+    for task, rows in raw.items():
+        if not isinstance(rows, list) or not rows:
+            raise MalformedInput(f"{what} lists no candidates of {task}", path=str(path))
+        openings = []
+        for row in rows:
+            if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)
+                    and isinstance(row[2], int) and not isinstance(row[2], bool) and row[2] >= 0):
+                raise MalformedInput(f"{what} has a malformed candidate of {task}", path=str(path))
+            hex_bytes(row[1], size=32, what="content_sha256")
+            openings.append(CaseOpening(case_id=row[0], task=task, content_sha256=row[1], label=row[2],
+                                        salt=hex_bytes(row[3], size=SALT_BYTES, what="salt")))
+        candidates[task] = sorted(openings, key=lambda o: o.commitment)
+    return candidates, noise_secret
+
+
+@dataclass(frozen=True)
+class _Resume:
+    """A logged, unsealed intent and the pending draw that rebuilds its pools: the seal continues from them."""
+
+    intent: IntentEntry
+    pools: dict[str, PoolRef]
+    candidates: dict[str, list[CaseOpening]]
+    noise_secret: bytes | None
+
+
+def _rebuild(store: Store, ledger: Ledger, name: str, intent: IntentEntry) -> tuple[_Resume | None, str]:
+    """(the resume, "") when this store's pending draw of ``name`` rebuilds exactly the pool entries ``intent``
+    draws from (each task's root and size) and the noise secret its release commits to; else (None, why not)."""
+    path = pending_draw_path(store, ledger.ledger_id, name)
+    if not path.exists() and not path.is_symlink():
+        return None, (f"this store holds no pending draw of {name} ({path}), so the salts of its committed pools "
+                      "are lost")
+    try:
+        candidates, noise_secret = _read_pending(path, ledger.ledger_id, name)
+    except HeldoutError as exc:
+        return None, f"its pending draw {path} cannot be used: {exc.message}"
+    if set(candidates) != set(intent.pools):
+        return None, f"the pending draw {path} is of other tasks than the intent's pools (a file of another attempt)"
+    pools: dict[str, PoolRef] = {}
+    for task, openings in sorted(candidates.items()):
+        index = intent.pools[task]
+        ref = PoolRef(index, set_hash([o.commitment for o in openings]), len(openings))
+        logged = None
+        if 0 <= index < int(intent.index or 0):
+            with contextlib.suppress(HeldoutError):
+                logged = PoolEntry.from_entry(ledger.entry(index), index=index)
+        if not isinstance(logged, PoolEntry) or (logged.task, logged.pool_root, logged.pool_size) != (
+                task, ref.pool_root, ref.pool_size):
+            return None, (f"the pending draw {path} does not rebuild the {task} pool entry {index} the intent draws "
+                          "from (a file of another attempt)")
+        pools[task] = ref
+    release = intent.get("release")
+    committed = release.get("noise_sha256") if isinstance(release, dict) else None
+    if (committed is None) != (noise_secret is None) or (
+            noise_secret is not None and sha256_hex(noise_secret) != committed):
+        return None, f"the noise secret of the pending draw {path} is not the one the intent's release commits to"
+    return _Resume(intent, pools, candidates, noise_secret), ""
+
+
+def _other_parameters(intent: IntentEntry, tasks: tuple[str, ...], per_task: int, expiry: datetime,
+                      release: ReleasePolicy) -> list[str]:
+    """What the request asks that ``intent`` does not record (empty: the same draw)."""
+    differ = []
+    asked = dict.fromkeys(tasks, per_task)
+    if dict(intent.tasks) != asked:
+        differ.append(f"per-task counts {dict(sorted(intent.tasks.items()))} (asked: {asked})")
+    if intent.expiry_utc != format_utc(expiry):
+        differ.append(f"expiry {intent.expiry_utc} (asked: {format_utc(expiry)})")
+    logged, wanted = intent.get("release"), release.to_json()
+    if logged != wanted:
+        def shown(body: Any) -> Any:
+            return {k: v for k, v in body.items() if k != "noise_sha256"} if isinstance(body, dict) else body
+        differ.append(f"release {shown(logged)} (asked: {shown(wanted)})")
+    return differ
+
+
+def _unavailable(resume: _Resume, pools: Mapping[str, Mapping[str, tuple[str, int]]], used: set[str]) -> str:
+    """Why the cases of a resumed draw's pools cannot be drawn any more ("" when they all can): each must still be
+    in its task's private pool, unchanged, and unused by every opening in the store."""
+    for task, openings in sorted(resume.candidates.items()):
+        for o in openings:
+            if o.case_id in used:
+                return f"case {o.case_id} of its committed {task} pool has since been sealed in another generation"
+            if pools[task].get(o.case_id) != (o.content_sha256, o.label):
+                return f"case {o.case_id} of its committed {task} pool is no longer in the private pool as it was"
+    return ""
+
+
+def _resume_or_refuse(store: Store, ledger: Ledger, request: SealRequest, name: str, tasks: tuple[str, ...],
+                      pending: Sequence[IntentEntry], mode: str, step: float | None,
+                      pools: Mapping[str, Mapping[str, tuple[str, int]]], used: set[str]) -> _Resume | None:
+    """What to do with the logged, unsealed intents of ``name`` (``pending``, in log order): resume the last one
+    from this store's pending draw when it rebuilds that intent's pools and the request has its parameters;
+    refuse (exit 2) when the parameters differ, or when it cannot be resumed, unless ``--retry-draw``; None: log
+    a new intent."""
+    if not pending:
+        return None
+    intent = pending[-1]
+    index = int(intent.index or 0)
+    resume, why = _rebuild(store, ledger, name, intent)
+    if resume is not None:
+        per_task = int(request.per_task or 0)
+        differ = _other_parameters(intent, tasks, per_task, utc(request.expiry),
+                                   _release_policy(mode, step, request, resume.noise_secret))
+        if differ:
+            if request.retry_draw:
+                return None
+            raise UsageError(
+                f"a pending draw of {name} exists with other parameters: its seal intent (entry {index}) records "
+                f"{'; '.join(differ)}. Run the seal again with the intent's parameters to finish that draw, or "
+                f"pass --retry-draw to log a new intent (the audit then reports {name}'s draw as retried, for good)",
+                field="generation", generation=name, index=index)
+        why = _unavailable(resume, pools, used)
+        if not why:
+            return resume
+    if request.retry_draw:
+        return None
+    raise UsageError(
+        f"the seal intent of {name} at entry {index} was logged and never sealed (a seal killed or refused after "
+        f"logging it), and cannot be resumed: {why}. Sealing {name} again logs a second intent, which the audit "
+        f"reports for good as a retried draw (how seed grinding shows); pass --retry-draw to do so anyway",
+        field="generation", generation=name, index=index, intents=[int(i.index or 0) for i in pending])
+
+
+def _tap_intents(pairs: Iterable[tuple[int, Mapping[str, Any]]], found: list[IntentEntry]
+                 ) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """``pairs`` unchanged, keeping each valid ``intent`` entry met in ``found`` (one pass over the log)."""
+    for index, entry in pairs:
+        if entry.get("type") == IntentEntry.TYPE:
+            with contextlib.suppress(HeldoutError):  # not an intent the seal logs: the audit reports it
+                record = IntentEntry.from_entry(entry, index=index)
+                if isinstance(record, IntentEntry):
+                    found.append(record)
+        yield index, entry
+
+
+def generations_and_pending(ledger: Ledger, now: datetime, *, blobs: BlobSource | None = None
+                            ) -> tuple[Generations, list[IntentEntry]]:
+    """The ledger's generations (:func:`load_generations`) and its pending intents: each ``intent`` entry that no
+    seal entry of its generation follows (a seal killed or refused after logging it), in log order."""
+    intents: list[IntentEntry] = []
+    generations = load_generations(_tap_intents(ledger.entries(), intents), now, blobs=blobs)
+    pending = [i for i in intents if i.generation not in generations
+               or generations[i.generation].seal_index < int(i.index or 0)]
+    return generations, pending
+
+
+def _release_policy(mode: str, step: float | None, request: SealRequest, noise_secret: bytes | None
+                    ) -> ReleasePolicy:
+    return ReleasePolicy(mode, step, request.threshold if noise_secret else None,
+                         request.sigma if noise_secret else None,
+                         sha256_hex(noise_secret) if noise_secret else None)
 
 
 def seal_entry_of(manifest: SealManifest, digest: str) -> dict[str, Any]:
@@ -317,7 +586,8 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
                          "apply", field="ladder_step")
     mode, step = _release_mode(request)
     with generations_lock(ledger, store):
-        generations = load_generations(ledger, now)
+        generations, pending = generations_and_pending(ledger, now)
+        _sweep_pending(store, ledger.ledger_id, generations)
         if name in generations:
             raise UsageError(f"generation {name} is already sealed on this ledger (entry "
                              f"{generations[name].seal_index}); choose another name", field="generation",
@@ -329,22 +599,43 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
         sources: dict[str, FileProvenance] = {}
         draw: DrawRecord | None = None
         pool_lists: dict[str, list[bytes]] | None = None
-        noise_secret = os.urandom(NOISE_BYTES) if mode == THRESHOLDOUT and name != "public" else None
-        release = ReleasePolicy(mode, step, request.threshold if noise_secret else None,
-                                request.sigma if noise_secret else None,
-                                sha256_hex(noise_secret) if noise_secret else None)
+        resume: _Resume | None = None
         if name == "public":
+            noise_secret = None
+            release = _release_policy(mode, step, request, None)
             openings, order, sources = _public_openings(request, tasks)
         else:
-            candidates = _candidates(store, ledger, request, tasks, generations)
+            _check_draw_request(store, request, tasks)
             per_task = int(request.per_task or 0)
+            used = used_case_ids(store, ledger.ledger_id, generations)
+            pool_cases = {task: pool_entries(store, task) for task in tasks}
+            # A logged intent of this name that no seal followed: resumed (same pools, same seed), or refused.
+            resume = _resume_or_refuse(store, ledger, request, name, tasks,
+                                       [i for i in pending if i.generation == name], mode, step, pool_cases, used)
+            if resume is not None:
+                candidates, noise_secret = resume.candidates, resume.noise_secret
+            else:
+                candidates = _fresh_candidates(request, tasks, pool_cases, used)
+                noise_secret = os.urandom(NOISE_BYTES) if mode == THRESHOLDOUT else None
+            release = _release_policy(mode, step, request, noise_secret)
             # The budget is checked before anything is logged, on each task's expected class sizes, so that a
             # refused seal logs nothing. Whether it can pay for one evaluation does not depend on the draw; a
             # default budget (it grows with the smallest class) is computed again on the drawn cases below.
             make_budget(n=per_task, k=request.k, delta=request.delta, eps=request.eps, bits=request.budget_bits,
                         mode=mode, shapes=[_expected_shape(task, candidates[task], per_task) for task in tasks],
                         step=step)
-            intent_index, pools = _commit_and_intend(ledger, signer, request, name, candidates, release, now)
+            if resume is not None:
+                intent_index, pools = int(resume.intent.index or 0), resume.pools
+            else:
+                # The candidates with their salts go to the pending draw first: a seal killed (or refused) after
+                # its intent is logged leaves what its re-run resumes from.
+                _write_pending(store, ledger.ledger_id, name, candidates, noise_secret)
+                try:
+                    intent_index, pools = _commit_and_intend(ledger, signer, request, name, candidates, release,
+                                                             now)
+                except UsageError:  # another writer came first: nothing was logged, the store stays as it was
+                    _remove_pending(store, ledger.ledger_id, name)
+                    raise
             draw, openings = _draw(ledger, name, intent_index, pools, candidates, per_task, _witness_policy(store))
             pool_lists = {task: [o.commitment for o in pool] for task, pool in candidates.items()}
         counts = {task: sum(1 for o in openings if o.task == task) for task in tasks}
@@ -372,8 +663,10 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
         opening = reveal_bytes({**draft, "manifest_sha256": digest})
         entries: list[Mapping[str, Any]] = [seal_entry_of(manifest, digest)]
 
+        operation: list[StagedOperation] = []  # the staged operation, once it exists
         try:
             with staged_operation(store, ledger, "seal") as staged:
+                operation.append(staged)
                 staged.private_file(opening_path(store, ledger.ledger_id, name, manifest.set_hash), opening,
                                     label="opening")
                 if noise_secret is not None:
@@ -391,7 +684,14 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
                 indices = staged.commit(entries, signer=signer, now=now, expected_size=manifest.entry_index)
         except AppendConflict as exc:
             raise UsageError(f"another writer appended to the ledger while {name} was being sealed; nothing was "
-                             "sealed: run the seal again", generation=name, **exc.evidence) from None
+                             "sealed: run the seal again (it resumes the logged intent)", generation=name,
+                             **exc.evidence) from None
+        finally:
+            if name != "public" and operation and operation[0].committed:
+                # Sealed (even when publishing failed after the commit: the next command finishes it): nothing
+                # resumes the pending draw any more. A pending draw left behind goes with the next seal's sweep.
+                with contextlib.suppress(OSError):
+                    _remove_pending(store, ledger.ledger_id, name)
         written = (opening_path(store, ledger.ledger_id, name, manifest.set_hash),
                    *((noise_path(store, ledger.ledger_id, name, manifest.set_hash),) if noise_secret is not None
                      else ()),
@@ -400,4 +700,5 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
                    *((reveal_path(store, name),) if name == "public" else ()))
     return SealResult(manifest=manifest, signed=signed, manifest_sha256=digest,
                       manifest_path=manifest_path(store, name), seal_index=indices[0],
-                      reveal_index=indices[1] if len(indices) > 1 else None, written=written)
+                      reveal_index=indices[1] if len(indices) > 1 else None, written=written,
+                      resumed_intent=None if resume is None else resume.intent.index)
