@@ -201,6 +201,7 @@ def seal(
 ) -> None:
     """Seal a generation: commit each task's pool and the seal intent to the log, draw cases disjoint from every
     earlier one with a seed derived from the checkpoint after the intent, commit, sign the manifest, append.
+
     A seal killed or refused after logging its intent is finished by running the same seal again: it resumes
     that intent (same pools, same seed) instead of logging a second one.
 
