@@ -13,7 +13,7 @@ The model runs without the generations lock; the charges are checked and logged 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -40,7 +40,7 @@ from heldout.generations import (
 from heldout.generations.budget import full_evaluation_bits
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.release import THRESHOLDOUT, last_over_threshold
-from heldout.specs import current_spec_version, load_supersessions, require_not_superseded
+from heldout.specs import Supersession, current_spec_version, load_supersessions, require_not_superseded
 from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import ExpiredError, Signer, UsageError
@@ -103,10 +103,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
     spec_version = current_spec_version(supersessions, now)
     for task in request.tasks:
         check_known_task(task)
-    require_unexpired_by_witnesses(ledger, state)
-    witnessed = ledger.witnessed_time()
-    if witnessed is not None:  # as for expiry: the witnessed time, not the local clock, says what is in force
-        require_not_superseded(supersessions, spec_version, witnessed)
+    require_current_by_witnesses(ledger.witnessed_time(), state, supersessions, spec_version)
     unknown = [t for t in request.tasks if t not in state.tasks]
     if unknown:
         raise UsageError(f"{request.generation} has no task {unknown[0]!r}", field="tasks", found=unknown[0],
@@ -138,15 +135,19 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
     return record_bundles(store, ledger, signer, finished, now=now)
 
 
-def require_unexpired_by_witnesses(ledger: Ledger, state: GenerationState) -> None:
-    """Expiry judged by the witnessed time, not the operator's clock: once witnesses have cosigned a checkpoint
-    at or after the generation's expiry, nothing more is evaluated on it, whatever ``now`` says (exit 3)."""
-    witnessed = ledger.witnessed_time()
-    if witnessed is not None and witnessed >= state.expiry:
+def require_current_by_witnesses(witnessed: datetime | None, state: GenerationState,
+                                 supersessions: Mapping[str, Supersession], spec_version: str) -> None:
+    """What is in force judged by the witnessed time (``Ledger.witnessed_time``), not the operator's clock: once
+    witnesses have cosigned a checkpoint at or after the generation's expiry, nothing more is evaluated on it
+    (exit 3), nor under a spec version superseded by then (exit 4), whatever ``now`` says."""
+    if witnessed is None:
+        return
+    if witnessed >= state.expiry:
         raise ExpiredError(f"generation {state.name} expired at {format_utc(state.expiry)}: witnesses attest the "
                            f"ledger reached {format_utc(witnessed)} (the local clock cannot undo that)",
                            generation=state.name, expected=f"before {format_utc(state.expiry)}",
                            found=f"witnessed {format_utc(witnessed)}")
+    require_not_superseded(supersessions, spec_version, witnessed)
 
 
 def public_estimate(ledger: Ledger, blobs: BlobStore, model_id: str, task: str) -> tuple[int, float]:
@@ -214,10 +215,8 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
             if state is None:
                 raise UsageError(f"no generation {name!r} is sealed on this ledger", field="generation",
                                  found=name)
-            require_unexpired_by_witnesses(ledger, state)
+            require_current_by_witnesses(witnessed, state, supersessions, str(evaluation.get("spec_version")))
             require_not_superseded(supersessions, str(evaluation.get("spec_version")), now)
-            if witnessed is not None:  # what the witnesses attest, whatever the local clock says
-                require_not_superseded(supersessions, str(evaluation.get("spec_version")), witnessed)
             if evaluation.get("spec_version") != current or entry.get("spec_version") != current:
                 raise UsageError(f"new evaluations use the current spec, {current}; this one is "
                                  f"{evaluation.get('spec_version')!r}", field="spec_version", expected=current,
