@@ -155,15 +155,9 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
 
     seal_names: list[str] = []
     if seal_files is not None:
-        for name, expected in sorted(seal_files.items()):
-            path = seals / name if seals is not None else None
-            found = path.read_bytes() if path is not None and path.is_file() and not path.is_symlink() else None
-            if (found is None or hashlib.sha256(found).hexdigest() != expected) and blobs is not None \
-                    and blobs.has(expected):
-                found = blobs.get(expected)  # re-hashed: the logged bytes themselves
-            if found is not None and hashlib.sha256(found).hexdigest() == expected:
-                _write_file(out / SEALS / name, found)
-                seal_names.append(name)
+        for name, data in logged_seal_bytes(seal_files, seals=seals, blobs=blobs):
+            _write_file(out / SEALS / name, data)
+            seal_names.append(name)
     elif seals is not None and seals.is_dir():
         for path in sorted(seals.iterdir()):
             if path.is_file() and not path.is_symlink() and not path.name.startswith("."):
@@ -191,6 +185,21 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
     }
     _write_file(out / MANIFEST, canonical_bytes(manifest) + b"\n")
     return manifest
+
+
+def logged_seal_bytes(seal_files: Mapping[str, str], *, seals: Path | None,
+                      blobs: BlobStore | None) -> Iterator[tuple[str, bytes]]:
+    """For each file of ``seal_files`` (name: the SHA-256 its entry logs), the logged bytes: the store's working
+    copy in ``seals`` when it has that hash, else its blob (re-hashed); a file found in neither is left out (the
+    readers then report it missing). What an export and a tiles directory publish under ``seals/``."""
+    for name, expected in sorted(seal_files.items()):
+        path = seals / name if seals is not None else None
+        found = path.read_bytes() if path is not None and path.is_file() and not path.is_symlink() else None
+        if (found is None or hashlib.sha256(found).hexdigest() != expected) and blobs is not None \
+                and blobs.has(expected):
+            found = blobs.get(expected)  # re-hashed: the logged bytes themselves
+        if found is not None and hashlib.sha256(found).hexdigest() == expected:
+            yield name, found
 
 
 def key_file_bytes(key: TrustedKey) -> bytes:

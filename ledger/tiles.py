@@ -51,7 +51,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -77,7 +77,7 @@ from ledger.blobs import BlobStore, check_sha256_hex
 from ledger.checkpoint import Checkpoint, parse_checkpoint, verify_checkpoint
 from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger_id, ledger_id_of, origin_of
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
-from ledger.export import BLOBS, CHECKPOINTS, KEYS, SEALS, key_file_bytes
+from ledger.export import BLOBS, CHECKPOINTS, KEYS, SEALS, key_file_bytes, logged_seal_bytes
 from ledger.ledger import Ledger
 from ledger.published import EntryList, check_replayed_claims
 from ledger.replay import CheckpointClaim, EntryFn, ProgressFn, ReplayReport, replay
@@ -311,7 +311,7 @@ def _previous(ledger: Ledger, out: Path) -> tuple[int, dict[str, Any]]:
 
 
 def write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None = None,
-                seals: Path | None = None) -> TilesResult:
+                seals: Path | None = None, seal_files: Mapping[str, str] | None = None) -> TilesResult:
     """Write (or extend) the tlog-tiles layout of ``ledger`` in ``out`` up to its latest checkpoint (see the
     module docstring). The checkpoint is written last: until then readers see the previous state. One run
     at a time per folder (an exclusive lock on ``OUT/.heldout-tiles.lock``; a second run is refused)."""
@@ -325,7 +325,7 @@ def write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None = None,
         except BlockingIOError:
             raise LedgerUsageError(f"another 'ledger tiles' run is writing {out}", path=str(out)) from None
         _remove_temp_files(out)
-        return _write_tiles(ledger, out, blobs=blobs, seals=seals)
+        return _write_tiles(ledger, out, blobs=blobs, seals=seals, seal_files=seal_files)
     finally:
         os.close(fd)  # releases the lock
 
@@ -343,7 +343,8 @@ def _remove_temp_files(out: Path) -> None:
                 (Path(folder) / name).unlink(missing_ok=True)
 
 
-def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | None) -> TilesResult:
+def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | None,
+                 seal_files: Mapping[str, str] | None) -> TilesResult:
     old, previous = _previous(ledger, out)
     checkpoints = ledger.cosigned_checkpoints()
     latest = checkpoints[-1]
@@ -447,7 +448,10 @@ def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: P
     for key in declared:
         writer.immutable(f"{KEYS}/{key.key_id}.pub.json", key_file_bytes(key))
         key_ids.add(key.key_id)
-    if seals is not None and seals.is_dir():
+    if seal_files is not None:  # the logged bytes only, as an export publishes them
+        for name, data in logged_seal_bytes(seal_files, seals=seals, blobs=blobs):
+            writer.replaceable(f"{SEALS}/{name}", data)
+    elif seals is not None and seals.is_dir():
         for path in sorted(seals.iterdir()):
             if path.is_file() and not path.is_symlink() and not path.name.startswith("."):
                 writer.replaceable(f"{SEALS}/{path.name}", path.read_bytes())

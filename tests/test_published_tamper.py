@@ -105,8 +105,8 @@ def test_attack_a_seal_file_the_tiles_manifest_lists_is_missing(tmp_path: Path) 
 
 def test_a_damaged_working_copy_of_a_seal_manifest_is_published_from_its_logged_blob(tmp_path: Path) -> None:
     """The store's seals/gen2.seal.json damaged (its logged bytes intact in the blob store): the export left the
-    file out, silently, and the third-party audit then said the manifest was missing and the draw abandoned. The
-    export publishes the bytes the seal entry logs."""
+    file out, silently (the third-party audit then said the manifest was missing and the draw abandoned), and
+    ledger tiles published the damaged copy. Both publish the bytes the seal entry logs."""
     from tests.audit_support import build_store
 
     fixture = build_store(tmp_path, bundles_per_generation=0, n_public=20, per_task=10)
@@ -117,3 +117,7 @@ def test_a_damaged_working_copy_of_a_seal_manifest_is_published_from_its_logged_
     assert cli("ledger", "export", fixture.ledger_id, str(export), store=fixture.store).exit_code == 0
     assert (export / "seals" / "gen2.seal.json").read_bytes() == logged
     assert cli("ledger", "verify", fixture.ledger_id, "--from", str(export)).exit_code == 0
+    tiles = tmp_path / "tiles"  # (a tiles directory published the damaged copy itself)
+    assert cli("ledger", "tiles", fixture.ledger_id, str(tiles), store=fixture.store).exit_code == 0
+    assert (tiles / "seals" / "gen2.seal.json").read_bytes() == logged
+    assert cli("ledger", "verify", fixture.ledger_id, "--from", str(tiles)).exit_code == 0

@@ -524,7 +524,10 @@ def tiles(
     ledger, dest = (None, Path(first)) if second is None else (first, Path(second))
     st: Store = open_store(store)
     with _open(store, ledger) as opened:
-        result = write_tiles(opened, dest, blobs=BlobStore(st.blobs), seals=st.seals)
+        from heldout.generations.verify import logged_seal_files
+
+        result = write_tiles(opened, dest, blobs=BlobStore(st.blobs), seals=st.seals,
+                             seal_files=logged_seal_files(opened.entries()))
     if as_json:
         print_json({"path": str(dest), **result.to_json()})
         return
