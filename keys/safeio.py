@@ -385,12 +385,15 @@ def npy_expected_size(descr: str, shape: tuple[int, ...], header_length: int) ->
 
 
 def check_npz(archive: zipfile.ZipFile, *, archive_size: int, limit: int, what: str,
-              max_members: int = NPZ_MAX_MEMBERS, stored_only: bool = False) -> list[zipfile.ZipInfo]:
+              max_members: int = NPZ_MAX_MEMBERS, stored_only: bool = False,
+              c_order_only: bool = False) -> list[zipfile.ZipInfo]:
     """Check an npz archive before any member is loaded: at most ``max_members`` distinct ``name.npy`` members
     (plain names), stored or deflated, declared sizes within ``limit`` in total and within
     :data:`NPZ_MAX_RATIO` of their compressed size, compressed sizes within the archive, and each member's
-    ``.npy`` header describing exactly its declared size; ``stored_only`` refuses compressed members. Returns
-    the members."""
+    ``.npy`` header describing exactly its declared size; ``stored_only`` refuses compressed members and
+    ``c_order_only`` members in Fortran order (a published file that another reader of the format may refuse:
+    FORMATS section 8's rule for stored predictions, and section 10's for revealed images). Returns the
+    members."""
     members = archive.infolist()
     if len(members) > max_members:
         raise UnsafeFile(f"{what} has {len(members)} members (at most {max_members})", found=len(members))
@@ -421,7 +424,9 @@ def check_npz(archive: zipfile.ZipFile, *, archive_size: int, limit: int, what: 
                 head = handle.read(min(info.file_size, NPY_MAX_HEADER + 12))
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
             raise UnsafeFile(f"{what}: member {name} is unreadable ({type(exc).__name__})", field=name) from None
-        descr, shape, header_length = npy_header(head, what=f"{what}: member {name}")
+        descr, shape, header_length, fortran = _npy_header_fields(head, what=f"{what}: member {name}")
+        if c_order_only and fortran:
+            raise UnsafeFile(f"{what}: member {name} is in Fortran order (C order only)", field=name)
         if npy_expected_size(descr, shape, header_length) != info.file_size:
             raise UnsafeFile(f"{what}: member {name} claims shape {shape} of {descr}, which does not fit its "
                              f"{info.file_size} bytes", field=name, found=list(shape))

@@ -9,12 +9,14 @@ third-party audit and a refusal from the independent replay."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import struct
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -24,8 +26,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from harness.metrics import PERTURBATIONS, StoredPredictions
+from harness.metrics.npz import load_npz
 from heldout.cli import app
 from heldout.generations import ledger_signer, open_ledger
+from heldout.generations.cases import content_sha256
+from heldout.generations.reveal import CaseOpening, RevealDocument, image_npz_bytes, verify_reveal_images
 from heldout.store import Store
 from keys.errors import MalformedInput
 from keys.safeio import UnsafeFile, read_stored_npz
@@ -373,3 +378,39 @@ def test_a_relogged_bundle_with_polyglot_predictions_is_a_finding_and_the_replay
     digest = json.loads((export / "entries.jsonl").read_text().splitlines()[index])["predictions_sha256"]
     assert failure.value.file == f"blobs/sha256/{digest[:2]}/{digest}"
     assert failure.value.rule == "predictions" and "14 bytes before the first local header" in str(failure.value)
+
+
+# --- reveal image files (FORMATS section 10: C order), read by every verifier alike ---------------------------
+
+def _reveal_with_image(images: np.ndarray) -> tuple[RevealDocument, dict[str, bytes]]:
+    """A one-case reveal whose image blob holds ``images`` as ``np.savez`` writes them (a Fortran-order array is
+    written with ``fortran_order: True``)."""
+    image = np.ascontiguousarray(images[0])
+    opening = CaseOpening(case_id="case-0", task="bloodmnist", content_sha256=content_sha256(image, 3), label=3,
+                          salt=bytes(32))
+    buffer = io.BytesIO()
+    np.savez(buffer, case_ids=np.asarray(["case-0"], dtype=np.str_), labels=np.asarray([3], dtype=np.int64),
+             images=images)
+    blob = buffer.getvalue()
+    reveal = RevealDocument(generation="gen1", ledger_id="0" * 64, set_hash="0" * 64, manifest_sha256="0" * 64,
+                            membership="sealed", openings=(opening,), listed_commitments=(opening.commitment,),
+                            images={"bloodmnist": hashlib.sha256(blob).hexdigest()})
+    return reveal, {hashlib.sha256(blob).hexdigest(): blob}
+
+
+def test_a_reveal_image_file_in_fortran_order_is_refused() -> None:
+    # The independent replay refuses a Fortran-order member; the audit and verify-reveal read the same file the
+    # same way (it once passed them), so that one published reveal has one verdict.
+    pixels = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(1, 3, 8)
+    reveal, blobs = _reveal_with_image(pixels)
+    verify_reveal_images(reveal, SimpleNamespace(get=blobs.__getitem__))  # the C-order file verifies
+    reveal, blobs = _reveal_with_image(np.asfortranarray(pixels))
+    with pytest.raises(UnsafeFile, match=r"member images\.npy is in Fortran order"):
+        verify_reveal_images(reveal, SimpleNamespace(get=blobs.__getitem__))
+
+
+def test_the_reveal_writer_writes_c_order_whatever_array_it_is_given() -> None:
+    pixels = np.asfortranarray(np.arange(24, dtype=np.uint8).reshape(2, 3, 4))
+    blob = image_npz_bytes(["a", "b"], np.asarray([0, 1]), pixels)
+    arrays = load_npz(blob, what="images", c_order_only=True)
+    assert np.array_equal(arrays["images"], pixels)

@@ -26,10 +26,11 @@ CASES_FILE_LIMIT = 8 * 1024**3
 
 
 def load_npz(source: bytes | IO[bytes], *, what: str, limit: int = BLOB_LIMIT,
-             members: frozenset[str] | None = None, stored_only: bool = False) -> dict[str, NDArray[Any]]:
+             members: frozenset[str] | None = None, stored_only: bool = False,
+             c_order_only: bool = False) -> dict[str, NDArray[Any]]:
     """Every member (or only those named in ``members``, without ``.npy``) of an npz archive given as bytes
     or as a seekable binary handle, as arrays keyed by name without ``.npy``; raises :class:`UnsafeFile`
-    naming the problem."""
+    naming the problem (``stored_only`` and ``c_order_only``: see ``keys.safeio.check_npz``)."""
     if isinstance(source, bytes):
         size = len(source)
         handle: IO[bytes] = io.BytesIO(source)
@@ -44,7 +45,7 @@ def load_npz(source: bytes | IO[bytes], *, what: str, limit: int = BLOB_LIMIT,
     arrays: dict[str, NDArray[Any]] = {}
     with archive:
         for info in check_npz(archive, archive_size=size, limit=limit, what=what,
-                               stored_only=stored_only):
+                               stored_only=stored_only, c_order_only=c_order_only):
             name = info.filename[: -len(".npy")]
             if members is not None and name not in members:
                 continue

@@ -295,8 +295,9 @@ def checkpoint_root_of(draw: DrawRecord) -> bytes:
 
 def image_npz_bytes(case_ids: Sequence[str], labels: np.ndarray, images: np.ndarray) -> bytes:
     buffer = io.BytesIO()
+    # C order: FORMATS section 10 refuses a Fortran-order member (every reader of the format reads it alike)
     np.savez(buffer, case_ids=np.asarray(list(case_ids), dtype=np.str_), labels=labels.astype(np.int64),
-             images=images)
+             images=np.ascontiguousarray(images))
     return buffer.getvalue()
 
 
@@ -307,7 +308,7 @@ def verify_reveal_images(reveal: RevealDocument, blobs: BlobSource) -> None:
     for task, sha in (reveal.images or {}).items():
         try:
             data = load_npz(blobs.get(sha), what=f"the image blob of task {task}",
-                            members=frozenset({"case_ids", "images"}))
+                            members=frozenset({"case_ids", "images"}), c_order_only=True)
             case_ids = [str(c) for c in data["case_ids"]]
             images = data["images"]
         except KeyError as exc:
