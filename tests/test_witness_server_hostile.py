@@ -269,3 +269,54 @@ def test_attack_a_client_gone_early_or_a_handler_error_leaves_no_traceback(
             assert err.count("went away") <= 1 and "RuntimeError: boom" in err
         else:
             assert err == ""
+
+
+def test_attack_one_client_holding_keep_alive_connections_cannot_take_every_slot(tmp_path: Path,
+                                                                                 ledger: Ledger) -> None:
+    """A client answered request after request on keep-alive connections keeps each one's thread (no deadline
+    runs out): from one address it could hold every slot, and an honest witness client then met 503 for as
+    long as it liked. Per address it holds at most ``max_per_address``; the rest of its connections are
+    answered 503 at once and the honest client (another address) is served. Its slots come back when it
+    closes. (127.0.0.2 is loopback on Linux: the attacker's connections come from there.)"""
+    cap, per_address = 6, 2
+    with served(tmp_path, ledger, max_connections=cap, max_per_address=per_address) as server, \
+            ExitStack() as stack:
+        port = port_of(server)
+
+        def attacker_connection() -> socket.socket:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=3, source_address=("127.0.0.2", 0))
+            return stack.enter_context(sock)
+
+        held = [attacker_connection() for _ in range(cap)]
+        answers = []
+        for sock in held:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: w\r\n\r\n")
+            answers.append(status(read_response(sock, budget_s=2.0)))
+        assert answers == [404] * per_address + [503] * (cap - per_address)
+        for sock in held[:per_address]:  # still open and served: the connections it keeps
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: w\r\n\r\n")
+            assert status(read_response(sock, budget_s=2.0)) == 404
+        assert status(exchange(port, post_request(body_for(ledger, 0)))) == 200  # the honest client, 127.0.0.1
+        for sock in held[:per_address]:
+            sock.close()
+        deadline = time.monotonic() + 3.0
+        again = None
+        while time.monotonic() < deadline and again != 404:  # the server sees the closes: slots come back
+            again_sock = attacker_connection()
+            again_sock.sendall(b"GET / HTTP/1.1\r\nHost: w\r\n\r\n")
+            again = status(read_response(again_sock, budget_s=1.0))
+            again_sock.close()
+            if again != 404:
+                time.sleep(0.05)
+        assert again == 404
+
+
+def test_witness_serve_refuses_a_per_address_cap_outside_its_range(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from heldout.cli import app
+    for value in ("0", "65", "-1", "x"):
+        result = CliRunner().invoke(app, ["witness", "serve", "--store", str(tmp_path / "w"), "--max-per-address",
+                                          value, "--max-seconds", "1"])
+        assert result.exit_code == 2, (value, result.output)
+    assert not (tmp_path / "w").exists()

@@ -41,7 +41,15 @@ from heldout.witness.operator import (
     witness_folder,
     witnessed_head,
 )
-from heldout.witness.server import WitnessServer, folder_lock, init_witness, load_witness, parse_listen
+from heldout.witness.server import (
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_ADDRESS,
+    WitnessServer,
+    folder_lock,
+    init_witness,
+    load_witness,
+    parse_listen,
+)
 from keys import MalformedInput, UsageError
 from ledger import Ledger
 from ledger.cosignature import Cosigner
@@ -119,6 +127,10 @@ def serve(store: WitnessStore,
           max_seconds: Annotated[float | None, typer.Option("--max-seconds",
                                                             help="Stop after this long (tests).")] = None,
           verbose: Annotated[bool, typer.Option("--verbose", help="Log every request to stderr.")] = False,
+          max_per_address: Annotated[int, typer.Option(
+              "--max-per-address", min=1, max=MAX_CONNECTIONS,
+              help="Connections one client address may hold at once (behind a reverse proxy, every client has "
+                   "its address: raise it there).")] = MAX_CONNECTIONS_PER_ADDRESS,
           as_json: Annotated[bool, typer.Option(
               "--json", help="Announce the server as one line of JSON (url, name, vkey) instead.")] = False) -> None:
     """Serve POST /add-checkpoint until interrupted. Prints 'listening on URL' once ready.
@@ -133,7 +145,7 @@ def serve(store: WitnessStore,
     with folder_lock(folder):
         witness = load_witness(folder, clock=reference_time)
         try:
-            server = WitnessServer(address, witness, verbose=verbose)
+            server = WitnessServer(address, witness, verbose=verbose, max_per_address=max_per_address)
         except (OSError, UnicodeError) as exc:  # a port in use or not ours to take: not the file system's fault
             witness.close()
             raise _cannot_listen(listen, exc) from None

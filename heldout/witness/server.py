@@ -37,6 +37,10 @@ KEY_ID = "witness"
 SOCKET_TIMEOUT_S = 10.0  # the longest wait for any one read (and the idle time of a keep-alive connection)
 REQUEST_DEADLINE_S = 30.0  # request line + headers + body, however the bytes trickle in
 MAX_CONNECTIONS = 64  # handler threads at once; beyond this a new connection gets 503 and is closed
+# Connections one client address may hold at once: a keep-alive connection answered request after request (a GET
+# every few seconds) keeps its thread for good, so one client reconnecting up to the cap above could hold every
+# slot. Behind a reverse proxy every client has the proxy's address: raise it there (--max-per-address).
+MAX_CONNECTIONS_PER_ADDRESS = 16
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also takes "²" and other Unicode digits
 _CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
@@ -246,15 +250,20 @@ class WitnessServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], witness: Witness, *, verbose: bool = False,
                  max_connections: int = MAX_CONNECTIONS, request_deadline_s: float = REQUEST_DEADLINE_S,
-                 read_timeout_s: float = SOCKET_TIMEOUT_S) -> None:
-        if max_connections < 1 or request_deadline_s <= 0 or read_timeout_s <= 0:
-            raise ValueError("max_connections, request_deadline_s and read_timeout_s must be positive")
+                 read_timeout_s: float = SOCKET_TIMEOUT_S,
+                 max_per_address: int = MAX_CONNECTIONS_PER_ADDRESS) -> None:
+        if max_connections < 1 or max_per_address < 1 or request_deadline_s <= 0 or read_timeout_s <= 0:
+            raise ValueError("max_connections, max_per_address, request_deadline_s and read_timeout_s must be "
+                             "positive")
         self.witness = witness
         self.verbose = verbose
         self.request_deadline_s = request_deadline_s
         self.read_timeout_s = read_timeout_s
         self.max_connections = max_connections
         self._slots = threading.BoundedSemaphore(max_connections)
+        self.max_per_address = max_per_address
+        self._held: dict[str, int] = {}  # connections open per client address
+        self._held_lock = threading.Lock()
         super().__init__(address, _Handler)
 
     def _log(self, message: str) -> None:
@@ -262,25 +271,43 @@ class WitnessServer(ThreadingHTTPServer):
             print(f"[witness] {message}", file=sys.stderr, flush=True)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """A handler thread per connection, at most ``max_connections`` at once; beyond that the connection is
-        answered 503 on the spot (never blocking the accept loop) and closed."""
-        if not self._slots.acquire(blocking=False):
-            self._refuse(request, client_address)
+        """A handler thread per connection, at most ``max_connections`` at once and ``max_per_address`` from one
+        client address; beyond either the connection is answered 503 on the spot (never blocking the accept
+        loop) and closed."""
+        address = str(client_address[0])
+        with self._held_lock:
+            held = self._held.get(address, 0)
+            if held >= self.max_per_address:
+                refusal: str | None = f"{held} connections open from this address"
+            elif not self._slots.acquire(blocking=False):
+                refusal = f"{self.max_connections} connections open"
+            else:
+                refusal = None
+                self._held[address] = held + 1
+        if refusal is not None:
+            self._refuse(request, client_address, refusal)
             return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._release(address)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self._release(str(client_address[0]))
+
+    def _release(self, address: str) -> None:
+        with self._held_lock:
+            held = self._held.pop(address) - 1
+            if held:
+                self._held[address] = held
             self._slots.release()
 
-    def _refuse(self, request: socket.socket, client_address: Any) -> None:
-        self._log(f"{client_address[0]}: {self.max_connections} connections open, answered 503")
+    def _refuse(self, request: socket.socket, client_address: Any, why: str) -> None:
+        self._log(f"{client_address[0]}: {why}, answered 503")
         try:
             request.setblocking(False)
             request.send(_BUSY)
@@ -328,7 +355,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 def running(folder: Path, *, listen: str = "127.0.0.1:0", clock: Callable[[], datetime],
             **limits: Any) -> Iterator[WitnessServer]:
     """A witness server on a background thread for the duration of the block (tests, benchmarks); ``limits``
-    go to WitnessServer (verbose, max_connections, request_deadline_s, read_timeout_s)."""
+    go to WitnessServer (verbose, max_connections, max_per_address, request_deadline_s, read_timeout_s)."""
     with folder_lock(folder):
         server = WitnessServer(parse_listen(listen), load_witness(folder, clock=clock), **limits)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
