@@ -13,6 +13,14 @@ from typing import Any
 
 SEPARATORS = frozenset("/\\")
 
+#: The whitespace a signed-note key name may not hold (C2SP signed-note, as Go's ``note`` package reads it:
+#: ``unicode.IsSpace``): tab, newline, vertical tab, form feed, carriage return, space, U+0085, U+00A0 and the
+#: other White_Space characters. One class for every reader here (Python's ``\s`` also takes U+001C-U+001F,
+#: JavaScript's takes U+FEFF and not U+0085: a name one of them refused, another accepted).
+NOTE_NAME_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: A signed-note key name: no such whitespace and no ``+``.
+NOTE_NAME = re.compile(f"[^{NOTE_NAME_SPACE}+]+")
+
 #: A SHA-256 digest as every format of the project writes it (blob names, entry members, manifests, records):
 #: 64 lowercase hex digits, nothing else (``fullmatch``).
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")

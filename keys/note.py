@@ -12,12 +12,13 @@ import hashlib
 import re
 
 from keys.errors import MalformedInput
+from keys.names import NOTE_NAME
 from keys.public import PublicKey, b64decode_strict, b64encode
 
 ED25519_SIGNATURE_TYPE = b"\x01"
 COSIGNATURE_V1_TYPE = b"\x04"
 _TYPE_NAMES = {ED25519_SIGNATURE_TYPE: "Ed25519 (type 0x01)", COSIGNATURE_V1_TYPE: "cosignature/v1 (type 0x04)"}
-_VKEY = re.compile(r"([^\s+]+)\+([0-9a-f]{8})\+([A-Za-z0-9+/=]+)")
+_VKEY = re.compile(f"({NOTE_NAME.pattern})\\+([0-9a-f]{{8}})\\+([A-Za-z0-9+/=]+)")
 
 
 def note_key_hash(name: str, key: PublicKey, signature_type: bytes = ED25519_SIGNATURE_TYPE) -> bytes:

@@ -14,12 +14,13 @@ from nacl.signing import SigningKey
 
 from keys.errors import HeldoutError, KeyFileError
 from keys.files import read_private_file, write_private_file
-from keys.names import plain_name_problem
+from keys.names import NOTE_NAME_SPACE, plain_name_problem
 from keys.public import ALGO, PublicKey, b64encode
 from keys.safeio import KEY_FILE_LIMIT, check_json_depth
 
 KEY_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-NAME_PATTERN = re.compile(r"[^\s+]{1,128}")  # a note key name: no whitespace, no '+' (C2SP signed-note)
+# a note key name: no whitespace (as Go's note package reads it), no '+' (C2SP signed-note)
+NAME_PATTERN = re.compile(f"[^{NOTE_NAME_SPACE}+]{{1,128}}")
 SEED_SIZE = 32
 
 

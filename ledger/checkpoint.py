@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from keys import InvalidSignature, MalformedInput, PublicKey, Signer, b64decode_strict, b64encode, note_key_hash
+from keys.names import NOTE_NAME
 from ledger.errors import CheckpointError, LedgerKeyError, NoteFormatError
 from ledger.rfc6962 import HASH_SIZE
 
 EM_DASH = "\u2014"
 MAX_NOTE_BYTES = 16 * 1024
 _SIZE = re.compile(r"(0|[1-9][0-9]{0,18})")
-_NAME = re.compile(r"[^\s+]+")
+_NAME = NOTE_NAME
 _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 
 

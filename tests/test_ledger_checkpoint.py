@@ -108,3 +108,22 @@ def test_malformed_notes_are_refused(note: str) -> None:
 def test_non_utf8_notes_are_refused() -> None:
     with pytest.raises(NoteFormatError, match="UTF-8"):
         parse_checkpoint(GOOD.encode() + b"\xff")
+
+
+@pytest.mark.parametrize(("name", "valid"), [
+    ("w\ufeff", True),   # U+FEFF is no whitespace to Go's note package (unicode.IsSpace): JavaScript's \s took it
+    ("w\u200b", True),   # nor is a zero-width space
+    ("w\x85", False),    # NEL is (JavaScript's \s did not take it)
+    ("w\xa0", False), ("w\u3000", False), ("w\u2007", False), ("w\u2028", False), ("w+x", False),
+])
+def test_a_signature_line_name_is_read_as_go_reads_it(name: str, valid: bool) -> None:
+    """A foreign signature line (a witness's, anyone's) is ignored when well formed and refuses the note when
+    its name holds whitespace: whitespace as Go's note package reads it, in every reader here (this one,
+    keys.names.NOTE_NAME; the site's verify.js; the independent replay), so that one note has one verdict."""
+    signer = seeded_signer(8, name="op")
+    note = sign_checkpoint(ORIGIN, 5, ROOT, signer).note + f"\u2014 {name} {base64.b64encode(bytes(68)).decode()}\n"
+    if valid:
+        assert verify(note, name="op", key=signer.public_key, origin=ORIGIN).size == 5
+    else:
+        with pytest.raises(NoteFormatError, match="a signature line is"):
+            parse_checkpoint(note)

@@ -512,6 +512,38 @@ def test_json_and_canonical_bytes_as_python_reads_and_writes_them(browser: Any, 
     context.close()
 
 
+def test_checkpoint_notes_are_parsed_as_python_and_go_parse_them(browser: Any, site: tuple[SiteFixture, Path]) -> None:
+    """Signature lines of other keys with names at the edges of "whitespace" (U+FEFF, U+0085, ...): the page's
+    parser accepts and refuses exactly the notes ``ledger.checkpoint.parse_checkpoint`` does (Go's reading)."""
+    import base64
+
+    from keys import HeldoutError
+    from ledger import parse_checkpoint, sign_checkpoint
+    from tests.conftest import seeded_signer
+
+    _, out = site
+    head = sign_checkpoint("heldout/ledger/0123456789abcdef0123", 5, bytes(32), seeded_signer(8, name="op")).note
+    blob = base64.b64encode(bytes(68)).decode()
+    names = ["w", "w\ufeff", "w\u200b", "w\x85", "w\xa0", "w\u1680", "w\u2000", "w\u200a", "w\u2028", "w\u2029",
+             "w\u202f", "w\u205f", "w\u3000", "w\u180e", "w+x", "w\x0b"]
+    notes = [head + f"\u2014 {name} {blob}\n" for name in names] + [head + "\u2014 w AAAA\n"]
+    expected = []
+    for note in notes:
+        try:
+            parse_checkpoint(note)
+            expected.append(True)
+        except HeldoutError:
+            expected.append(False)
+    assert expected.count(True) == 4  # "w", U+FEFF, U+200B, U+180E: no whitespace to Go
+    context, page, _, _ = open_page(browser, passport_pages(out)[0])
+    got = page.evaluate("""ns => ns.map(n => {
+        try { window.heldoutVerify.parseCheckpoint(n); return true; } catch (e) { return false; }
+    })""", notes)
+    labels = [*names, "short blob"]
+    assert list(zip(labels, got, strict=True)) == list(zip(labels, expected, strict=True))
+    context.close()
+
+
 def test_attack_trimmed_pages_of_a_hostile_ledger_verify_as_the_cli(browser: Any, tmp_path: Path) -> None:
     """A passport page carries only the entries its passport needs (its seal, the early reveal that retires
     gen2, the first supersession of its spec, not the fat entries of other versions), and its page name is cut

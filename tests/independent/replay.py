@@ -55,6 +55,14 @@ EXPORT_MEMBERS = {"format", "version", "ledger_id", "origin", "size", "root", "n
 
 TEXT, HEX, TIME, KEY, NOTE = "text", "hex64", "utc", "key", "note text"
 MAX_NOTE_CHARS = 16384
+#: A note key name (C2SP signed-note as Go reads it): no unicode.IsSpace character, no "+".
+NOTE_KEY_NAME = re.compile("[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000+]+")
+#: The class count of each MedMNIST 2D single-label task (the MedMNIST v2 paper's table; MedEval-1 takes its tasks
+#: from it): an evaluation's n_classes is its task's.
+MEDMNIST_CLASSES = {"bloodmnist": 8, "breastmnist": 2, "dermamnist": 7, "octmnist": 4, "organamnist": 11,
+                    "organcmnist": 11, "organsmnist": 11, "pathmnist": 9, "pneumoniamnist": 2, "retinamnist": 5,
+                    "tissuemnist": 8}
+
 REQUIRED: dict[str, dict[str, str]] = {
     "genesis": {"name": TEXT, "key": KEY, "created_utc": TIME, "nonce": HEX},
     "key": {"key": KEY, "role": TEXT, "created_utc": TIME},
@@ -375,9 +383,11 @@ def verify_note(text: str, file: str, key: Key, origin: str) -> Note:
         if not line.startswith(EM_DASH + " "):
             raise ReplayFailure(file, "checkpoint", "a signature line does not start with an em dash")
         parts = line[2:].split(" ")
-        if len(parts) != 2:
+        if len(parts) != 2 or not NOTE_KEY_NAME.fullmatch(parts[0]):
             raise ReplayFailure(file, "checkpoint", "a signature line is not '— name base64'")
         blob = b64decode_canonical(parts[1], file, "signature")
+        if len(blob) < 5:
+            raise ReplayFailure(file, "checkpoint", "a signature is not a 4-byte key hash and a signature")
         if parts[0] == key.name and blob[:4] == wanted:
             if not ed25519_ok(key.public_key, body.encode("utf-8"), blob[4:]):
                 raise ReplayFailure(file, "checkpoint", "the ledger key's signature does not verify")

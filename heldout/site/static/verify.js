@@ -483,6 +483,9 @@
   }
 
   // --- C2SP signed-note checkpoints ---------------------------------------------------------------------------
+  // A signed-note key name: no whitespace as Go's note package reads it (unicode.IsSpace; keys.names.NOTE_NAME),
+  // not JavaScript's \s (which takes U+FEFF and not U+0085), and no '+'.
+  const NOTE_NAME = /^[^\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000+]+$/u;
   const EM_DASH = "\u2014";
 
   function parseCheckpoint(note) {
@@ -498,7 +501,7 @@
       const prefix = EM_DASH + " ";
       if (!line.startsWith(prefix)) fail("a signature line starts with an em dash and a space");
       const parts = line.slice(prefix.length).split(" ");
-      if (parts.length !== 2 || !/^[^\s+]+$/.test(parts[0])) fail("a signature line is '\u2014 <name> <base64>'");
+      if (parts.length !== 2 || !NOTE_NAME.test(parts[0])) fail("a signature line is '\u2014 <name> <base64>'");
       const blob = b64decodeStrict(parts[1], "note signature");
       if (blob.length < 5) fail("a note signature holds a 4-byte key hash and a signature");
       return { name: parts[0], keyHash: blob.slice(0, 4), signature: blob.slice(4) };
@@ -916,7 +919,7 @@
   }
 
   window.heldoutVerify = { passport: verifyPassport, entry: verifyEntry, jcs: jcsText, round6, parseUtc, formatUtc,
-    parseJson: (text) => parseJson(text, "document") };
+    parseJson: (text) => parseJson(text, "document"), parseCheckpoint };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wire);
   else wire();
 })();
