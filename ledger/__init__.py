@@ -27,6 +27,7 @@ from ledger.errors import (
     NoteFormatError,
     ProofError,
     RollbackError,
+    SourceUnavailable,
 )
 from ledger.log import BlobReader, LogReader, LogWriter
 from ledger.proofs import ConsistencyProof, InclusionProof
@@ -88,6 +89,7 @@ __all__ = [
     "ProofError",
     "ReplayReport",
     "RollbackError",
+    "SourceUnavailable",
     "backend_at",
     "blob_references",
     "export_ledger",

@@ -83,6 +83,12 @@ class LedgerUsageError(LedgerError, UsageError):
     exit_code = 2
 
 
+class SourceUnavailable(LedgerUsageError):
+    """A published source could not be read: unreachable, an HTTP error other than not found, a cut connection,
+    an encoding the reader does not take (exit 2). It says nothing of the data: a verifier stops without a
+    verdict (an audit writes no report) rather than call the log damaged."""
+
+
 class AppendConflict(LedgerUsageError):
     """An append that named the size it expected found another (another writer came first); nothing written."""
 

@@ -76,7 +76,7 @@ from keys.safeio import (
 from ledger.blobs import BlobStore, check_sha256_hex
 from ledger.checkpoint import Checkpoint, parse_checkpoint, verify_checkpoint
 from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger_id, ledger_id_of, origin_of
-from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError
+from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError, SourceUnavailable
 from ledger.export import BLOBS, CHECKPOINTS, KEYS, SEALS, key_file_bytes, logged_seal_bytes
 from ledger.ledger import Ledger
 from ledger.published import EntryList, check_replayed_claims
@@ -763,17 +763,22 @@ def http_get(url: str, limit: int, *, method: str = "GET", timeout: float = FETC
     if not is_url(url):
         raise LedgerUsageError(f"cannot fetch {where}: not an http(s) URL", path=where)
     try:
-        request = urllib.request.Request(url, method=method)
+        request = urllib.request.Request(url, method=method, headers={"Accept-Encoding": "identity"})
         setattr(request, _DEADLINE, _Deadline.start(FETCH_DEADLINE_S if deadline is None else deadline))
         response = (opener or http_opener()).open(request, timeout=timeout)
     except urllib.error.HTTPError as exc:
         exc.close()
         if exc.code in (404, 410):
             return None
-        raise LedgerUsageError(f"cannot fetch {where}: HTTP {exc.code}", path=where) from None
+        raise SourceUnavailable(f"cannot fetch {where}: HTTP {exc.code}", path=where) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
-        raise LedgerUsageError(f"cannot fetch {where}: {_reason(exc)}", path=where) from None
+        raise SourceUnavailable(f"cannot fetch {where}: {_reason(exc)}", path=where) from None
     with response:
+        coding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+        if coding != "identity":  # asked for identity: bytes in a coding are not the published file's bytes
+            raise SourceUnavailable(f"cannot fetch {where}: the server sent it with Content-Encoding {coding[:40]!r}; "
+                                    "a published file is read as published (serve it without a content coding)",
+                                    path=where, found=coding[:40])
         if method == "HEAD":
             return b""
         expected = response.length  # what Content-Length promises (None: chunked, or not said)
@@ -783,9 +788,9 @@ def http_get(url: str, limit: int, *, method: str = "GET", timeout: float = FETC
         try:
             data = response.read(limit + 1)
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            raise LedgerUsageError(f"cannot fetch {where}: {_reason(exc)}", path=where) from None
+            raise SourceUnavailable(f"cannot fetch {where}: {_reason(exc)}", path=where) from None
     if expected is not None and len(data) < expected:
-        raise LedgerUsageError(f"cannot fetch {where}: the body ended after {len(data)} of the {expected} bytes "
+        raise SourceUnavailable(f"cannot fetch {where}: the body ended after {len(data)} of the {expected} bytes "
                                "its Content-Length promises (connection cut?)", path=where, expected=expected,
                                found=len(data))
     if len(data) > limit:

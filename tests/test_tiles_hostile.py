@@ -517,3 +517,65 @@ def test_attack_a_redirect_may_not_leave_http_s_nor_drop_https(start: str, targe
     else:
         with pytest.raises(tiles_module.LedgerUsageError):
             handler.redirect_request(request, None, 302, "Found", {}, target)
+
+
+class FaultyFileServer(RawServer):
+    """Serves a folder as FileServer does, but answers the paths under ``faulty`` with ``status`` (empty body),
+    and with ``encoding`` sends every body gzip-compressed under that Content-Encoding."""
+
+    def __init__(self, folder: Path, *, faulty: str = "", status: int = 200, encoding: str | None = None) -> None:
+        import gzip
+
+        def answer(request: bytes, connection: socket.socket, stop: threading.Event) -> None:
+            method, path = request.split(b" ")[:2]
+            relative = path.decode().lstrip("/")
+            target = folder / relative
+            if faulty and relative.startswith(faulty):
+                connection.sendall(b"HTTP/1.0 %d Refused\r\nContent-Length: 0\r\n\r\n" % status)
+                return
+            if not target.is_file():
+                connection.sendall(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                return
+            data = target.read_bytes()
+            coding = b""
+            if encoding is not None:
+                data, coding = gzip.compress(data), b"Content-Encoding: %s\r\n" % encoding.encode()
+            connection.sendall(b"HTTP/1.0 200 OK\r\n%bContent-Length: %d\r\n\r\n" % (coding, len(data)))
+            if method == b"GET":
+                connection.sendall(data)
+
+        super().__init__(answer)
+
+
+def _audit_from(pub: Published, url: str, out: Path) -> Result:
+    return cli("audit", pub.ledger_id, "--from", url, "--jobs", "1", "--out", str(out))
+
+
+@pytest.mark.parametrize("status", [403, 500, 503])
+def test_attack_a_server_that_fails_one_file_gives_no_verdict_on_the_log(published: Published, tmp_path: Path,
+                                                                         status: int) -> None:
+    """A tile answered 403 or 5xx says nothing of the log: every verifier stops with exit 2 naming the fetch,
+    and the audit writes no report (it once wrote a failed one, "ledger NOT intact", for a server's error)."""
+    tile = next(p for p in sorted((published.tiles / "tile" / "entries").rglob("*")) if p.is_file())
+    faulty = tile.relative_to(published.tiles).as_posix()
+    with FaultyFileServer(published.tiles, faulty=faulty, status=status) as server:
+        refused(verify(published, server.url), 2, "cannot fetch", f"HTTP {status}", faulty)
+        report = tmp_path / "report.json"
+        result = _audit_from(published, server.url, report)
+        assert result.exit_code == 2 and f"HTTP {status}" in result.output, result.output
+        assert not report.exists()
+    with FileServer(published.tiles) as server:  # the same tiles served whole: a verdict (these bundles cite
+        # no seal, so the audit has findings, exit 1) and a report
+        assert verify(published, server.url).exit_code == 0
+        assert _audit_from(published, server.url, report).exit_code == 1 and report.exists()
+
+
+def test_attack_tiles_served_with_a_content_coding_are_not_read_as_tampered(published: Published,
+                                                                           tmp_path: Path) -> None:
+    """The reader asks for the identity coding; a server that gzips anyway sends bytes that are not the published
+    file's. It is a fetch problem (exit 2 naming the coding), not tampering (it was exit 1, "not UTF-8")."""
+    with FaultyFileServer(published.tiles, encoding="gzip") as server:
+        refused(verify(published, server.url), 2, "Content-Encoding 'gzip'")
+        result = _audit_from(published, server.url, tmp_path / "report.json")
+        assert result.exit_code == 2 and "Content-Encoding 'gzip'" in result.output, result.output
+        assert not (tmp_path / "report.json").exists()

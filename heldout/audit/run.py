@@ -73,7 +73,7 @@ from heldout.generations.reveal import verify_draw
 from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import Supersession, load_supersessions
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError
-from ledger import blob_references, verify_checkpoint
+from ledger import SourceUnavailable, blob_references, verify_checkpoint
 from ledger.checkpoint import parse_checkpoint
 from ledger.cosignature import time_of
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
@@ -162,6 +162,8 @@ class _Context:
         return self._public_bundles.get((model_id, task), [])
 
     def find(self, check: str, error: HeldoutError, *, index: int | None = None, file: str | None = None) -> None:
+        if isinstance(error, SourceUnavailable):  # the source could not be read: no finding, no verdict (exit 2)
+            raise error
         self.report.findings.append(Finding.from_error(check, error, index=index, file=file))
 
     def keep_entry(self, index: int, data: bytes, entry: dict[str, Any]) -> None:
@@ -178,6 +180,8 @@ class _Context:
             raise VerificationError(f"entry {index} has no {what} hash", index=index, field=what)
         try:
             data = self.source.blob(digest)
+        except SourceUnavailable:
+            raise
         except HeldoutError as exc:
             raise VerificationError(f"{what} blob of entry {index}: {exc.message}", index=index,
                                     file=self.source.blob_file(digest), expected=digest) from None
@@ -354,6 +358,8 @@ def _replay(ctx: _Context, tick: AuditProgress) -> None:
         return
     try:
         replayed = ctx.source.replay(lambda done, _total: tick("replay", done, total), ctx.keep_entry)
+    except SourceUnavailable:
+        raise
     except HeldoutError as exc:
         report.findings.append(_ledger_finding(ctx, exc))
         report.ledger_entries = total

@@ -25,7 +25,7 @@ from heldout.site.paths import copied_seal_path, passport_page
 from heldout.specs import Supersession, load_supersessions
 from heldout.store import Store
 from keys import HeldoutError, TrustedKey, UsageError, VerificationError, b64encode
-from ledger import BlobStore, export_ledger, open_export
+from ledger import BlobStore, SourceUnavailable, export_ledger, open_export
 from ledger.checkpoint import Checkpoint
 from ledger.entries import genesis_key
 from ledger.public import PublicLog, open_public_log
@@ -152,6 +152,8 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
     try:
         report = export.verify(check_blobs=True, progress=lambda done, total: progress("replaying the export",
                                                                                      done, total))
+    except SourceUnavailable:  # not the export's fault: exit 2, as the other verifiers
+        raise
     except HeldoutError as exc:
         raise SiteBuildRefused(f"the export does not verify, nothing was published: {exc.message}",
                                **exc.evidence) from None
