@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from keys import HeldoutError, MalformedInput, PublicKey, Signer, TrustedKey
 from keys.names import SHA256_HEX
+from keys.safeio import check_json_depth
 from keys.signer import check_key_id, check_key_name
 from ledger.errors import EntryRejected, LedgerIntegrityError
 from seals import canonical_bytes, format_utc, jcs_bytes, parse_json
@@ -354,6 +355,10 @@ def encode_entry(entry: Mapping[str, Any], *, index: int | None = None) -> tuple
             f"entry is {len(data)} bytes, over the {MAX_ENTRY_BYTES}-byte limit; put large data in a blob "
             "and reference its SHA-256", expected=MAX_ENTRY_BYTES, found=len(data),
             **({} if index is None else {"index": index}))
+    try:  # what every reader refuses is never signed (plain entries, the fast path, are within it by construction)
+        check_json_depth(data, what="entry")
+    except MalformedInput as exc:
+        raise EntryRejected(exc.message, **exc.evidence, **({} if index is None else {"index": index})) from None
     return kind, data
 
 

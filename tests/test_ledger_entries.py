@@ -236,3 +236,36 @@ def test_the_batch_validation_pass_edges(member_value: tuple[str, Any]) -> None:
     assert not _entries_are_valid(bundles, 3)
     assert _entries_are_valid([entry("genesis"), *entries[:1]], 0)
     assert not _entries_are_valid(entries, 0)
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("with_float", [False, True], ids=["plain path", "float path"])
+def test_the_append_refuses_an_entry_nested_deeper_than_every_reader_reads(tmp_path: Any, with_float: bool) -> None:
+    """An entry nested past 64 levels was signed (through the library) and then refused by every reader: one
+    append left an append-only log its own verify and export called damaged. The writer and the readers apply
+    one limit, on both encoding paths (plain entries; entries with a float, written by rfc8785)."""
+    from seals import format_utc
+    from tests.test_ledger_support import T0, ledger_signer, new_ledger
+
+    signer = ledger_signer()
+    with new_ledger(tmp_path / "log", signer) as ledger:
+        accepted = {}
+        for depth in (61, 62, 63, 64, 70):
+            entry = {"type": "note", "v": 1, "text": "deep", "created_utc": format_utc(T0),
+                     "extra": _nested(depth, 0.5 if with_float else "x")}
+            try:
+                ledger.append(entry, signer=signer, now=T0)
+                accepted[depth] = True
+            except EntryRejected as exc:
+                assert "nested" in exc.message
+                accepted[depth] = False
+        assert accepted == {61: True, 62: True, 63: True, 64: False, 70: False}  # the entry object is level 1
+        ledger.verify()  # what was signed, every reader reads
+        for index in range(1, ledger.size):
+            decode_entry(ledger.entry_bytes(index), index=index)

@@ -34,6 +34,18 @@ from nacl.signing import VerifyKey
 MANIFEST = "export.json"
 ENTRIES = "entries.jsonl"
 MAX_ENTRY_BYTES = 65536
+MAX_ENTRY_NESTING = 64  # FORMATS.md 5: the entry object is level 1
+
+
+def nesting(value: Any) -> int:
+    """How many levels of arrays and objects ``value`` nests (0 for a scalar), without recursing."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 MAX_SAFE_INTEGER = 2**53 - 1
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
@@ -570,6 +582,8 @@ class _Replay:
                 entry = canonical_document(ENTRIES, line, newline=False)
             except ReplayFailure as exc:
                 raise ReplayFailure(ENTRIES, "entry", f"entry {index}: {exc.message}") from None
+            if nesting(entry) > MAX_ENTRY_NESTING:
+                raise ReplayFailure(ENTRIES, "entry", f"entry {index} is nested more than {MAX_ENTRY_NESTING} levels")
             self.check_entry(index, entry)
             self.entries.append(entry)
             self.leaves.append(leaf_hash(line))
