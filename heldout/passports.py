@@ -704,6 +704,7 @@ def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | No
     it (verified first); None when neither applies (the passport is then checked on its own, and said to be)."""
     from heldout.generations import open_ledger
     from heldout.generations.ledgers import resolve_ledger_id
+    from heldout.generations.verify import verify_public_log
     from ledger.public import open_public_log
 
     ledger_id = _anchored_ledger_id(doc)
@@ -712,7 +713,7 @@ def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | No
             raise VerificationError("the passport is not anchored to a ledger (computed.heldout is empty)",
                                     field="computed.heldout")
         public = open_public_log(source)
-        public.verify(expected_id=ledger_id, check_blobs=False)
+        verify_public_log(public, expected_id=ledger_id, check_blobs=False)
         return AnchoredLedger(LedgerFacts.of(public), public.latest_checkpoint())
     if ledger_id is None:
         return None

@@ -112,8 +112,9 @@ READERS: dict[str, tuple[str, ...]] = {
     "reveal blob": ("audit", "ledger verify"),
     "image blob": ("audit", "ledger verify", "verify-reveal"),
     "public key": ("audit", "ledger verify"),  # each key file is compared with the key its entry declares
-    "seal manifest": ("audit", "ledger verify", "verify-reveal"),  # ledger verify: seals/ is what it says
-    "published reveal": ("ledger verify", "verify-reveal"),
+    # every verifier of a published log checks that seals/ is what it says (heldout.generations.verify_public_log)
+    "seal manifest": ("audit", "ledger verify", "passport verify", "verify-reveal"),
+    "published reveal": ("ledger verify", "passport verify", "verify-reveal"),
     "passport": ("passport verify",),
 }
 
@@ -361,6 +362,26 @@ def test_attack_a_logged_document_published_under_a_name_no_entry_logs(fixture: 
     report = json.loads((tmp_path / "work" / "audit_report.json").read_bytes())
     assert audit.returncode == 1 and any(f["file"] == "seals/index.html" for f in report["findings"])
     assert _site_build(export, tmp_path / "site").returncode == 1
+
+
+def test_attack_a_reveal_published_for_a_generation_still_sealed_has_one_verdict(fixture: Fixture,
+                                                                                tmp_path: Path) -> None:
+    """gen1's reveal copied to seals/gen2.reveal.json (gen2 is sealed: no entry reveals it) and listed in the
+    manifest. ledger verify, the audit, the site and the independent replay refused the export; passport verify
+    and verify-reveal judged it as if nothing were wrong (FORMATS 15: the first rule that fails rejects an export,
+    for every verifier). Every command refuses it now, naming the file."""
+    from seals import canonical_bytes
+
+    export = _copy(fixture, tmp_path)
+    (export / "seals" / "gen2.reveal.json").write_bytes((export / "seals" / "gen1.reveal.json").read_bytes())
+    manifest = json.loads((export / "export.json").read_bytes())
+    manifest["seals"] = sorted([*manifest["seals"], "gen2.reveal.json"])
+    (export / "export.json").write_bytes(canonical_bytes(manifest) + b"\n")
+    for command in COMMANDS:
+        result = run(command, fixture, export, fixture.passport, tmp_path / "work")
+        check_clean_failure(command, result, must_fail=True)
+        if command != "audit":  # (the audit names it in its report's findings)
+            assert "seals/gen2.reveal.json is neither" in result.stderr, (command, result.stderr)
 
 
 @pytest.mark.parametrize("shape", ["symlink out of the export", "2 GB sparse file", "directory"])

@@ -407,13 +407,11 @@ def verify(
                                    "LEDGER_ID --from DIR")
         if not is_ledger_prefix(ledger.strip()):
             raise LedgerUsageError("LEDGER is a ledger id or a prefix of one (lowercase hex)", found=ledger[:80])
-        from heldout.generations.verify import published_seal_problems
+        from heldout.generations.verify import verify_public_log
 
         exported = open_public_log(source)
         with _progress("replaying export", show_progress) as progress:
-            report = exported.verify(expected_id=ledger.strip(), progress=progress, jobs=jobs)
-        for problem in published_seal_problems(exported, exported.entries()):
-            raise problem  # the log's own files checked, then what heldout publishes beside it
+            report = verify_public_log(exported, expected_id=ledger.strip(), progress=progress, jobs=jobs)
         if policy is not None:  # every published cosignature of the policy's witnesses verifies, not only the
             for checkpoint in exported.checkpoints():  # latest's (the audit with --policy checks them all too)
                 policy.cosignatures(checkpoint)

@@ -29,7 +29,7 @@ from heldout.generations.state import BlobSource, GenerationState, load_generati
 from heldout.store import Store
 from keys import PublicKey, TrustedKey, UsageError, VerificationError
 from keys.safeio import DOCUMENT_LIMIT, read_in
-from ledger import BlobStore, Ledger, verify_checkpoint
+from ledger import BlobStore, Ledger, ReplayReport, verify_checkpoint
 from ledger.policy import Policy
 from ledger.public import PublicLog, is_public_log, open_public_log
 from seals import format_utc, parse_json_object, sha256_hex
@@ -279,10 +279,10 @@ def check_reveal(store: Store, generation: str, *, source: str | None, pinned: P
         # Opened and replayed once: the entries the reveal is judged by, and with a policy its quorum.
         log = open_public_log(source)
         if policy is not None:
-            report = log.verify(expected_id=ledger_id or log.ledger_id)
+            report = verify_public_log(log, expected_id=ledger_id or log.ledger_id)
             policy.evaluate(log.latest_checkpoint(), origin=report.origin)
         else:
-            log.verify(check_blobs=False)
+            verify_public_log(log, check_blobs=False)
         manifest = log.seal_bytes(f"{generation}.seal.json")
         return verify_published_reveal(log, generation, trusted_for(manifest), now, source=str(source))
     if source is not None:
@@ -317,6 +317,18 @@ def logged_seal_files(entries: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[
         else:
             logged.setdefault(f"{record.generation}.reveal.json", record.reveal_sha256)
     return logged
+
+
+def verify_public_log(log: PublicLog, *, expected_id: str | None = None, check_blobs: bool = True,
+                      **options: Any) -> ReplayReport:
+    """Replay a public log (an export or tiles) and check what heldout publishes beside its entries (its
+    ``seals/`` files, :func:`published_seal_problems`): what every verifier of a public log runs first, so that
+    one published log has one verdict (FORMATS section 15: the first rule that fails rejects it, whichever
+    verifier reads it). ``options`` go to the replay (progress, jobs)."""
+    report = log.verify(expected_id=expected_id, check_blobs=check_blobs, **options)
+    for problem in published_seal_problems(log, log.entries()):
+        raise problem
+    return report
 
 
 def published_seal_problems(log: PublicLog, entries: Iterable[tuple[int, Mapping[str, Any]]], *,
