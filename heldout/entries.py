@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, ClassVar
 
+from harness.provenance import n_classes as task_classes
+from keys import HeldoutError
 from ledger.entries import (
     Check,
     check_hex64,
@@ -164,6 +166,29 @@ class BundleEntry(EntryRecord):
     task: str
     evaluation_sha256: str
     predictions_sha256: str
+
+    #: Members the entry shares with its evaluation blob (FORMATS section 15, rule 10): where the entry has one,
+    #: the evaluation's is equal. (The entry's copy is what rules read without the blob, a withheld one
+    #: included: the witnessed-time check, a passport's spec; a copy that disagrees would let one blob be
+    #: judged by the other's word.)
+    EVALUATION_MEMBERS: ClassVar[tuple[str, ...]] = ("task", "seed", "spec_version", "code_fingerprint", "n_test",
+                                                     "split_origin", "device")
+
+    def evaluation_disagreement(self, evaluation: Mapping[str, Any]) -> tuple[str, Any, Any] | None:
+        """The first member where ``evaluation`` (the blob this entry logs) is not what the entry and the task
+        say, as (member, expected, found); None when it agrees. Besides the shared members: the evaluation's
+        ``n_classes`` is the MedEval-1 task table's for the task (predictions padded with classes the task does
+        not have re-derive alike, and lower chance, 1/K, under every chance-corrected score)."""
+        for member in self.EVALUATION_MEMBERS:
+            if member in self and self.get(member) != evaluation.get(member):
+                return member, self.get(member), evaluation.get(member)
+        try:
+            classes: Any = task_classes(self.task)
+        except HeldoutError:
+            return "task", "a MedEval-1 task", self.task
+        if evaluation.get("n_classes") != classes or type(evaluation.get("n_classes")) is not int:
+            return "n_classes", classes, evaluation.get("n_classes")
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)

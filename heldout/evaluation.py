@@ -43,7 +43,7 @@ from heldout.generations.release import THRESHOLDOUT, last_over_threshold
 from heldout.specs import Supersession, current_spec_version, load_supersessions, require_not_superseded
 from heldout.staging import staged_operation
 from heldout.store import Store
-from keys import ExpiredError, Signer, UsageError
+from keys import ExpiredError, MalformedInput, Signer, UsageError
 from keys.files import read_private_file
 from ledger import BlobStore, Ledger
 from seals import format_utc, parse_json_object, sha256_hex
@@ -221,6 +221,14 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                 raise UsageError(f"new evaluations use the current spec, {current}; this one is "
                                  f"{evaluation.get('spec_version')!r}", field="spec_version", expected=current,
                                  found=evaluation.get("spec_version"))
+            logged = BundleEntry.from_entry(entry)
+            assert isinstance(logged, BundleEntry)
+            disagreement = logged.evaluation_disagreement(evaluation)
+            if disagreement is not None:  # every audit would report it: nothing is logged
+                member, expected, found = disagreement
+                raise MalformedInput(f"bundle {position}: the evaluation's {member} is {found!r}, and the entry and "
+                                     f"its task say {expected!r}", field=member, expected=expected, found=found,
+                                     position=position)
             entry = dict(entry)
             if state.withholding and state.release_step is not None:
                 task = str(entry["task"])

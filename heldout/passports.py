@@ -9,11 +9,11 @@ RFC 9162 inclusion proof, so anyone holding the ledger (or an export) can check 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from heldout.entries import BundleEntry, EntryRecord, PassportEntry, SealEntry, entry_record, records
 from heldout.generations import GenerationState, load_generations, manifest_path
@@ -198,6 +198,16 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
     ]
     first = latest[sorted(latest)[0]][1]
     spec_version = str(first.get("spec_version", "MedEval-1 v0.1"))
+    mixed = {task: entry.get("spec_version") for task, (_, entry) in sorted(latest.items())
+             if entry.get("spec_version", spec_version) != spec_version}
+    if mixed:  # a passport rests on evaluations of its own spec
+        others = ", ".join(f"{version} for {task}" for task, version in mixed.items())
+        raise UsageError(f"{model_id}'s latest bundles on {state.name} are under different spec versions "
+                         f"({spec_version} for {sorted(latest)[0]}, {others}): evaluate every task under the "
+                         "current spec first", field="spec_version",
+                         found=sorted({spec_version, *map(str, mixed.values())}))
+    subject = subject_of([cast(BundleEntry, BundleEntry.from_entry(entry, index=index))
+                          for index, entry in latest.values()])
     supersessions = load_supersessions(ledger.entries())
     require_not_superseded(supersessions, spec_version, now)
     expiry = state.expiry
@@ -212,20 +222,11 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
         expiry_basis = (f"{superseded.words} (ledger entry {superseded.index}), before the expiry of the "
                         f"generation this evidence is anchored to ({state.name}, {format_utc(state.expiry)}); the "
                         "passport lapses earlier if the generation is retired")
-    fingerprints = sorted({str(e["code_fingerprint"]) for _, e in latest.values()})
     key = ledger.key
     document = {
         "passport_version": PASSPORT_VERSION,
         "spec_version": spec_version,
-        "subject": {
-            "behaviour_version": first.get("behaviour_version"),
-            "code_fingerprint": fingerprints[-1],
-            "code_fingerprints": fingerprints,
-            "family": first.get("family"),
-            "model_id": model_id,
-            "model_name": first.get("model_name"),
-            "params": first.get("params"),
-        },
+        "subject": {**subject, "model_id": model_id},
         "computed": {
             "audit": {k: report[k] for k in ("audit_command", "bundles", "ledger_entries", "ledger_head",
                                              "ledger_intact", "rederived")},
@@ -509,7 +510,65 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
             raise VerificationError(f"bundle proof {position} does not prove the passport's evaluation {position}",
                                     index=None if bundle is None else bundle.index,
                                     field=f"computed.heldout.proofs.bundles[{position}]")
+    check_subject_and_spec(passport, [b for b in bundles if isinstance(b, BundleEntry)])
     return parse_checkpoint(next(iter(checkpoints)))
+
+
+#: The members of a passport's ``subject`` that are its cited bundle entries' (each entry's: null where it has
+#: none), beside ``model_id`` (the passport entry's) and the code fingerprints (below).
+SUBJECT_MEMBERS = ("model_name", "family", "params", "behaviour_version")
+
+
+def subject_of(bundles: Sequence[BundleEntry]) -> dict[str, Any]:
+    """The passport ``subject`` members that the cited bundle entries fix (FORMATS section 12): each of
+    :data:`SUBJECT_MEMBERS` as every entry states it, and the code fingerprints the entries name (sorted,
+    distinct; ``code_fingerprint`` the last). Raises :class:`UsageError` when the entries disagree on one: a
+    passport names one model, described one way."""
+    subject: dict[str, Any] = {}
+    for member in SUBJECT_MEMBERS:
+        values = {canonical_bytes(bundle.get(member)): bundle.get(member) for bundle in bundles}
+        if len(values) > 1:
+            raise UsageError(f"the bundles a passport would cite describe the model differently ({member}: "
+                             f"{', '.join(repr(v) for v in values.values())}): re-evaluate so that they agree",
+                             field=f"subject.{member}", found=[bundle.get(member) for bundle in bundles])
+        subject[member] = next(iter(values.values()), None)
+    named = [bundle.get("code_fingerprint") for bundle in bundles if "code_fingerprint" in bundle]
+    if any(type(value) is not str for value in named):
+        raise UsageError("a bundle a passport would cite names a code_fingerprint that is not text",
+                         field="subject.code_fingerprints", found=[repr(value)[:40] for value in named])
+    fingerprints = sorted(set(named))
+    subject["code_fingerprints"] = fingerprints
+    subject["code_fingerprint"] = fingerprints[-1] if fingerprints else None
+    return subject
+
+
+def check_subject_and_spec(passport: Passport, bundles: Sequence[BundleEntry]) -> None:
+    """A passport says what its cited bundles say (FORMATS section 12): its ``spec_version`` is every cited
+    entry's and every cited evaluation's, and its ``subject`` describes the model as the entries do (the
+    members :func:`subject_of` fixes). The signature only shows the issuer wrote it: evidence of one model under
+    another's name, or of a superseded spec under the current one's, is refused here."""
+    for position, bundle in enumerate(bundles):
+        specs = [("entry", bundle.get("spec_version"))] if "spec_version" in bundle else []
+        if position < len(passport.evaluations) and "spec_version" in passport.evaluations[position]:
+            specs.append(("evaluation", passport.evaluations[position].get("spec_version")))
+        for what, spec in specs:
+            if spec != passport.spec_version:
+                raise VerificationError(f"the passport is issued under {passport.spec_version}, and its cited "
+                                        f"bundle {bundle.index} ({bundle.task}) was evaluated under {spec!r} (its "
+                                        f"{what}): a passport rests on evaluations of its own spec",
+                                        index=bundle.index, field="spec_version", expected=spec,
+                                        found=passport.spec_version)
+    subject = passport.raw.get("subject")
+    try:
+        expected = subject_of(bundles)
+    except UsageError as exc:
+        raise VerificationError(f"the passport's cited bundles describe the model differently: {exc.message}",
+                                **exc.evidence) from None
+    for member, value in expected.items():
+        found = subject.get(member) if isinstance(subject, dict) else None
+        if canonical_bytes(found) != canonical_bytes(value):
+            raise VerificationError(f"the passport's subject.{member} is not what its cited bundles say",
+                                    field=f"subject.{member}", expected=value, found=found)
 
 
 def _anchor(heldout: Mapping[str, Any], facts: LedgerFacts, index: int) -> tuple[int, bytes]:

@@ -575,3 +575,164 @@ def test_a_reveal_that_would_fail_its_checks_is_never_logged(fixture: AuditFixtu
     with open_ledger(st) as ledger:
         assert ledger.size == size
     assert not (st.seals / "gen2.reveal.json").exists()
+
+
+# --- what a passport and a bundle say of themselves, against what they cite and log -------------------------------
+
+def _independent_replay_refuses(fixture: AuditFixture, tmp_path: Path, words: str) -> None:
+    from tests.independent.replay import ReplayFailure, replay_export
+
+    export = tmp_path / "replayed-export"
+    assert cli_at("ledger", "export", fixture.ledger_id, export, "--store", fixture.store).exit_code == 0
+    with pytest.raises(ReplayFailure, match=words):
+        replay_export(export, fixture.ledger_id)
+
+
+def test_attack_a_passport_under_the_current_spec_on_evaluations_of_a_superseded_one(fixture: AuditFixture,
+                                                                                    tmp_path: Path) -> None:
+    """v0.1 is superseded from 09-05; the model's evidence is v0.1. The operator signs its passport as v0.2, which
+    nothing supersedes: the passport would stay valid after 09-05, as if the evidence were current. Every
+    verifier compares the passport's spec with its cited bundles' (entries and evaluations)."""
+    from seals import sign_document
+
+    _log_spec(fixture, "MedEval-1 v0.1", "MedEval-1 v0.2", "2026-09-05T00:00:00Z", "2026-09-01T12:00:00Z")
+    assert operator_audit(fixture)[0] == 0
+
+    def relabelled(document: dict[str, Any], signer: Any) -> dict[str, Any]:
+        return sign_document({**document, "spec_version": "MedEval-1 v0.2",
+                              "expiry_utc": document["computed"]["heldout"]["expiry_utc"]}, signer)
+
+    with operator_skipping(passports, "sign_document", relabelled):
+        path = issue(fixture, "model_0", "gen2")
+    words = "evaluated under 'MedEval-1 v0.1'"
+    for where in (("--store", fixture.store), ("--key", fixture.key_b64)):  # with the ledger, and offline
+        result = cli_at("passport", "verify", path, *where)
+        assert result.exit_code == 1 and words in result.output, result.output
+    _independent_replay_refuses(fixture, tmp_path, "not the passport's spec")
+
+
+@pytest.mark.parametrize(("member", "forged"), [("model_name", "BiomedCLIP ViT-B/16 (fine-tuned)"),
+                                                ("family", "foundation_model"),
+                                                ("code_fingerprints", ["ffffffffffff"])])
+def test_attack_a_passport_that_names_another_model_than_its_bundles(fixture: AuditFixture, tmp_path: Path,
+                                                                     member: str, forged: Any) -> None:
+    """The cited evidence is real, but the signed subject names another model (its name, family, code): the
+    evidence is passed off as another model's. The subject is what the cited bundle entries say."""
+    from seals import sign_document
+
+    def renamed(document: dict[str, Any], signer: Any) -> Any:
+        return sign_document({**document, "subject": {**document["subject"], member: forged}}, signer)
+
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document", renamed):
+        path = issue(fixture, "model_0", "gen2")
+    for where in (("--store", fixture.store), ("--key", fixture.key_b64)):  # with the ledger, and offline
+        result = cli_at("passport", "verify", path, *where)
+        assert result.exit_code == 1 and f"subject.{member} is not what its cited bundles say" in result.output, \
+            result.output
+    _independent_replay_refuses(fixture, tmp_path, "is not what its cited bundles say")
+
+
+def test_attack_a_bundle_entry_that_names_another_spec_than_its_evaluation(fixture: AuditFixture,
+                                                                          tmp_path: Path) -> None:
+    """The rules that read a bundle without its blob (the witnessed-time check, a withheld bundle, a passport's
+    spec) read the entry's spec_version; an entry that says v0.2 over a v0.1 evaluation would be judged by the
+    wrong spec. Both audits compare it with the evaluation (FORMATS rule 10), as the independent replay does."""
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        _, entry = next((i, e) for i, e in ledger.entries() if e.get("type") == "bundle" and e["generation"] == "gen2")
+        assert entry["spec_version"] == "MedEval-1 v0.1"
+        relabelled = ledger.append({**entry, "spec_version": "MedEval-1 v0.2", "created_utc": LATER},
+                                   signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("spec_version of the evaluation is not the entry's" in m for m in findings_at(report, relabelled))
+
+
+def _padded_bundle(fixture: AuditFixture, classes: int) -> tuple[dict[str, Any], dict[str, Any], bytes]:
+    """A gen2 bundle whose predictions gain empty classes (probability 0) up to ``classes``, its evaluation
+    re-derived from them: every number follows from the stored predictions, at a K the task does not have."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from harness.metrics import StoredPredictions, evaluation_bytes
+    from harness.metrics.evaluation import EvaluationMeta
+    from harness.metrics.registry import metrics_for
+    from heldout.generations import generation_cases
+    from seals import sha256_hex
+
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        _, entry = next((i, e) for i, e in ledger.entries() if e.get("type") == "bundle" and e["generation"] == "gen2")
+        blobs = BlobStore(st.blobs)
+        evaluation = parse_json_object(blobs.get(entry["evaluation_sha256"]), what="evaluation")
+        honest = StoredPredictions.from_npz_bytes(blobs.get(entry["predictions_sha256"]))
+        labels = np.asarray(generation_cases(st, "gen2", TASK, ledger=ledger).labels, dtype=np.int64)
+
+    def pad(array: Any) -> Any:
+        array = np.asarray(array)
+        return np.concatenate([array, np.zeros((*array.shape[:-1], classes - array.shape[-1]), array.dtype)], axis=-1)
+
+    padded = StoredPredictions(clean_probs=pad(honest.clean_probs), perturbed_labels=dict(honest.perturbed_labels),
+                               template_probs=None if honest.template_probs is None else pad(honest.template_probs))
+    npz = padded.to_npz_bytes()
+    meta = replace(EvaluationMeta.from_recorded(evaluation), n_classes=classes)
+    forged = parse_json_object(evaluation_bytes(metrics_for(evaluation["spec_version"]).build_evaluation(
+        meta, StoredPredictions.from_npz_bytes(npz), labels)), what="forged evaluation")
+    assert forged["composite"]["index"] > evaluation["composite"]["index"]  # what the padding buys
+    bundle = {k: v for k, v in entry.items() if k != "leakage_bits"}
+    bundle.update(model_id="padded", created_utc=LATER, evaluation_sha256=sha256_hex(evaluation_bytes(forged)),
+                  predictions_sha256=sha256_hex(npz))
+    return bundle, forged, npz
+
+
+def test_attack_predictions_padded_with_classes_the_task_does_not_have(fixture: AuditFixture,
+                                                                      tmp_path: Path) -> None:
+    """bloodmnist has 8 classes. Predictions padded to 12 with empty columns re-derive byte for byte at K = 12,
+    and chance (1/K) falls under every chance-corrected score: the composite rises with nothing learnt. The
+    evaluation's n_classes is the task's (MedEval-1's task table): the operator's own command refuses it before
+    anything is logged, and both audits and the independent replay name it when it is logged anyway."""
+    from harness.metrics import evaluation_bytes
+    from keys import MalformedInput
+
+    bundle, forged, npz = _padded_bundle(fixture, 12)
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        size = ledger.size
+        with pytest.raises(MalformedInput, match=r"n_classes is 12, and the entry and its task say 8"):
+            heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, forged, npz,
+                                             now=parse_utc(LATER))
+        assert ledger.size == size  # nothing logged
+        blobs = BlobStore(st.blobs)
+        blobs.put(evaluation_bytes(forged))
+        blobs.put(npz)
+        index = ledger.append(bundle, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("counts 12 classes, and task bloodmnist has 8" in m for m in findings_at(report, index)), report
+    _independent_replay_refuses(fixture, tmp_path, "n_classes is not task bloodmnist's class count")
+
+
+def test_a_passport_subject_is_what_its_bundles_say_and_bundles_that_disagree_make_none() -> None:
+    """``subject_of``: the members every cited entry states alike, the sorted distinct code fingerprints; entries
+    that describe the model differently (another name on one task) refuse the issue, naming the member."""
+    from heldout.entries import BundleEntry
+    from keys import UsageError
+
+    def bundle(task: str, index: int, **members: Any) -> BundleEntry:
+        entry = {"type": "bundle", "v": 1, "generation": "gen2", "model_id": "m", "task": task,
+                 "evaluation_sha256": "a" * 64, "predictions_sha256": "b" * 64, "created_utc": LATER,
+                 "model_name": "M", "family": "cnn", "params": "1M", "behaviour_version": "1.0", **members}
+        record = BundleEntry.from_entry(entry, index=index)
+        assert isinstance(record, BundleEntry)
+        return record
+
+    subject = passports.subject_of([bundle("bloodmnist", 5, code_fingerprint="bbb"),
+                                    bundle("pathmnist", 6, code_fingerprint="aaa")])
+    assert subject == {"model_name": "M", "family": "cnn", "params": "1M", "behaviour_version": "1.0",
+                       "code_fingerprints": ["aaa", "bbb"], "code_fingerprint": "bbb"}
+    with pytest.raises(UsageError, match=r"describe the model differently \(model_name"):
+        passports.subject_of([bundle("bloodmnist", 5), bundle("pathmnist", 6, model_name="M v2")])
+    with pytest.raises(UsageError, match="code_fingerprint that is not text"):
+        passports.subject_of([bundle("bloodmnist", 5, code_fingerprint=7)])

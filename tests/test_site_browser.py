@@ -577,3 +577,50 @@ def test_attack_trimmed_pages_of_a_hostile_ledger_verify_as_the_cli(browser: Any
     assert page.text_content(f"#v{fat}").startswith(f"exit 0: entry {fat} is included")
     assert problems == []
     context.close()
+
+
+@pytest.mark.parametrize(("forged", "words"), [
+    ({"subject": {"model_name": "BiomedCLIP ViT-B/16 (fine-tuned)"}},
+     "subject.model_name is not what its cited bundles say"),
+    ({"spec_version": "MedEval-1 v0.2"}, "evaluated under \"MedEval-1 v0.1\""),
+], ids=["another model's name", "another spec"])
+def test_attack_a_logged_passport_that_says_other_than_its_bundles_is_refused_by_the_page(
+        browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forged: dict[str, Any], words: str) -> None:
+    """A passport the operator signed and logged whose subject names another model, or whose spec is not its
+    bundles': heldout's build refuses to publish it; a build that skips the check (the operator's own) publishes
+    the page, and the page's Verify refuses it on its own, with the CLI's reason."""
+    import heldout.passports as passports
+    from seals import sign_document
+    from tests.audit_support import build_store, command_clock
+    from tests.site_support import ISSUE_AT
+
+    fx = build_store(tmp_path / "root")
+    store = str(fx.store)
+
+    def forging(document: dict[str, Any], signer: Any) -> dict[str, Any]:
+        changed = {**document, **{k: v for k, v in forged.items() if k != "subject"}}
+        if "subject" in forged:
+            changed["subject"] = {**document["subject"], **forged["subject"]}
+        return sign_document(changed, signer)
+
+    with command_clock(ISSUE_AT):
+        assert run("audit", fx.ledger_id, "--store", store).exit_code == 0
+        with monkeypatch.context() as patch:
+            patch.setattr(passports, "sign_document", forging)
+            assert run("passport", "issue", "model_0", "--generation", "gen2", "--store", store).exit_code == 0
+        assert run("ledger", "export", fx.ledger_id, str(tmp_path / "export"), "--store", store).exit_code == 0
+    refused = run("site", "build", str(tmp_path / "refused"), "--from", str(tmp_path / "export"), "--at", SITE_AT)
+    assert refused.exit_code == 1 and not (tmp_path / "refused").exists(), refused.output
+    out = tmp_path / "site"
+    with monkeypatch.context() as patch:
+        patch.setattr(passports, "check_subject_and_spec", lambda *args, **kwargs: None)
+        built = run("site", "build", str(out), "--from", str(tmp_path / "export"), "--at", SITE_AT)
+    assert built.exit_code == 0, built.output
+    (path,) = sorted((out / "passports").glob("*.html"))
+    context, page, _, problems = open_page(browser, path)
+    page.click("#verify-button")
+    page.wait_for_function("document.getElementById('verify-result').textContent.startsWith('exit ')")
+    result = page.text_content("#verify-result")
+    assert result.startswith("exit 1") and words in result, result
+    assert problems == []
+    context.close()

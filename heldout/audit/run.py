@@ -118,6 +118,7 @@ class _Context:
     reveals: dict[str, RevealDocument] = field(default_factory=dict)
     verified_blobs: set[str] = field(default_factory=set)
     labels: dict[tuple[str, str], tuple[Any, str]] = field(default_factory=dict)
+    evaluation_specs: dict[int, Any] = field(default_factory=dict)  # a re-derived bundle's evaluation's spec
     #: Entries below this index were covered by the earlier clean report an incremental audit trusts.
     trusted_size: int = 0
     _records: dict[int, EntryRecord | None] = field(default_factory=dict)
@@ -321,7 +322,9 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
                 f"bundle entry {index} was {attested}, past the expiry of {state.name} ({format_utc(state.expiry)})",
                 index=index, field="generation", expected=f"logged before {format_utc(state.expiry)}",
                 found=f"witnessed at {format_utc(at)} with size {size}"), index=index)
-        superseded = ctx.supersessions.get(str(bundle.get("spec_version")))
+        # the spec the bundle was evaluated under: its evaluation's (the entry's copy when the blob is withheld;
+        # a copy that differs is a finding of its own)
+        superseded = ctx.supersessions.get(str(ctx.evaluation_specs.get(index, bundle.get("spec_version"))))
         if superseded is not None and superseded.index < index and superseded.in_force(at):
             ctx.find("witnessed-time", VerificationError(
                 f"bundle entry {index} was {attested}, when {superseded.words} (entry {superseded.index})",
@@ -795,10 +798,18 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
                                 index=index, field="release")
     evaluation_data = ctx.blob(entry.evaluation_sha256, index=index, what="evaluation_sha256")
     evaluation = parse_json_object(evaluation_data, what=f"evaluation of entry {index}")
+    ctx.evaluation_specs[index] = evaluation.get("spec_version")
     _require_spec_in_force(ctx, index, "bundle", evaluation.get("spec_version"), created)
-    for member in ("task", "seed", "code_fingerprint", "n_test", "split_origin", "device"):
-        if member in entry:
-            _expect(index, member, entry[member], evaluation.get(member))
+    disagreement = entry.evaluation_disagreement(evaluation)
+    if disagreement is not None and disagreement[0] == "n_classes":
+        _, classes, found = disagreement
+        said = f"counts {found} classes" if type(found) is int else f"states no class count (n_classes {found!r})"
+        raise VerificationError(f"bundle entry {index}: its evaluation {said}, and task {entry.task} has {classes} "
+                                "(MedEval-1's task table): classes the task does not have lower chance under every "
+                                "chance-corrected score", index=index, field="n_classes", expected=classes,
+                                found=found)
+    if disagreement is not None:
+        _expect(index, *disagreement)
     _expect(index, "split_origin", state.split_origin(entry.task), evaluation.get("split_origin"))
     if "leakage_bits" in entry:
         _check_charge(index, entry, evaluation, state)

@@ -1063,6 +1063,10 @@ class _Replay:
                                "device"):
                     if member in entry and evaluation.get(member) != entry[member]:
                         raise ReplayFailure(file, "bundle", f"evaluation {member} disagrees with entry {index}")
+                classes = MEDMNIST_CLASSES.get(entry["task"].removesuffix("_224"))
+                if type(evaluation.get("n_classes")) is not int or evaluation.get("n_classes") != classes:
+                    raise ReplayFailure(file, "bundle", f"evaluation n_classes is not task {entry['task']}'s "
+                                        f"class count ({classes})")
                 public = seal[1].get("membership") == "public"
                 source = (seal[1].get("sources") or {}).get(entry["task"]) or {}
                 origin = source.get("origin") or "unrecorded"
@@ -1189,10 +1193,30 @@ class _Replay:
                         "evaluation_sha256": bundle.get("evaluation_sha256"),
                         "note": "evaluation withheld until the generation is retired; "
                                 "only the released value is public"}
+            for spec in ([bundle["spec_version"]] if "spec_version" in bundle else []) + \
+                    ([evaluation["spec_version"]] if isinstance(evaluation, dict) and "spec_version" in evaluation
+                     else []):
+                if spec != doc.get("spec_version"):
+                    raise ReplayFailure(file, "passport", f"bundles[{k}] is under {spec}, not the passport's spec")
             if "release" in bundle and evaluation == withheld:
                 continue
             if hashlib.sha256(jcs(evaluation)).hexdigest() != bundle["evaluation_sha256"]:
                 raise ReplayFailure(file, "passport", f"evaluations[{k}] is not the evaluation entry {at} logged")
+        cited_entries = [self.entries[ref["index"]] for ref in cited]
+        said: dict[str, Any] = {}
+        for member in ("model_name", "family", "params", "behaviour_version"):
+            values = {jcs(e.get(member)) for e in cited_entries}
+            if len(values) > 1:
+                raise ReplayFailure(file, "passport", f"its cited bundles disagree on {member}")
+            said[member] = cited_entries[0].get(member) if cited_entries else None
+        named = [e["code_fingerprint"] for e in cited_entries if "code_fingerprint" in e]
+        if not all(isinstance(value, str) for value in named):
+            raise ReplayFailure(file, "passport", "a cited bundle's code_fingerprint is not text")
+        prints = sorted(set(named))
+        said.update(code_fingerprints=prints, code_fingerprint=prints[-1] if prints else None)
+        for member, value in said.items():
+            if jcs(doc["subject"].get(member)) != jcs(value):
+                raise ReplayFailure(file, "passport", f"subject.{member} is not what its cited bundles say")
         latest: dict[str, int] = {}
         for at, bundle in enumerate(self.entries[:note.size]):
             if bundle["type"] == "bundle" and bundle["model_id"] == entry["model_id"] \

@@ -635,6 +635,40 @@
     return { doc, specVersion, modelId, issuer, issued, expiry, evaluations, heldout };
   }
 
+  // A passport says what its cited bundles say (FORMATS.md section 12; heldout.passports.check_subject_and_spec):
+  // its spec_version is every cited entry's and evaluation's, and its subject describes the model as they do.
+  function checkSubjectAndSpec(passport, cited) {
+    for (const [index, entry, evaluation] of cited) {
+      for (const [what, holder] of [["entry", entry], ["evaluation", evaluation]]) {
+        if (isObject(holder) && has(holder, "spec_version") && !sameJson(holder.spec_version, passport.specVersion)) {
+          fail(`the passport is issued under ${passport.specVersion}, and its cited bundle ${index} was evaluated ` +
+            `under ${JSON.stringify(holder.spec_version)} (its ${what}): a passport rests on evaluations of its own spec`);
+        }
+      }
+    }
+    const said = {};
+    for (const member of ["model_name", "family", "params", "behaviour_version"]) {
+      const values = new Set(cited.map(([, entry]) => jcsOrNull(get(entry, member) ?? null)));
+      if (values.size > 1) fail(`the passport's cited bundles describe the model differently (${member})`);
+      said[member] = cited.length ? (get(cited[0][1], member) ?? null) : null;
+    }
+    const named = cited.filter(([, entry]) => has(entry, "code_fingerprint")).map(([, entry]) => entry.code_fingerprint);
+    if (named.some((value) => typeof value !== "string")) fail("a cited bundle's code_fingerprint is not text");
+    const byCodePoint = (a, b) => {  // Python's order of str: by code point, not by UTF-16 unit
+      const x = Array.from(a, (c) => c.codePointAt(0));
+      const y = Array.from(b, (c) => c.codePointAt(0));
+      for (let k = 0; k < Math.min(x.length, y.length); k++) if (x[k] !== y[k]) return x[k] - y[k];
+      return x.length - y.length;
+    };
+    const prints = [...new Set(named)].sort(byCodePoint);
+    said.code_fingerprints = prints;
+    said.code_fingerprint = prints.length ? prints[prints.length - 1] : null;
+    const subject = get(passport.doc, "subject");
+    for (const [member, value] of Object.entries(said)) {
+      if (!sameJson(get(subject, member), value)) fail(`the passport's subject.${member} is not what its cited bundles say`);
+    }
+  }
+
   function verdictLine(passport, state, reason) {
     const head = `signature valid, issued by ${passport.issuer.name} under key ${passport.issuer.key_id}`;
     if (state === "expired") return `${head}, expired ${formatUtc(passport.expiry)}`;
@@ -676,6 +710,7 @@
     }
     await verifyConsistency(checkpoint.size, head.size, checkpoint.root, head.root, consistency);
     let bundles = get(heldout, "bundles");
+    const citedEntries = [];
     bundles = truthy(bundles) ? bundles : [];
     if (!Array.isArray(bundles)) fail("computed.heldout.bundles is not a list");
     for (let position = 0; position < bundles.length; position++) {
@@ -709,6 +744,7 @@
         fail(`cited bundle ${index}: leaf_hash_b64 is not the entry's leaf hash`);
       }
       if (position >= passport.evaluations.length) fail(`the passport has no evaluation ${position}`);
+      citedEntries.push([index, entry, passport.evaluations[position]]);
       const digest = hex(await sha256(canonicalBytes(passport.evaluations[position])));
       if (digest !== get(entry, "evaluation_sha256")) {
         fail(`evaluation ${position} of the passport is not the one bundle ${index} logged`);
@@ -717,6 +753,7 @@
     if (passport.evaluations.length !== bundles.length) {
       fail("the passport carries evaluations that no cited bundle logged");
     }
+    checkSubjectAndSpec(passport, citedEntries);
     // Generations and supersessions from the entries the page proves included in the head (the page carries
     // the ones that count for this passport; as in heldout.generations.state, the first of each counts, and a
     // reveal of a sealed generation not yet retired retires it).
