@@ -206,8 +206,8 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
                          f"({spec_version} for {sorted(latest)[0]}, {others}): evaluate every task under the "
                          "current spec first", field="spec_version",
                          found=sorted({spec_version, *map(str, mixed.values())}))
-    subject = subject_of([cast(BundleEntry, BundleEntry.from_entry(entry, index=index))
-                          for index, entry in latest.values()])
+    subject = subject_of([cast(BundleEntry, BundleEntry.from_entry(latest[task][1], index=latest[task][0]))
+                          for task in sorted(latest)])  # in the order the passport cites them
     supersessions = load_supersessions(ledger.entries())
     require_not_superseded(supersessions, spec_version, now)
     expiry = state.expiry
@@ -514,24 +514,19 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
     return parse_checkpoint(next(iter(checkpoints)))
 
 
-#: The members of a passport's ``subject`` that are its cited bundle entries' (each entry's: null where it has
-#: none), beside ``model_id`` (the passport entry's) and the code fingerprints (below).
+#: The members of a passport's ``subject`` that are its first cited bundle entry's (null where it has none),
+#: beside ``model_id`` (the passport entry's) and the code fingerprints (below).
 SUBJECT_MEMBERS = ("model_name", "family", "params", "behaviour_version")
 
 
 def subject_of(bundles: Sequence[BundleEntry]) -> dict[str, Any]:
     """The passport ``subject`` members that the cited bundle entries fix (FORMATS section 12): each of
-    :data:`SUBJECT_MEMBERS` as every entry states it, and the code fingerprints the entries name (sorted,
-    distinct; ``code_fingerprint`` the last). Raises :class:`UsageError` when the entries disagree on one: a
-    passport names one model, described one way."""
-    subject: dict[str, Any] = {}
-    for member in SUBJECT_MEMBERS:
-        values = {canonical_bytes(bundle.get(member)): bundle.get(member) for bundle in bundles}
-        if len(values) > 1:
-            raise UsageError(f"the bundles a passport would cite describe the model differently ({member}: "
-                             f"{', '.join(repr(v) for v in values.values())}): re-evaluate so that they agree",
-                             field=f"subject.{member}", found=[bundle.get(member) for bundle in bundles])
-        subject[member] = next(iter(values.values()), None)
+    :data:`SUBJECT_MEMBERS` as the first cited entry states it (the entries of one model may differ by task:
+    a classifier's parameter count grows with its task's classes), and the code fingerprints the entries name
+    (sorted, distinct; ``code_fingerprint`` the last). Raises :class:`UsageError` for a fingerprint that is not
+    text."""
+    first = bundles[0] if bundles else None
+    subject: dict[str, Any] = {member: None if first is None else first.get(member) for member in SUBJECT_MEMBERS}
     named = [bundle.get("code_fingerprint") for bundle in bundles if "code_fingerprint" in bundle]
     if any(type(value) is not str for value in named):
         raise UsageError("a bundle a passport would cite names a code_fingerprint that is not text",
@@ -562,8 +557,7 @@ def check_subject_and_spec(passport: Passport, bundles: Sequence[BundleEntry]) -
     try:
         expected = subject_of(bundles)
     except UsageError as exc:
-        raise VerificationError(f"the passport's cited bundles describe the model differently: {exc.message}",
-                                **exc.evidence) from None
+        raise VerificationError(f"the passport's cited bundles: {exc.message}", **exc.evidence) from None
     for member, value in expected.items():
         found = subject.get(member) if isinstance(subject, dict) else None
         if canonical_bytes(found) != canonical_bytes(value):
