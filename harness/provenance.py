@@ -44,6 +44,37 @@ CATALOGUE: Final[dict[str, tuple[int, str, str]]] = {
 }
 
 
+#: ``kind`` of an evaluation by image size.
+KINDS: Final = {28: "image", 224: "image224"}
+#: ``domain`` of every MedEval-1 evaluation.
+DOMAIN: Final = "medicine"
+#: Human names and modalities. medmnist.INFO has neither in a short form; the reference passport's
+#: ``task_name`` and ``modality`` strings are kept verbatim for its six datasets.
+TASK_NAMES: Final[dict[str, tuple[str, str]]] = {
+    "bloodmnist": ("Peripheral blood cells (8-class)", "Microscopy"),
+    "breastmnist": ("Breast ultrasound (malignancy)", "Ultrasound"),
+    "dermamnist": ("Dermatoscopy (7-class skin lesion)", "Dermatoscopy"),
+    "organcmnist": ("Abdominal CT organs — coronal (C)", "CT"),
+    "pneumoniamnist": ("Paediatric chest X-ray (pneumonia)", "Chest X-ray"),
+    "retinamnist": ("Fundus photography (DR grade)", "Fundus"),
+    "pathmnist": ("Colorectal histology (9-class tissue)", "Histopathology"),
+    "octmnist": ("Retinal OCT (4-class)", "OCT"),
+    "tissuemnist": ("Kidney cortex cells (8-class)", "Microscopy"),
+    "organamnist": ("Abdominal CT organs — axial (A)", "CT"),
+    "organsmnist": ("Abdominal CT organs — sagittal (S)", "CT"),
+}
+
+
+def task_description(task: str) -> dict[str, str]:
+    """What an evaluation of ``task`` says of its task (MedEval-1's task table: ``task_name``, ``modality``,
+    ``kind``, ``domain``), known without medmnist installed; a UsageError for a task MedEval-1 does not know."""
+    flag = check_known_task(task).removesuffix("_224")
+    name, modality = TASK_NAMES[flag]
+    size = 224 if task.endswith("_224") else 28
+    return {"task_name": name if size == 28 else f"{name} @{size}px", "modality": modality, "kind": KINDS[size],
+            "domain": DOMAIN}
+
+
 def known_tasks() -> list[str]:
     """Every task name MedEval-1 evaluates: each flag at 28 px (bare) and at 224 px (``_224``)."""
     return sorted([*CATALOGUE, *(f"{flag}_224" for flag in CATALOGUE)])

@@ -22,12 +22,13 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from harness.provenance import KINDS
+from harness.provenance import TASK_NAMES as _NAMES
 from harness.torchenv import before_torch_import
 from keys.errors import UsageError
 
 #: The sizes MedEval-1 evaluates (``kind`` ``image`` and ``image224``).
 SIZES: Final[tuple[int, ...]] = (28, 224)
-KINDS: Final = {28: "image", 224: "image224"}
 #: medmnist task types in scope: one label per image. Ordinal regression (RetinaMNIST) is scored as
 #: multi-class classification, as the reference passport does; multi-label (ChestMNIST) is out of scope.
 SINGLE_LABEL_TASKS: Final = frozenset({"multi-class", "binary-class", "ordinal-regression"})
@@ -35,22 +36,6 @@ SINGLE_LABEL_TASKS: Final = frozenset({"multi-class", "binary-class", "ordinal-r
 #: Decided to agree with the reference passport's ``train_capped`` flags (28 px: 11,959 not capped, 12,975
 #: capped; 224 px: 1,080 not capped, 4,708 capped).
 TRAIN_CAP: Final = {28: 12000, 224: 2000}
-
-#: Human names and modalities. medmnist.INFO has neither in a short form; the reference passport's
-#: ``task_name`` and ``modality`` strings are kept verbatim for its six datasets.
-_NAMES: Final[dict[str, tuple[str, str]]] = {
-    "bloodmnist": ("Peripheral blood cells (8-class)", "Microscopy"),
-    "breastmnist": ("Breast ultrasound (malignancy)", "Ultrasound"),
-    "dermamnist": ("Dermatoscopy (7-class skin lesion)", "Dermatoscopy"),
-    "organcmnist": ("Abdominal CT organs — coronal (C)", "CT"),
-    "pneumoniamnist": ("Paediatric chest X-ray (pneumonia)", "Chest X-ray"),
-    "retinamnist": ("Fundus photography (DR grade)", "Fundus"),
-    "pathmnist": ("Colorectal histology (9-class tissue)", "Histopathology"),
-    "octmnist": ("Retinal OCT (4-class)", "OCT"),
-    "tissuemnist": ("Kidney cortex cells (8-class)", "Microscopy"),
-    "organamnist": ("Abdominal CT organs — axial (A)", "CT"),
-    "organsmnist": ("Abdominal CT organs — sagittal (S)", "CT"),
-}
 
 SPLITS: Final[tuple[str, ...]] = ("train", "val", "test")
 

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from harness.provenance import n_classes as task_classes
+from harness.provenance import task_description
 from keys import HeldoutError
 from ledger.entries import (
     Check,
@@ -178,16 +179,22 @@ class BundleEntry(EntryRecord):
         """The first member where ``evaluation`` (the blob this entry logs) is not what the entry and the task
         say, as (member, expected, found); None when it agrees. Besides the shared members: the evaluation's
         ``n_classes`` is the MedEval-1 task table's for the task (predictions padded with classes the task does
-        not have re-derive alike, and lower chance, 1/K, under every chance-corrected score)."""
+        not have re-derive alike, and lower chance, 1/K, under every chance-corrected score), and so are its
+        ``task_name``, ``modality``, ``kind`` and ``domain`` (a page shows them: another modality or resolution
+        is a false description of the evidence)."""
         for member in self.EVALUATION_MEMBERS:
             if member in self and self.get(member) != evaluation.get(member):
                 return member, self.get(member), evaluation.get(member)
         try:
             classes: Any = task_classes(self.task)
+            described = task_description(self.task)
         except HeldoutError:
             return "task", "a MedEval-1 task", self.task
         if evaluation.get("n_classes") != classes or type(evaluation.get("n_classes")) is not int:
             return "n_classes", classes, evaluation.get("n_classes")
+        for member, expected in described.items():  # what it says of its task is the task table's
+            if evaluation.get(member) != expected:
+                return member, expected, evaluation.get(member)
         return None
 
 

@@ -210,18 +210,7 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
                           for task in sorted(latest)])  # in the order the passport cites them
     supersessions = load_supersessions(ledger.entries())
     require_not_superseded(supersessions, spec_version, now)
-    expiry = state.expiry
-    anchor = ("the public generation (its cases and labels are published: this evidence is not held out)"
-              if state.membership == "public" else "the sealed held-out generation")
-    expiry_basis = (f"{anchor} this evidence is anchored to ({state.name}, set hash "
-                    f"{state.set_hash[:16]}...) is published to expire {format_utc(state.expiry)}; the passport "
-                    "lapses earlier if the generation is retired or its spec version superseded")
-    superseded = supersessions.get(spec_version)
-    if superseded is not None and superseded.effective < expiry:
-        expiry = superseded.effective
-        expiry_basis = (f"{superseded.words} (ledger entry {superseded.index}), before the expiry of the "
-                        f"generation this evidence is anchored to ({state.name}, {format_utc(state.expiry)}); the "
-                        "passport lapses earlier if the generation is retired")
+    expiry, expiry_basis = expiry_of(state, supersessions.get(spec_version))
     key = ledger.key
     document = {
         "passport_version": PASSPORT_VERSION,
@@ -450,8 +439,9 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
     if superseded is not None and superseded.index < index and superseded.in_force(passport.issued):
         raise VerificationError(f"the passport of entry {index} was issued under {superseded.words} (entry "
                                 f"{superseded.index})", index=index, field="spec_version", found=passport.spec_version)
-    _check_passport_times(passport, facts, index, size, state.expiry,
-                          superseded if superseded is not None and superseded.index < index else None)
+    counting = superseded if superseded is not None and superseded.index < index else None
+    _check_passport_times(passport, facts, index, size, state.expiry, counting)
+    _check_issuer_statements(doc, state, counting, index)
     if state.retire_index is not None:
         retired = format_utc(state.retired_at) if state.retired_at else f"at entry {state.retire_index}"
         return replace(verdict, state=PassportState.LAPSED,
@@ -510,6 +500,10 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
             raise VerificationError(f"bundle proof {position} does not prove the passport's evaluation {position}",
                                     index=None if bundle is None else bundle.index,
                                     field=f"computed.heldout.proofs.bundles[{position}]")
+    tasks = [bundle.task for bundle in bundles if isinstance(bundle, BundleEntry)]
+    if tasks != sorted(set(tasks)):  # one bundle per task, in task order (FORMATS 12): no task counted twice
+        raise VerificationError("the passport's cited bundles are not one per task in task order", found=tasks,
+                                field="computed.heldout.bundles")
     check_subject_and_spec(passport, [b for b in bundles if isinstance(b, BundleEntry)])
     return parse_checkpoint(next(iter(checkpoints)))
 
@@ -517,16 +511,25 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
 #: The members of a passport's ``subject`` that are its first cited bundle entry's (null where it has none),
 #: beside ``model_id`` (the passport entry's) and the code fingerprints (below).
 SUBJECT_MEMBERS = ("model_name", "family", "params", "behaviour_version")
+#: Of those, the ones that name the model and so are the same in every cited entry (``params`` may differ by
+#: task: a classifier's parameter count grows with its task's classes).
+SUBJECT_IDENTITY = ("model_name", "family", "behaviour_version")
 
 
 def subject_of(bundles: Sequence[BundleEntry]) -> dict[str, Any]:
     """The passport ``subject`` members that the cited bundle entries fix (FORMATS section 12): each of
     :data:`SUBJECT_MEMBERS` as the first cited entry states it (the entries of one model may differ by task:
     a classifier's parameter count grows with its task's classes), and the code fingerprints the entries name
-    (sorted, distinct; ``code_fingerprint`` the last). Raises :class:`UsageError` for a fingerprint that is not
-    text."""
+    (sorted, distinct; ``code_fingerprint`` the last). Raises :class:`UsageError` for entries that name the
+    model differently (:data:`SUBJECT_IDENTITY`) or a fingerprint that is not text."""
     first = bundles[0] if bundles else None
     subject: dict[str, Any] = {member: None if first is None else first.get(member) for member in SUBJECT_MEMBERS}
+    for member in SUBJECT_IDENTITY:
+        values = {canonical_bytes(bundle.get(member)): bundle.get(member) for bundle in bundles}
+        if len(values) > 1:  # one model id, described as two models
+            raise UsageError(f"the bundles a passport would cite name the model differently ({member}: "
+                             f"{', '.join(repr(v) for v in values.values())})", field=f"subject.{member}",
+                             found=[bundle.get(member) for bundle in bundles])
     named = [bundle.get("code_fingerprint") for bundle in bundles if "code_fingerprint" in bundle]
     if any(type(value) is not str for value in named):
         raise UsageError("a bundle a passport would cite names a code_fingerprint that is not text",
@@ -627,7 +630,11 @@ def _check_cited_latest(passport: Passport, heldout: Mapping[str, Any], facts: L
         if int(bundle.index or 0) >= size:
             break
         latest[bundle.task] = int(bundle.index or 0)
-    cited = {str(facts.entries[ref["index"]].get("task")): ref["index"] for ref in heldout["bundles"]}
+    tasks = [str(facts.entries[ref["index"]].get("task")) for ref in heldout["bundles"]]
+    cited = {task: ref["index"] for task, ref in zip(tasks, heldout["bundles"], strict=True)}
+    if len(cited) != len(tasks):  # a task cited twice (an older run beside the latest, one run counted twice)
+        raise VerificationError(f"the passport of entry {index} cites more than one bundle of a task: one per task, "
+                                "the latest", index=index, field="computed.heldout.bundles", found=tasks)
     if cited != latest:
         raise VerificationError(f"the passport of entry {index} does not cite the model's latest bundle of every task "
                                 f"on {generation} inside its checkpoint", index=index,
@@ -662,6 +669,41 @@ def _refute_another_history(doc: Mapping[str, Any], facts: LedgerFacts) -> None:
                                 "ledger at that size (the key signed two histories; the passport is the evidence)",
                                 field="computed.heldout.checkpoint", expected=facts.root(checkpoint.size).hex(),
                                 found=checkpoint.root.hex())
+
+
+def expiry_of(state: GenerationState, superseded: Any) -> tuple[datetime, str]:
+    """A passport's ``expiry_utc`` and ``expiry_basis`` (FORMATS section 12): its generation's expiry, or the
+    time the supersession of its spec that counts (``superseded``, logged before it; None when none) takes
+    effect when that is earlier, and the sentence saying which, and whether the evidence is held out."""
+    anchor = ("the public generation (its cases and labels are published: this evidence is not held out)"
+              if state.membership == "public" else "the sealed held-out generation")
+    if superseded is not None and superseded.effective < state.expiry:
+        return superseded.effective, (
+            f"{superseded.words} (ledger entry {superseded.index}), before the expiry of the generation this "
+            f"evidence is anchored to ({state.name}, {format_utc(state.expiry)}); the passport lapses earlier if "
+            "the generation is retired")
+    return state.expiry, (f"{anchor} this evidence is anchored to ({state.name}, set hash {state.set_hash[:16]}...) "
+                          f"is published to expire {format_utc(state.expiry)}; the passport lapses earlier if the "
+                          "generation is retired or its spec version superseded")
+
+
+def _check_issuer_statements(doc: Mapping[str, Any], state: GenerationState, superseded: Any, index: int) -> None:
+    """What a passport says beside its numbers is what the issue command writes (FORMATS section 12), not the
+    issuer's free text: no vendor declaration, no production history and no cross-site result (this operator
+    has none to give: a "cleared by a regulator" block or a cross-site AUC was signed and shown as if it were
+    evidence), and the expiry basis its ledger gives (the only place a passport on the public generation says
+    its evidence is not held out)."""
+    found_computed = doc.get("computed")
+    computed: Mapping[str, Any] = found_computed if isinstance(found_computed, dict) else {}
+    fixed = {"declared": (doc.get("declared"), None), "declared_note": (doc.get("declared_note"), DECLARED_NOTE),
+             "observed": (doc.get("observed"), None), "observed_note": (doc.get("observed_note"), OBSERVED_NOTE),
+             "computed.cross_site": (computed.get("cross_site"), None),
+             "expiry_basis": (doc.get("expiry_basis"), expiry_of(state, superseded)[1])}
+    for member, (found, expected) in fixed.items():
+        if found != expected:
+            raise VerificationError(f"the passport of entry {index}: its {member} is not what its issue writes "
+                                    "(a statement its ledger does not bear out)", index=index, field=member,
+                                    expected=expected, found=str(found)[:200])
 
 
 def _check_passport_times(passport: Passport, facts: LedgerFacts, index: int, size: int, generation_expiry: datetime,

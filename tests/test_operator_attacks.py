@@ -735,3 +735,92 @@ def test_a_passport_subject_is_what_its_first_cited_bundle_says() -> None:
                        "code_fingerprints": ["aaa", "bbb"], "code_fingerprint": "bbb"}
     with pytest.raises(UsageError, match="code_fingerprint that is not text"):
         passports.subject_of([bundle("bloodmnist", 5, code_fingerprint=7)])
+    for member in ("model_name", "family", "behaviour_version"):  # one model id named as two models
+        with pytest.raises(UsageError, match=rf"name the model differently \({member}"):
+            passports.subject_of([bundle("bloodmnist", 5), bundle("pathmnist", 6, **{member: "another"})])
+
+
+def test_attack_a_passport_that_counts_one_bundle_twice(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The latest bundle of each task, once: a passport citing the same run twice (its best task counted twice
+    in the composite a leaderboard ranks by) was accepted by every verifier, which compared the cited bundles
+    as a map from task to bundle. Refused with the ledger and offline, and by the independent replay."""
+    from seals import sign_document
+
+    def doubled(document: dict[str, Any], signer: Any) -> dict[str, Any]:
+        computed = document["computed"]
+        heldout = computed["heldout"]
+        twice = {**heldout, "bundles": heldout["bundles"] * 2,
+                 "proofs": {**heldout["proofs"], "bundles": heldout["proofs"]["bundles"] * 2}}
+        return sign_document({**document, "computed": {**computed, "heldout": twice,
+                                                       "evaluations": computed["evaluations"] * 2}}, signer)
+
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document", doubled):
+        path = issue(fixture, "model_0", "gen2")
+    assert len(json.loads(path.read_text())["computed"]["heldout"]["bundles"]) == 2
+    for where, words in ((("--store", fixture.store), "cites more than one bundle of a task"),
+                         (("--key", fixture.key_b64), "not one per task in task order")):
+        result = cli_at("passport", "verify", path, *where)
+        assert result.exit_code == 1 and words in result.output, result.output
+    _independent_replay_refuses(fixture, tmp_path, "latest bundle of every task|one per task")
+
+
+@pytest.mark.parametrize(("member", "forged"), [("modality", "Digital mammography"), ("kind", "image224"),
+                                                ("task_name", "Peripheral blood cells (official, 224 px)"),
+                                                ("domain", "radiology")])
+def test_attack_an_evaluation_that_describes_another_task(fixture: AuditFixture, tmp_path: Path, member: str,
+                                                          forged: str) -> None:
+    """What an evaluation says of its task (name, modality, resolution, domain) is copied into every re-derivation
+    and shown on the passport page, so it re-derived whatever the operator wrote. It is the task table's: the
+    operator's command refuses another, both audits and the independent replay name it."""
+    from harness.metrics import evaluation_bytes
+    from keys import MalformedInput
+    from seals import sha256_hex
+
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        _, entry = next((i, e) for i, e in ledger.entries() if e.get("type") == "bundle" and e["generation"] == "gen2")
+        blobs = BlobStore(st.blobs)
+        evaluation = {**parse_json_object(blobs.get(entry["evaluation_sha256"]), what="evaluation"), member: forged}
+        npz = blobs.get(entry["predictions_sha256"])
+        bundle = {k: v for k, v in entry.items() if k != "leakage_bits"}
+        bundle.update(model_id="described", created_utc=LATER,
+                      evaluation_sha256=sha256_hex(evaluation_bytes(evaluation)))
+        with pytest.raises(MalformedInput, match=rf"evaluation's {member} is"):
+            heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, evaluation, npz,
+                                             now=parse_utc(LATER))
+        blobs.put(evaluation_bytes(evaluation))
+        index = ledger.append(bundle, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any(f"{member} of the evaluation is not its task's" in m for m in findings_at(report, index)), report
+    _independent_replay_refuses(fixture, tmp_path, f"evaluation {member} is not task bloodmnist's")
+
+
+@pytest.mark.parametrize(("member", "forged"), [
+    ("declared", {"vendor": "Acme", "clearance": "FDA 510(k) cleared"}),
+    ("declared_note", "Declared by the vendor and checked by the operator."),
+    ("observed", {"sites": 5, "drift": "none"}),
+    ("cross_site", {"sites": 5, "mean_auc": 0.991}),
+    ("expiry_basis", "the sealed held-out generation, witnessed by three witnesses, expires 2030"),
+])
+def test_attack_a_passport_with_statements_its_ledger_does_not_bear_out(fixture: AuditFixture, tmp_path: Path,
+                                                                        member: str, forged: Any) -> None:
+    """Beside its numbers a passport carried free text the signature alone vouched for: a regulator's clearance,
+    a cross-site result, an expiry basis of its issuer's wording (on the public generation the only place that
+    says the evidence is not held out). Each is what the issue command writes, checked against the ledger."""
+    from seals import sign_document
+
+    def stating(document: dict[str, Any], signer: Any) -> dict[str, Any]:
+        if member == "cross_site":
+            return sign_document({**document, "computed": {**document["computed"], "cross_site": forged}}, signer)
+        return sign_document({**document, member: forged}, signer)
+
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document", stating):
+        path = issue(fixture, "model_0", "gen2")
+    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    field = "computed.cross_site" if member == "cross_site" else member
+    assert result.exit_code == 1 and f"its {field} is not what its issue writes" in result.output, result.output
+    if member in ("declared", "observed", "cross_site"):
+        _independent_replay_refuses(fixture, tmp_path, f"{member} is not null")

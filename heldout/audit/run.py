@@ -808,6 +808,11 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
                                 "(MedEval-1's task table): classes the task does not have lower chance under every "
                                 "chance-corrected score", index=index, field="n_classes", expected=classes,
                                 found=found)
+    if disagreement is not None and disagreement[0] not in BundleEntry.EVALUATION_MEMBERS:
+        member, expected, found = disagreement
+        raise VerificationError(f"bundle entry {index}: {member} of the evaluation is not its task's "
+                                f"({entry.task} in MedEval-1's task table)", index=index, field=member,
+                                expected=expected, found=found)
     if disagreement is not None:
         _expect(index, *disagreement)
     _expect(index, "split_origin", state.split_origin(entry.task), evaluation.get("split_origin"))

@@ -69,6 +69,20 @@ TEXT, HEX, TIME, KEY, NOTE = "text", "hex64", "utc", "key", "note text"
 MAX_NOTE_CHARS = 16384
 #: A note key name (C2SP signed-note as Go reads it): no unicode.IsSpace character, no "+".
 NOTE_KEY_NAME = re.compile("[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000+]+")
+#: MedEval-1's name and modality of each task (FORMATS rule 10; the reference passport's strings).
+TASK_TABLE = {
+    "bloodmnist": ("Peripheral blood cells (8-class)", "Microscopy"),
+    "breastmnist": ("Breast ultrasound (malignancy)", "Ultrasound"),
+    "dermamnist": ("Dermatoscopy (7-class skin lesion)", "Dermatoscopy"),
+    "organcmnist": ("Abdominal CT organs \u2014 coronal (C)", "CT"),
+    "pneumoniamnist": ("Paediatric chest X-ray (pneumonia)", "Chest X-ray"),
+    "retinamnist": ("Fundus photography (DR grade)", "Fundus"),
+    "pathmnist": ("Colorectal histology (9-class tissue)", "Histopathology"),
+    "octmnist": ("Retinal OCT (4-class)", "OCT"),
+    "tissuemnist": ("Kidney cortex cells (8-class)", "Microscopy"),
+    "organamnist": ("Abdominal CT organs \u2014 axial (A)", "CT"),
+    "organsmnist": ("Abdominal CT organs \u2014 sagittal (S)", "CT"),
+}
 #: The class count of each MedMNIST 2D single-label task (the MedMNIST v2 paper's table; MedEval-1 takes its tasks
 #: from it): an evaluation's n_classes is its task's.
 MEDMNIST_CLASSES = {"bloodmnist": 8, "breastmnist": 2, "dermamnist": 7, "octmnist": 4, "organamnist": 11,
@@ -1067,6 +1081,13 @@ class _Replay:
                 if type(evaluation.get("n_classes")) is not int or evaluation.get("n_classes") != classes:
                     raise ReplayFailure(file, "bundle", f"evaluation n_classes is not task {entry['task']}'s "
                                         f"class count ({classes})")
+                task_name, modality = TASK_TABLE.get(entry["task"].removesuffix("_224"), ("", ""))
+                large = entry["task"].endswith("_224")
+                described = {"task_name": f"{task_name} @224px" if large else task_name, "modality": modality,
+                             "kind": "image224" if large else "image", "domain": "medicine"}
+                for member, value in described.items():
+                    if evaluation.get(member) != value:
+                        raise ReplayFailure(file, "bundle", f"evaluation {member} is not task {entry['task']}'s")
                 public = seal[1].get("membership") == "public"
                 source = (seal[1].get("sources") or {}).get(entry["task"]) or {}
                 origin = source.get("origin") or "unrecorded"
@@ -1143,6 +1164,10 @@ class _Replay:
                 raise ReplayFailure(file, "passport", f"lacks {member}")
         if doc["subject"].get("model_id") != entry["model_id"]:
             raise ReplayFailure(file, "passport", f"subject.model_id is not entry {index}'s")
+        for member, value in (("declared", doc.get("declared")), ("observed", doc.get("observed")),
+                              ("cross_site", (doc.get("computed") or {}).get("cross_site"))):
+            if value is not None:  # FORMATS 12: null (the operator has no such evidence to give)
+                raise ReplayFailure(file, "passport", f"{member} is not null")
         heldout = doc["computed"].get("heldout")
         if not isinstance(heldout, dict) or heldout.get("generation") != entry["generation"]:
             raise ReplayFailure(file, "passport", f"computed.heldout.generation is not entry {index}'s")
@@ -1204,7 +1229,12 @@ class _Replay:
                 raise ReplayFailure(file, "passport", f"evaluations[{k}] is not the evaluation entry {at} logged")
         cited_entries = [self.entries[ref["index"]] for ref in cited]
         said: dict[str, Any] = {}
+        tasks = [e["task"] for e in cited_entries]
+        if tasks != sorted(set(tasks)):
+            raise ReplayFailure(file, "passport", "its cited bundles are not one per task in task order")
         for member in ("model_name", "family", "params", "behaviour_version"):  # the first cited entry's
+            if member != "params" and len({jcs(e.get(member)) for e in cited_entries}) > 1:
+                raise ReplayFailure(file, "passport", f"its cited bundles name the model differently ({member})")
             said[member] = cited_entries[0].get(member) if cited_entries else None
         named = [e["code_fingerprint"] for e in cited_entries if "code_fingerprint" in e]
         if not all(isinstance(value, str) for value in named):

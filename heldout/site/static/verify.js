@@ -646,8 +646,16 @@
         }
       }
     }
-    const said = {};  // as the first cited entry states them (a model's entries may differ by task)
+    const tasks = cited.map(([, entry]) => String(get(entry, "task")));
+    const ordered = [...new Set(tasks)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));  // (ASCII task names)
+    if (ordered.length !== tasks.length || ordered.some((task, k) => task !== tasks[k])) {
+      fail("the passport's cited bundles are not one per task in task order");
+    }
+    const said = {};  // as the first cited entry states them (a model's entries may differ by task: params)
     for (const member of ["model_name", "family", "params", "behaviour_version"]) {
+      if (member !== "params" && new Set(cited.map(([, entry]) => jcsOrNull(get(entry, member) ?? null))).size > 1) {
+        fail(`the passport's cited bundles: they name the model differently (${member})`);
+      }
       said[member] = cited.length ? (get(cited[0][1], member) ?? null) : null;
     }
     const named = cited.filter(([, entry]) => has(entry, "code_fingerprint")).map(([, entry]) => entry.code_fingerprint);
