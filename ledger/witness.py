@@ -327,6 +327,10 @@ class Witness:
                                        expected=b64encode(state.root), found=checkpoint.root_b64)
                 if request.proof:
                     raise BadProof("a consistency proof between equal sizes is empty", found=len(request.proof))
+                # The checkpoint it already cosigned: the same cosignature again (its timestamp then; Ed25519 is
+                # deterministic), never a fresh one. A fresh timestamp makes a new line, and a draw seeded by
+                # the cosignatures on the intent's checkpoint could be ground by asking again until it suits.
+                return cosign(checkpoint, self.signer, state.timestamp)
             elif state is None:
                 if request.proof:
                     raise BadProof("the proof from size 0 must be empty", found=len(request.proof))

@@ -7,7 +7,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import struct
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ from ledger.witness import (
 )
 from tests.conftest import seeded_signer
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
-from tests.witness_support import body_for
+from tests.witness_support import Clock, body_for
 
 SPEC_ORIGIN = "example.com/behind-the-sofa"
 SPEC_ROOT = "CsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I="
@@ -155,10 +156,12 @@ def test_a_bad_cosignature_by_a_known_witness_is_refused_not_ignored() -> None:
 
 # --- the witness protocol, without HTTP ------------------------------------------------------------------------
 
-def make_witness(tmp_path: Path, ledger: Ledger, *, when: datetime = T0) -> Witness:
+def make_witness(tmp_path: Path, ledger: Ledger, *, when: datetime = T0,
+                 clock: Callable[[], datetime] | None = None) -> Witness:
     folder = tmp_path / "witness"
     trust_log(folder, WitnessedLog(ledger.origin, ledger.key.name, ledger.key.public_key))
-    return Witness(folder, witness_signer(), clock=lambda: when)  # closed by the caller (a context manager)
+    # closed by the caller (a context manager)
+    return Witness(folder, witness_signer(), clock=clock if clock is not None else lambda: when)
 
 
 def test_witness_checks_in_spec_order_and_keeps_its_state(tmp_path: Path) -> None:
@@ -286,3 +289,20 @@ def test_a_k_of_n_group_is_met_exactly_when_k_members_cosigned(n: int, data: st.
     else:
         with pytest.raises(QuorumError, match=f"needs {k} of {n}"):
             policy.evaluate(note)
+
+
+def test_attack_a_draw_seed_ground_by_asking_the_witness_again(tmp_path: Path) -> None:
+    """A seal draws from the cosignatures on its intent's checkpoint. The witness cosigned that checkpoint again,
+    with a fresh timestamp, whenever asked: each second waited gave the operator a new line, so a new seed and a
+    new draw, with nothing deleted and the audit clean. The same checkpoint now gets the same cosignature (its
+    first timestamp); only a larger checkpoint gets a new one."""
+    clock = Clock(T0)
+    with new_ledger(tmp_path / "log", entries=3) as ledger, make_witness(tmp_path, ledger, clock=clock) as witness:
+        first = witness.add_checkpoint(body_for(ledger, 0))
+        for seconds in (1, 60, 86_400):
+            clock.moment = T0 + timedelta(seconds=seconds)
+            again = witness.add_checkpoint(body_for(ledger, 4))
+            assert (again.timestamp, again.line) == (first.timestamp, first.line)
+        ledger.append(bundle_entry(9), signer=ledger_signer(), now=T0)
+        grown = witness.add_checkpoint(body_for(ledger, 4))
+        assert grown.timestamp == int((T0 + timedelta(seconds=86_400)).timestamp()) and grown.line != first.line
