@@ -307,6 +307,31 @@ def test_the_operator_cannot_choose_the_draw_seed(env: SimpleNamespace) -> None:
     assert snapshot(env.store) == before  # nothing logged, nothing written
 
 
+@pytest.mark.parametrize("numbers", [
+    ["--budget-bits", "9007199254740992"],  # beyond 2^53: the seal entry cannot hold it
+    ["--budget-bits", "50000", "--eps", "1e9"],  # (an explicit budget wins; the eps alone is the next case)
+    ["--eps", "1e9"],  # a default budget beyond 2^53
+    ["--eps", "nan"], ["--budget-bits", "5000", "--delta", "1e-320"],
+    ["--budget-bits", "5000", "--expected-models", "99999999999999999999999"],
+    ["--budget-bits", "5000", "--ladder-step", "1e-320"],
+    ["--budget-bits", "5000", "--thresholdout", "--threshold", "0.02", "--sigma", "1e-320"],
+], ids=["bits-2^53", "explicit-wins", "eps-1e9", "eps-nan", "delta-subnormal", "models-1e23", "step-subnormal",
+        "sigma-subnormal"])
+def test_seal_numbers_a_seal_cannot_record_are_refused_before_anything_is_logged(env: SimpleNamespace,
+                                                                                 numbers: list[str]) -> None:
+    """A budget beyond 2^53 logged the pools and the intent and then failed at the seal entry: an abandoned
+    draw, an audit finding for good. Options the manifest cannot record (a step or sigma that rounds to 0) were
+    exit 1, "verification failed". Each is bad input now: exit 2, nothing written."""
+    before = snapshot(env.store)
+    result = cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--expires", EXPIRES, *numbers,
+                 store=env.store)
+    if numbers == ["--budget-bits", "50000", "--eps", "1e9"]:
+        assert result.exit_code == 0, result.output  # the control: the same seal with a budget it can record
+        return
+    assert result.exit_code == 2, result.output
+    assert snapshot(env.store) == before
+
+
 # --- retire, reveal, verify-reveal -------------------------------------------------------------------------
 
 def test_retire_with_reveal_appends_both_entries_and_the_reveal_verifies(env: SimpleNamespace) -> None:

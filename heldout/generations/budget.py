@@ -56,7 +56,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from heldout.generations.release import FULL, LADDER, THRESHOLDOUT
-from keys import LapsedError, MalformedInput, UsageError
+from keys import HeldoutError, LapsedError, MalformedInput, UsageError
 from seals.manifest import LeakageBudget
 
 if TYPE_CHECKING:
@@ -266,9 +266,14 @@ def make_budget(*, n: int, k: int = DEFAULT_K, delta: float = DEFAULT_DELTA, eps
                 f"{needed:.2f} bits; need at least {spent_by_seal + needed:.2f} bits (--budget-bits, a larger "
                 f"--eps or a larger set)" + ("" if mode != FULL else "; or --ladder-step / --thresholdout"),
                 field="budget", found=round(value, 6), expected=f">= {round(spent_by_seal + needed, 6)}")
-    return LeakageBudget(bits=value, basis=basis, n=n_weak, k=k, delta=delta, eps=eps_value, rule=rule,
-                         statement_bits=spent_by_seal,
-                         families=tuple(guarantees(mode, shapes, value, statistics, delta)))
+    try:
+        budget = LeakageBudget(bits=value, basis=basis, n=n_weak, k=k, delta=delta, eps=eps_value, rule=rule,
+                               statement_bits=spent_by_seal,
+                               families=tuple(guarantees(mode, shapes, value, statistics, delta)))
+    except HeldoutError as exc:
+        raise UsageError(f"the leakage budget cannot be recorded: {exc.message}",
+                         **{"field": "budget", **exc.evidence}) from None
+    return budget
 
 
 def public_budget(n: int) -> LeakageBudget:

@@ -78,8 +78,9 @@ from heldout.staging import StagedOperation, staged_operation
 from heldout.store import Store
 from keys import HeldoutError, MalformedInput, Signer, UsageError, VerificationError
 from keys.files import fsync_dir, read_private_file, remove_stale_leftovers, write_private_file
-from ledger import AppendConflict, BlobStore, Ledger
+from ledger import AppendConflict, BlobStore, EntryRejected, Ledger
 from ledger.cosignature import with_cosignatures
+from ledger.entries import encode_entry
 from ledger.policy import Policy
 from seals import canonical_bytes, format_utc, parse_json_object, sha256_hex
 from seals.manifest import (
@@ -552,9 +553,29 @@ def generations_and_pending(ledger: Ledger, now: datetime, *, blobs: BlobSource 
 
 def _release_policy(mode: str, step: float | None, request: SealRequest, noise_secret: bytes | None
                     ) -> ReleasePolicy:
-    return ReleasePolicy(mode, step, request.threshold if noise_secret else None,
-                         request.sigma if noise_secret else None,
-                         sha256_hex(noise_secret) if noise_secret else None)
+    try:
+        return ReleasePolicy(mode, step, request.threshold if noise_secret else None,
+                             request.sigma if noise_secret else None,
+                             sha256_hex(noise_secret) if noise_secret else None)
+    except MalformedInput as exc:  # the operator's options (a step of 1e-320 rounds to 0): bad input, exit 2
+        raise UsageError(f"the release policy cannot be recorded: {exc.message}", **exc.evidence) from None
+
+
+def _check_seal_entry_draft(name: str, tasks: Sequence[str], budget: Any, release: ReleasePolicy,
+                            expires: datetime, now: datetime) -> None:
+    """The seal entry as it will be logged after the draw, with stand-ins for the draw's hashes, checked as the
+    ledger checks an entry: numbers the entry cannot hold (a budget beyond 2^53) are refused before the pools and
+    the intent are logged, not after (the intent would then stand abandoned for good)."""
+    draft = SealEntry(generation=name, manifest_sha256="0" * 64, set_hash="0" * 64,
+                      expiry_utc=format_utc(expires), created_utc=format_utc(now),
+                      extra={"membership": "sealed", "tasks": {task: 1 for task in tasks}, "n_cases": len(tasks),
+                             "budget_bits": budget.bits, "release": release.to_json(),
+                             "statement_bits": budget.statement_bits,
+                             "guarantee": {"delta": budget.delta, "k": budget.k, "families": list(budget.families)}})
+    try:
+        encode_entry(draft.to_entry())
+    except EntryRejected as exc:
+        raise UsageError(f"the seal entry could not be logged: {exc.message}", **exc.evidence) from None
 
 
 def seal_entry_of(manifest: SealManifest, digest: str) -> dict[str, Any]:
@@ -621,9 +642,11 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
             # The budget is checked before anything is logged, on each task's expected class sizes, so that a
             # refused seal logs nothing. Whether it can pay for one evaluation does not depend on the draw; a
             # default budget (it grows with the smallest class) is computed again on the drawn cases below.
-            make_budget(n=per_task, k=request.k, delta=request.delta, eps=request.eps, bits=request.budget_bits,
-                        mode=mode, shapes=[_expected_shape(task, candidates[task], per_task) for task in tasks],
-                        step=step)
+            budget = make_budget(n=per_task, k=request.k, delta=request.delta, eps=request.eps,
+                                 bits=request.budget_bits, mode=mode,
+                                 shapes=[_expected_shape(task, candidates[task], per_task) for task in tasks],
+                                 step=step)
+            _check_seal_entry_draft(name, tasks, budget, release, request.expiry, now)
             if resume is not None:
                 intent_index, pools = int(resume.intent.index or 0), resume.pools
             else:
