@@ -888,10 +888,15 @@ class TilesLog(EntryList):
             raise LedgerUsageError(f"{self.source} has no {CHECKPOINT}", path=self.source)
         self._checkpoint = parse_checkpoint(note)
         size = self.manifest.get("size")
+        if isinstance(size, int) and not isinstance(size, bool) and size > self._checkpoint.size:
+            # What a run of `ledger tiles` leaves between its two last writes (the manifest, then the
+            # checkpoint), killed there or not yet done: no verdict on the log, a read to make again (exit 2)
+            raise SourceUnavailable(f"{self.source} is being updated (its manifest is at size {size}, its "
+                                    f"checkpoint at {self._checkpoint.size}): try again", path=self.source,
+                                    expected=self._checkpoint.size, found=size)
         if not _is_int(size) or size != self._checkpoint.size:
-            raise LedgerIntegrityError("the tiles manifest and checkpoint disagree on the size (being updated? "
-                                       "try again)", file=MANIFEST, expected=self._checkpoint.size,
-                                       found=_shown(size))
+            raise LedgerIntegrityError("the tiles manifest and checkpoint disagree on the size", file=MANIFEST,
+                                       expected=self._checkpoint.size, found=_shown(size))
         self.blobs = TileBlobs(self.files)
         self._sizes: list[int] | None = None
         self._notes: dict[int, str] = {}

@@ -26,7 +26,7 @@ from typer.testing import CliRunner, Result
 
 import ledger.tiles as tiles_module
 from heldout.cli import app
-from ledger import LedgerIntegrityError, LedgerUsageError
+from ledger import LedgerIntegrityError, LedgerUsageError, SourceUnavailable
 from ledger.tiles import (
     CHECKPOINT,
     LOCK,
@@ -531,8 +531,9 @@ def test_a_run_that_dies_before_its_checkpoint_leaves_the_old_state_and_the_next
         write_tiles(ledger, out)
     monkeypatch.undo()
     assert (out / CHECKPOINT).read_bytes() == published  # readers still see the old state...
-    with pytest.raises(LedgerIntegrityError, match="being updated"):
-        TilesLog(out)  # ...and a reader of the new manifest is told to read again
+    with pytest.raises(SourceUnavailable, match="being updated"):
+        TilesLog(out)  # ...and a reader of the new manifest is told to read again (exit 2: no verdict)
+    assert SourceUnavailable("").exit_code == 2
     done = write_tiles(ledger, out)
     assert done.previous_size == 301 and done.size == ledger.size and done.written[-1] == CHECKPOINT
     assert TilesLog(out).verify(expected_id=ledger.ledger_id).size == ledger.size
