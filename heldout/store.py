@@ -48,7 +48,12 @@ class Store:
     @classmethod
     def open(cls, root: Path | None = None) -> Store:
         """The store at ``root`` (default: :func:`default_store_path`); refused when that is not a folder."""
-        path = (root or default_store_path()).expanduser().resolve()
+        given = (root or default_store_path()).expanduser()
+        try:
+            path = given.resolve()
+        except (RuntimeError, OSError) as exc:  # a symbolic link loop (RuntimeError before Python 3.13)
+            raise StorageError(f"the store path {str(given)!a} cannot be resolved: {exc}; give a folder with "
+                               "--store", path=ascii(str(given))) from None
         if path.exists() and not path.is_dir():
             raise StorageError(f"{path} is a file, not a store folder; give a folder with --store", path=str(path))
         return cls(path)

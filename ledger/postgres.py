@@ -66,6 +66,10 @@ def _split(text: str, what: str) -> urllib.parse.SplitResult:
 def database_url(text: str, *, what: str = "the ledger database URL") -> str:
     """``text`` checked as a PostgreSQL URL that names no password (a usage error otherwise, naming ``what``:
     the option or variable it came from)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes a non-UTF-8 environment gave (surrogate escapes): libpq takes UTF-8 only
+        raise LedgerUsageError(f"{what} is not UTF-8 text", field=what) from None
     parts = _split(text.strip(), what)
     if parts.scheme not in URL_SCHEMES:
         raise LedgerUsageError(f"{what} is not a postgresql:// URL", found=display_url(text)[:80])

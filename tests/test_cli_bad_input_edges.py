@@ -175,6 +175,29 @@ def test_init_with_a_malformed_database_url_creates_nothing(tmp_path: Path, url:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_database_url_that_is_not_utf8_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A URL from a non-UTF-8 environment (a byte that decodes to a surrogate escape) reached libpq and was a
+    UnicodeEncodeError traceback."""
+    monkeypatch.delenv("HELDOUT_DATABASE", raising=False)
+    with command_clock(AT):
+        result = runner.invoke(app, ["init", "--store", str(tmp_path / "new"), "--database",
+                                     "postgresql://h/\udcff"])
+    assert "is not UTF-8 text" in one_line_usage_error(result)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_store_path_that_is_a_symbolic_link_loop_is_a_usage_error(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for how in ("option", "environment"):
+        if how == "environment":
+            monkeypatch.setenv("HELDOUT_STORE", str(loop))
+        result = runner.invoke(app, ["status", *(["--store", str(loop)] if how == "option" else [])])
+        assert "cannot be resolved" in one_line_usage_error(result), how
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop"]
+
+
 # --- 3. witness serve: --max-seconds and --listen ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
