@@ -302,7 +302,7 @@ def create_storage(folder: Path, ledger_id: str, fill: Fill) -> SqliteStorage:
     except BaseException:  # a full disk, a refused copy: no half-built file is left behind
         if storage is not None:
             storage.close()
-        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        for leftover in (Path(f"{tmp}{suffix}") for suffix in _BUILD_SUFFIXES):
             leftover.unlink(missing_ok=True)
         raise
     storage.close()
@@ -316,14 +316,19 @@ def create_storage(folder: Path, ledger_id: str, fill: Fill) -> SqliteStorage:
     return open_storage(path)
 
 
+#: A ledger file and SQLite's companions of it.
+_BUILD_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+
 def _remove_stale_builds(folder: Path, ledger_id: str) -> None:
-    """Half-built files of this ledger that a killed build left (``.<id>.sqlite.tmp<pid>`` and its -wal and
-    -shm), unless the process that named them still runs (:func:`keys.files.remove_stale_leftovers`), and
-    those under this process's own name: never a ledger, so nothing to keep."""
+    """Half-built files of this ledger that a killed build left (``.<id>.sqlite.tmp<pid>`` and its -wal, -shm
+    and -journal: the build's first statements run before WAL mode is set), unless the process that named them
+    still runs (:func:`keys.files.remove_stale_leftovers`), and those under this process's own name: never a
+    ledger, so nothing to keep (a journal left under a reused process id would be read as a hot journal)."""
     name = f"{ledger_id}{LEDGER_SUFFIX}"
-    remove_stale_leftovers(folder, name, tags=("tmp",), suffixes=("", "-wal", "-shm"))
+    remove_stale_leftovers(folder, name, tags=("tmp",), suffixes=_BUILD_SUFFIXES)
     own = folder / f".{name}.tmp{os.getpid()}"
-    for leftover in (own, Path(f"{own}-wal"), Path(f"{own}-shm")):
+    for leftover in (Path(f"{own}{suffix}") for suffix in _BUILD_SUFFIXES):
         leftover.unlink(missing_ok=True)
 
 

@@ -288,9 +288,12 @@ def test_sqlite_builds_share_the_clean_up_of_temporaries_and_keep_a_running_buil
         tmp_path: Path, dead_pid: int, live_pid: int) -> None:
     ledger_id = "0" * 20
     stem = f".{ledger_id}{LEDGER_SUFFIX}.tmp"
-    dead = [f"{stem}{dead_pid}", f"{stem}{dead_pid}-wal", f"{stem}{dead_pid}-shm", f"{stem}{os.getpid()}"]
-    kept = [f"{stem}{live_pid}", f"{stem}{live_pid}-wal", f".{ledger_id}{LEDGER_SUFFIX}.old{dead_pid}",
-            f"{stem}{dead_pid}-journal", f"{ledger_id}{LEDGER_SUFFIX}"]
+    # (-journal too: a build killed before it set WAL mode leaves one, which a reused process id would read as a
+    # hot journal of its own temporary file)
+    dead = [f"{stem}{dead_pid}", f"{stem}{dead_pid}-wal", f"{stem}{dead_pid}-shm", f"{stem}{dead_pid}-journal",
+            f"{stem}{os.getpid()}"]
+    kept = [f"{stem}{live_pid}", f"{stem}{live_pid}-wal", f"{stem}{live_pid}-journal",
+            f".{ledger_id}{LEDGER_SUFFIX}.old{dead_pid}", f"{ledger_id}{LEDGER_SUFFIX}"]
     for name in dead + kept:
         (tmp_path / name).write_bytes(b"x")
     _remove_stale_builds(tmp_path, ledger_id)
