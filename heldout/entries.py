@@ -14,7 +14,7 @@ Importing :mod:`heldout` registers the types, so every command and the audit see
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, ClassVar
@@ -175,13 +175,15 @@ class BundleEntry(EntryRecord):
     EVALUATION_MEMBERS: ClassVar[tuple[str, ...]] = ("task", "seed", "spec_version", "code_fingerprint", "n_test",
                                                      "split_origin", "device")
 
-    def evaluation_disagreement(self, evaluation: Mapping[str, Any]) -> tuple[str, Any, Any] | None:
+    def evaluation_disagreement(self, evaluation: Mapping[str, Any], *,
+                                cases_for: Callable[[int], int] | None = None) -> tuple[str, Any, Any] | None:
         """The first member where ``evaluation`` (the blob this entry logs) is not what the entry and the task
         say, as (member, expected, found); None when it agrees. Besides the shared members: the evaluation's
         ``n_classes`` is the MedEval-1 task table's for the task (predictions padded with classes the task does
         not have re-derive alike, and lower chance, 1/K, under every chance-corrected score), and so are its
         ``task_name``, ``modality``, ``kind`` and ``domain`` (a page shows them: another modality or resolution
-        is a false description of the evidence)."""
+        is a false description of the evidence); with ``cases_for`` (the spec's ``n_cases_for``), the entry's
+        ``n_cases`` is what the evaluation's ``n_test`` gives."""
         for member in self.EVALUATION_MEMBERS:
             if member in self and self.get(member) != evaluation.get(member):
                 return member, self.get(member), evaluation.get(member)
@@ -195,6 +197,10 @@ class BundleEntry(EntryRecord):
         for member, expected in described.items():  # what it says of its task is the task table's
             if evaluation.get(member) != expected:
                 return member, expected, evaluation.get(member)
+        n_test = evaluation.get("n_test")
+        if cases_for is not None and "n_cases" in self and type(n_test) is int and n_test >= 0 \
+                and self.get("n_cases") != cases_for(n_test):  # the robustness subset's size follows from n_test
+            return "n_cases", cases_for(n_test), self.get("n_cases")
         return None
 
 

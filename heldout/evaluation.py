@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.metrics import evaluation_bytes
+from harness.metrics.dimensions import n_cases_for
 from harness.provenance import check_known_task, n_classes
 from heldout.entries import BundleEntry, records
 from heldout.generations import (
@@ -223,11 +224,11 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                                  found=evaluation.get("spec_version"))
             logged = BundleEntry.from_entry(entry)
             assert isinstance(logged, BundleEntry)
-            disagreement = logged.evaluation_disagreement(evaluation)
+            disagreement = logged.evaluation_disagreement(evaluation, cases_for=n_cases_for)
             if disagreement is not None:  # every audit would report it: nothing is logged
                 member, expected, found = disagreement
-                raise MalformedInput(f"bundle {position}: the evaluation's {member} is {found!r}, and the entry and "
-                                     f"its task say {expected!r}", field=member, expected=expected, found=found,
+                raise MalformedInput(f"bundle {position}: {member} is {found!r}, where its entry, its evaluation and "
+                                     f"its task give {expected!r}", field=member, expected=expected, found=found,
                                      position=position)
             entry = dict(entry)
             if state.withholding and state.release_step is not None:

@@ -700,7 +700,7 @@ def test_attack_predictions_padded_with_classes_the_task_does_not_have(fixture: 
     st = Store.open(fixture.store)
     with open_ledger(st) as ledger:
         size = ledger.size
-        with pytest.raises(MalformedInput, match=r"n_classes is 12, and the entry and its task say 8"):
+        with pytest.raises(MalformedInput, match=r"n_classes is 12, where .* give 8"):
             heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, forged, npz,
                                              now=parse_utc(LATER))
         assert ledger.size == size  # nothing logged
@@ -786,7 +786,7 @@ def test_attack_an_evaluation_that_describes_another_task(fixture: AuditFixture,
         bundle = {k: v for k, v in entry.items() if k != "leakage_bits"}
         bundle.update(model_id="described", created_utc=LATER,
                       evaluation_sha256=sha256_hex(evaluation_bytes(evaluation)))
-        with pytest.raises(MalformedInput, match=rf"evaluation's {member} is"):
+        with pytest.raises(MalformedInput, match=rf"{member} is .*, where its entry, its evaluation and its task give"):
             heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, evaluation, npz,
                                              now=parse_utc(LATER))
         blobs.put(evaluation_bytes(evaluation))
@@ -824,3 +824,26 @@ def test_attack_a_passport_with_statements_its_ledger_does_not_bear_out(fixture:
     assert result.exit_code == 1 and f"its {field} is not what its issue writes" in result.output, result.output
     if member in ("declared", "observed", "cross_site"):
         _independent_replay_refuses(fixture, tmp_path, f"{member} is not null")
+
+
+def test_attack_a_bundle_entry_that_overstates_its_robustness_subset(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The entry's n_cases (shown by the ledger browser) is the robustness subset's size, min(n_test, 1200): an
+    entry claiming 5000 cases over a 40-case evaluation is refused by the operator's command and named by both
+    audits and the independent replay."""
+    from keys import MalformedInput
+
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        _, entry = next((i, e) for i, e in ledger.entries() if e.get("type") == "bundle" and e["generation"] == "gen2")
+        blobs = BlobStore(st.blobs)
+        evaluation = parse_json_object(blobs.get(entry["evaluation_sha256"]), what="evaluation")
+        bundle = {k: v for k, v in entry.items() if k != "leakage_bits"}
+        bundle.update(model_id="overstated", created_utc=LATER, n_cases=5000)
+        with pytest.raises(MalformedInput, match=r"n_cases is 5000, where .* give 40"):
+            heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, evaluation,
+                                             blobs.get(entry["predictions_sha256"]), now=parse_utc(LATER))
+        index = ledger.append(bundle, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("its n_cases is not what its evaluation's n_test gives" in m for m in findings_at(report, index))
+    _independent_replay_refuses(fixture, tmp_path, "n_cases is not min")

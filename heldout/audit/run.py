@@ -47,6 +47,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from harness.metrics import labels_bytes
+from harness.metrics.dimensions import n_cases_for
 from harness.metrics.registry import metrics_for
 from heldout.audit.rederive import Pending, RederiveJob, Submit, bundle_rederiver
 from heldout.audit.report import REPORT_FORMAT, REPORT_VERSION, AuditReport, Finding, SinceLink, Unrederived
@@ -800,7 +801,7 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
     evaluation = parse_json_object(evaluation_data, what=f"evaluation of entry {index}")
     ctx.evaluation_specs[index] = evaluation.get("spec_version")
     _require_spec_in_force(ctx, index, "bundle", evaluation.get("spec_version"), created)
-    disagreement = entry.evaluation_disagreement(evaluation)
+    disagreement = entry.evaluation_disagreement(evaluation, cases_for=n_cases_for)
     if disagreement is not None and disagreement[0] == "n_classes":
         _, classes, found = disagreement
         said = f"counts {found} classes" if type(found) is int else f"states no class count (n_classes {found!r})"
@@ -808,6 +809,10 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
                                 "(MedEval-1's task table): classes the task does not have lower chance under every "
                                 "chance-corrected score", index=index, field="n_classes", expected=classes,
                                 found=found)
+    if disagreement is not None and disagreement[0] == "n_cases":
+        raise VerificationError(f"bundle entry {index}: its n_cases is not what its evaluation's n_test gives (the "
+                                "robustness subset's size)", index=index, field="n_cases", expected=disagreement[1],
+                                found=disagreement[2])
     if disagreement is not None and disagreement[0] not in BundleEntry.EVALUATION_MEMBERS:
         member, expected, found = disagreement
         raise VerificationError(f"bundle entry {index}: {member} of the evaluation is not its task's "

@@ -1088,6 +1088,9 @@ class _Replay:
                 for member, value in described.items():
                     if evaluation.get(member) != value:
                         raise ReplayFailure(file, "bundle", f"evaluation {member} is not task {entry['task']}'s")
+                n_test = evaluation.get("n_test")
+                if "n_cases" in entry and isinstance(n_test, int) and entry["n_cases"] != min(n_test, 1200):
+                    raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: n_cases is not min(n_test, 1200)")
                 public = seal[1].get("membership") == "public"
                 source = (seal[1].get("sources") or {}).get(entry["task"]) or {}
                 origin = source.get("origin") or "unrecorded"

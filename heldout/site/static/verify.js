@@ -669,6 +669,12 @@
     const prints = [...new Set(named)].sort(byCodePoint);
     said.code_fingerprints = prints;
     said.code_fingerprint = prints.length ? prints[prints.length - 1] : null;
+    // No vendor declaration, production history or cross-site result rides on the signature alone (FORMATS.md
+    // rule 11; the build checks the notes and the expiry basis against the log too).
+    for (const [member, value] of [["declared", get(passport.doc, "declared")], ["observed", get(passport.doc, "observed")],
+      ["computed.cross_site", get(get(passport.doc, "computed"), "cross_site")]]) {
+      if (value !== null && value !== undefined) fail(`the passport of this log: its ${member} is not what its issue writes`);
+    }
     const subject = get(passport.doc, "subject");
     for (const [member, value] of Object.entries(said)) {
       if (!sameJson(get(subject, member), value)) fail(`the passport's subject.${member} is not what its cited bundles say`);
