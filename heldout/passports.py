@@ -440,7 +440,7 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
         raise VerificationError(f"the passport of entry {index} was issued under {superseded.words} (entry "
                                 f"{superseded.index})", index=index, field="spec_version", found=passport.spec_version)
     counting = superseded if superseded is not None and superseded.index < index else None
-    _check_passport_times(passport, facts, index, size, state.expiry, counting)
+    _check_passport_times(passport, facts, index, size, state, counting)
     _check_issuer_statements(doc, state, counting, index)
     if state.retire_index is not None:
         retired = format_utc(state.retired_at) if state.retired_at else f"at entry {state.retire_index}"
@@ -706,20 +706,18 @@ def _check_issuer_statements(doc: Mapping[str, Any], state: GenerationState, sup
                                     expected=expected, found=str(found)[:200])
 
 
-def _check_passport_times(passport: Passport, facts: LedgerFacts, index: int, size: int, generation_expiry: datetime,
+def _check_passport_times(passport: Passport, facts: LedgerFacts, index: int, size: int, state: GenerationState,
                           superseded: Any) -> None:
     """The two times a passport states are the log's, not the issuer's choice: ``expiry_utc`` is its
     generation's expiry, or the time a supersession of its spec version logged before it takes effect when that
     is earlier (what the issue command writes: the holder of the key cannot date a passport past what its own
     log says); ``issued_utc`` lies between its checkpoint's last entry and its own entry (it cannot be issued
     before the evidence it cites, nor logged before it was issued)."""
-    expected = generation_expiry
-    if superseded is not None and superseded.effective < expected:
-        expected = superseded.effective
+    expected = expiry_of(state, superseded)[0]
     if passport.expiry != expected:
         raise VerificationError(
             f"the passport of entry {index} expires {format_utc(passport.expiry)}, but its ledger gives "
-            f"{format_utc(expected)} ({'its spec superseded' if expected != generation_expiry else 'its generation'}"
+            f"{format_utc(expected)} ({'its spec superseded' if expected != state.expiry else 'its generation'}"
             " expires then)", index=index, field="expiry_utc", expected=format_utc(expected),
             found=format_utc(passport.expiry))
     earliest = _entry_time(facts, size - 1)

@@ -84,6 +84,7 @@ from ledger.entries import encode_entry
 from ledger.policy import Policy
 from seals import canonical_bytes, format_utc, parse_json_object, sha256_hex
 from seals.manifest import (
+    LeakageBudget,
     ReleasePolicy,
     SealManifest,
     TaskCount,
@@ -561,7 +562,7 @@ def _release_policy(mode: str, step: float | None, request: SealRequest, noise_s
         raise UsageError(f"the release policy cannot be recorded: {exc.message}", **exc.evidence) from None
 
 
-def _check_seal_entry_draft(name: str, tasks: Sequence[str], budget: Any, release: ReleasePolicy,
+def _check_seal_entry_draft(name: str, tasks: Sequence[str], budget: LeakageBudget, release: ReleasePolicy,
                             expires: datetime, now: datetime) -> None:
     """The seal entry as it will be logged after the draw, with stand-ins for the draw's hashes, checked as the
     ledger checks an entry: numbers the entry cannot hold (a budget beyond 2^53) are refused before the pools and
@@ -569,29 +570,31 @@ def _check_seal_entry_draft(name: str, tasks: Sequence[str], budget: Any, releas
     draft = SealEntry(generation=name, manifest_sha256="0" * 64, set_hash="0" * 64,
                       expiry_utc=format_utc(expires), created_utc=format_utc(now),
                       extra={"membership": "sealed", "tasks": {task: 1 for task in tasks}, "n_cases": len(tasks),
-                             "budget_bits": budget.bits, "release": release.to_json(),
-                             "statement_bits": budget.statement_bits,
-                             "guarantee": {"delta": budget.delta, "k": budget.k, "families": list(budget.families)}})
+                             **_budget_members(budget, release)})
     try:
         encode_entry(draft.to_entry())
     except EntryRejected as exc:
         raise UsageError(f"the seal entry could not be logged: {exc.message}", **exc.evidence) from None
 
 
+def _budget_members(budget: LeakageBudget, release: ReleasePolicy) -> dict[str, Any]:
+    """The seal entry's members that state the generation's budget and release (its draft and the entry)."""
+    return {"budget_bits": budget.bits, "release": release.to_json(),
+            **({"statement_bits": budget.statement_bits,
+                "guarantee": {"delta": budget.delta, "k": budget.k, "families": list(budget.families)}}
+               if budget.families else {})}
+
+
 def seal_entry_of(manifest: SealManifest, digest: str) -> dict[str, Any]:
     """The seal entry that logs ``manifest`` (whose file hashes to ``digest``): every member it carries is the
     manifest's, so a verifier rebuilds it from the signed manifest and compares (the generation's state, its
     expiry, budget and release are read from this entry)."""
-    budget = manifest.leakage_budget
     return SealEntry(
         generation=manifest.generation, manifest_sha256=digest, set_hash=manifest.set_hash,
         expiry_utc=format_utc(manifest.expiry), created_utc=format_utc(manifest.created),
         extra={"membership": manifest.membership, "tasks": manifest.task_counts, "n_cases": manifest.n_cases,
-               "budget_bits": budget.bits, "release": manifest.release.to_json(),
-               **({"sources": manifest.task_sources} if manifest.task_sources else {}),
-               **({"statement_bits": budget.statement_bits,
-                   "guarantee": {"delta": budget.delta, "k": budget.k, "families": list(budget.families)}}
-                  if budget.families else {})},
+               **_budget_members(manifest.leakage_budget, manifest.release),
+               **({"sources": manifest.task_sources} if manifest.task_sources else {})},
     ).to_entry()
 
 
