@@ -77,12 +77,16 @@ def task_description(task: str) -> dict[str, str]:
 
 def known_tasks() -> list[str]:
     """Every task name MedEval-1 evaluates: each flag at 28 px (bare) and at 224 px (``_224``)."""
-    return sorted([*CATALOGUE, *(f"{flag}_224" for flag in CATALOGUE)])
+    return sorted(_KNOWN_TASKS)
+
+
+# Built once: the audit asks for every bundle and evaluation it reads.
+_KNOWN_TASKS = frozenset([*CATALOGUE, *(f"{flag}_224" for flag in CATALOGUE)])
 
 
 def check_known_task(task: str) -> str:
     """``task`` if MedEval-1 knows it, else a usage error listing the names it knows (nothing is written)."""
-    if not isinstance(task, str) or task not in known_tasks():
+    if not isinstance(task, str) or task not in _KNOWN_TASKS:
         raise UsageError(f"unknown task {str(task)[:60]!r}: MedEval-1 evaluates the 2D single-label MedMNIST tasks "
                          f"({', '.join(sorted(CATALOGUE))}, each also at _224)", field="tasks",
                          found=str(task)[:60], expected=known_tasks())

@@ -176,32 +176,50 @@ class BundleEntry(EntryRecord):
                                                      "split_origin", "device")
 
     def evaluation_disagreement(self, evaluation: Mapping[str, Any], *,
-                                cases_for: Callable[[int], int] | None = None) -> tuple[str, Any, Any] | None:
+                                cases_for: Callable[[int], int] | None = None) -> EvaluationDisagreement | None:
         """The first member where ``evaluation`` (the blob this entry logs) is not what the entry and the task
-        say, as (member, expected, found); None when it agrees. Besides the shared members: the evaluation's
-        ``n_classes`` is the MedEval-1 task table's for the task (predictions padded with classes the task does
-        not have re-derive alike, and lower chance, 1/K, under every chance-corrected score), and so are its
-        ``task_name``, ``modality``, ``kind`` and ``domain`` (a page shows them: another modality or resolution
-        is a false description of the evidence); with ``cases_for`` (the spec's ``n_cases_for``), the entry's
-        ``n_cases`` is what the evaluation's ``n_test`` gives."""
+        say; None when it agrees. Besides the shared members: the evaluation's ``n_classes`` is the MedEval-1
+        task table's for the task (predictions padded with classes the task does not have re-derive alike, and
+        lower chance, 1/K, under every chance-corrected score), and so are its ``task_name``, ``modality``,
+        ``kind`` and ``domain`` (a page shows them: another modality or resolution is a false description of the
+        evidence); with ``cases_for`` (the spec's ``n_cases_for``), the entry's ``n_cases`` is what the
+        evaluation's ``n_test`` gives."""
         for member in self.EVALUATION_MEMBERS:
             if member in self and self.get(member) != evaluation.get(member):
-                return member, self.get(member), evaluation.get(member)
+                return EvaluationDisagreement(member, self.get(member), evaluation.get(member),
+                                              f"{member} of the evaluation is not the entry's")
         try:
             classes: Any = task_classes(self.task)
             described = task_description(self.task)
         except HeldoutError:
-            return "task", "a MedEval-1 task", self.task
-        if evaluation.get("n_classes") != classes or type(evaluation.get("n_classes")) is not int:
-            return "n_classes", classes, evaluation.get("n_classes")
+            return EvaluationDisagreement("task", "a MedEval-1 task", self.task, "its task is not a MedEval-1 task")
+        found = evaluation.get("n_classes")
+        if found != classes or type(found) is not int:
+            said = f"counts {found} classes" if type(found) is int else f"states no class count (n_classes {found!r})"
+            return EvaluationDisagreement("n_classes", classes, found, (
+                f"its evaluation {said}, and task {self.task} has {classes} (MedEval-1's task table): classes the "
+                "task does not have lower chance under every chance-corrected score"))
         for member, expected in described.items():  # what it says of its task is the task table's
             if evaluation.get(member) != expected:
-                return member, expected, evaluation.get(member)
+                return EvaluationDisagreement(member, expected, evaluation.get(member), (
+                    f"{member} of the evaluation is not its task's ({self.task} in MedEval-1's task table)"))
         n_test = evaluation.get("n_test")
         if cases_for is not None and "n_cases" in self and type(n_test) is int and n_test >= 0 \
                 and self.get("n_cases") != cases_for(n_test):  # the robustness subset's size follows from n_test
-            return "n_cases", cases_for(n_test), self.get("n_cases")
+            return EvaluationDisagreement("n_cases", cases_for(n_test), self.get("n_cases"), (
+                "its n_cases is not what its evaluation's n_test gives (the robustness subset's size)"))
         return None
+
+
+@dataclass(frozen=True)
+class EvaluationDisagreement:
+    """Where a bundle entry's evaluation is not what the entry and its task say: the member, what the entry or
+    the task table gives, what the evaluation (or for ``n_cases``, the entry) has, and the sentence saying so."""
+
+    member: str
+    expected: Any
+    found: Any
+    reason: str
 
 
 @dataclass(frozen=True, kw_only=True)

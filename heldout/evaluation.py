@@ -226,10 +226,10 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
             assert isinstance(logged, BundleEntry)
             disagreement = logged.evaluation_disagreement(evaluation, cases_for=n_cases_for)
             if disagreement is not None:  # every audit would report it: nothing is logged
-                member, expected, found = disagreement
-                raise MalformedInput(f"bundle {position}: {member} is {found!r}, where its entry, its evaluation and "
-                                     f"its task give {expected!r}", field=member, expected=expected, found=found,
-                                     position=position)
+                raise MalformedInput(f"bundle {position}: {disagreement.reason} ({disagreement.member} "
+                                     f"{disagreement.found!r}, where {disagreement.expected!r} is expected)",
+                                     field=disagreement.member, expected=disagreement.expected,
+                                     found=disagreement.found, position=position)
             entry = dict(entry)
             if state.withholding and state.release_step is not None:
                 task = str(entry["task"])

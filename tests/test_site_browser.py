@@ -584,7 +584,11 @@ def test_attack_trimmed_pages_of_a_hostile_ledger_verify_as_the_cli(browser: Any
      "subject.model_name is not what its cited bundles say"),
     ({"spec_version": "MedEval-1 v0.2"}, "evaluated under \"MedEval-1 v0.1\""),
     ({"declared": {"clearance": "FDA 510(k) cleared"}}, "its declared is not what its issue writes"),
-], ids=["another model's name", "another spec", "a vendor declaration"])
+    ({"declared_note": "Declared by the vendor and checked by the operator."},
+     "its declared_note is not what its issue writes"),
+    ({"expiry_basis": "the sealed held-out generation, witnessed by three witnesses, expires 2030"},
+     "its expiry_basis is not what its issue writes"),
+], ids=["another model's name", "another spec", "a vendor declaration", "a vendor's note", "an expiry basis"])
 def test_attack_a_logged_passport_that_says_other_than_its_bundles_is_refused_by_the_page(
         browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forged: dict[str, Any], words: str) -> None:
     """A passport the operator signed and logged whose subject names another model, or whose spec is not its

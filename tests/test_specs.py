@@ -76,6 +76,12 @@ def test_passport_expiry_is_the_earlier_supersession_and_it_lapses(fixture: Audi
     after = run(fixture, "passport", "verify", str(path), "--at", "2026-12-01T00:00:00Z")
     assert after.exit_code == 4, after.output
     assert "lapsed: spec MedEval-1 v0.1 superseded by MedEval-1 v0.2" in after.output
+    # The independent replay, written from FORMATS.md alone, gives the same expiry basis (section 12).
+    from tests.independent.replay import replay_export
+
+    export = fixture.store.parent / "spec-export"
+    assert run(fixture, "ledger", "export", fixture.ledger_id, str(export)).exit_code == 0
+    assert replay_export(export, fixture.ledger_id).passports
 
 
 def test_issue_refused_once_superseded(fixture: AuditFixture, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -802,24 +802,9 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
     ctx.evaluation_specs[index] = evaluation.get("spec_version")
     _require_spec_in_force(ctx, index, "bundle", evaluation.get("spec_version"), created)
     disagreement = entry.evaluation_disagreement(evaluation, cases_for=n_cases_for)
-    if disagreement is not None and disagreement[0] == "n_classes":
-        _, classes, found = disagreement
-        said = f"counts {found} classes" if type(found) is int else f"states no class count (n_classes {found!r})"
-        raise VerificationError(f"bundle entry {index}: its evaluation {said}, and task {entry.task} has {classes} "
-                                "(MedEval-1's task table): classes the task does not have lower chance under every "
-                                "chance-corrected score", index=index, field="n_classes", expected=classes,
-                                found=found)
-    if disagreement is not None and disagreement[0] == "n_cases":
-        raise VerificationError(f"bundle entry {index}: its n_cases is not what its evaluation's n_test gives (the "
-                                "robustness subset's size)", index=index, field="n_cases", expected=disagreement[1],
-                                found=disagreement[2])
-    if disagreement is not None and disagreement[0] not in BundleEntry.EVALUATION_MEMBERS:
-        member, expected, found = disagreement
-        raise VerificationError(f"bundle entry {index}: {member} of the evaluation is not its task's "
-                                f"({entry.task} in MedEval-1's task table)", index=index, field=member,
-                                expected=expected, found=found)
     if disagreement is not None:
-        _expect(index, *disagreement)
+        raise VerificationError(f"bundle entry {index}: {disagreement.reason}", index=index,
+                                field=disagreement.member, expected=disagreement.expected, found=disagreement.found)
     _expect(index, "split_origin", state.split_origin(entry.task), evaluation.get("split_origin"))
     if "leakage_bits" in entry:
         _check_charge(index, entry, evaluation, state)

@@ -67,6 +67,13 @@ EXPORT_MEMBERS = {"format", "version", "ledger_id", "origin", "size", "root", "n
 
 TEXT, HEX, TIME, KEY, NOTE = "text", "hex64", "utc", "key", "note text"
 MAX_NOTE_CHARS = 16384
+# Section 12's fixed texts of a passport.
+DECLARED_NOTE = ("No vendor declaration: this passport is issued by the evaluation operator from logged evidence; a "
+                 "vendor's intended-use claims would be a separate, vendor-signed block.")
+OBSERVED_NOTE = ("Not available: production history and drift require continuous monitoring, which this operator "
+                 "does not run. The object is present and null on purpose.")
+PUBLIC_ANCHOR = "the public generation (its cases and labels are published: this evidence is not held out)"
+SEALED_ANCHOR = "the sealed held-out generation"
 #: A note key name (C2SP signed-note as Go reads it): no unicode.IsSpace character, no "+".
 NOTE_KEY_NAME = re.compile("[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000+]+")
 #: MedEval-1's name and modality of each task (FORMATS rule 10; the reference passport's strings).
@@ -1003,22 +1010,40 @@ class _Replay:
                     raise ReplayFailure(blob_file, "reveal-images", f"{case_id}: image does not hash to its content")
 
     # R10 -----------------------------------------------------------------------------------------------
-    def supersession_time(self, spec_version: Any, before: int) -> str | None:
-        """When the supersession of ``spec_version`` that counts (section 5: the first spec entry for it, unless
-        it closes a cycle) among the entries before ``before`` takes effect: the later of its effective_utc and
-        its created_utc (times in the one textual form compare as strings); None when there is none."""
-        counted: dict[str, dict[str, Any]] = {}
-        for e in self.entries[:before]:
+    def supersession(self, spec_version: Any, before: int) -> tuple[int, dict[str, Any]] | None:
+        """The supersession of ``spec_version`` that counts (section 5: the first spec entry for it, unless it
+        closes a cycle) among the entries before ``before``: its index and entry; None when there is none."""
+        counted: dict[str, tuple[int, dict[str, Any]]] = {}
+        for index, e in enumerate(self.entries[:before]):
             if e["type"] != "spec" or e["spec_version"] in counted:
                 continue
             successor, seen = e["superseded_by"], {e["spec_version"]}
             while successor not in seen and successor in counted:
                 seen.add(successor)
-                successor = counted[successor]["superseded_by"]
+                successor = counted[successor][1]["superseded_by"]
             if successor not in seen:
-                counted[e["spec_version"]] = e
-        found = counted.get(spec_version) if isinstance(spec_version, str) else None
-        return None if found is None else max(found["effective_utc"], found["created_utc"])
+                counted[e["spec_version"]] = (index, e)
+        return counted.get(spec_version) if isinstance(spec_version, str) else None
+
+    def supersession_time(self, spec_version: Any, before: int) -> str | None:
+        """When the supersession that counts (:meth:`supersession`) takes effect: the later of its effective_utc
+        and its created_utc (times in the one textual form compare as strings); None when there is none."""
+        found = self.supersession(spec_version, before)
+        return None if found is None else max(found[1]["effective_utc"], found[1]["created_utc"])
+
+    def expiry_basis(self, doc: dict[str, Any], index: int, expiry: str) -> str:
+        """Section 12's expiry_basis of a passport at ``index`` whose expiry_utc is ``expiry``."""
+        heldout = doc["computed"]["heldout"]
+        name, seal = heldout["generation"], self.seal_entries[heldout["generation"]][1]
+        if expiry != seal["expiry_utc"]:
+            spec_index, spec = self.supersession(doc.get("spec_version"), index)  # type: ignore[misc]
+            return (f"spec {spec['spec_version']} superseded by {spec['superseded_by']} from {expiry} (ledger entry "
+                    f"{spec_index}), before the expiry of the generation this evidence is anchored to ({name}, "
+                    f"{seal['expiry_utc']}); the passport lapses earlier if the generation is retired")
+        anchor = PUBLIC_ANCHOR if seal.get("membership") == "public" else SEALED_ANCHOR
+        return (f"{anchor} this evidence is anchored to ({name}, set hash {seal['set_hash'][:16]}...) is published "
+                f"to expire {expiry}; the passport lapses earlier if the generation is retired or its spec version "
+                "superseded")
 
     def superseded(self, spec_version: Any, before: int, at: str) -> bool:
         """Is ``spec_version`` superseded, by a spec entry before index ``before``, at the time ``at``?"""
@@ -1264,6 +1289,10 @@ class _Replay:
         bundles = sum(1 for e in self.entries[:then] if e["type"] == "bundle")
         if audit.get("bundles") != bundles or audit.get("rederived") != bundles:
             raise ReplayFailure(file, "passport", "computed.audit does not claim every bundle below it re-derived")
+        for member, text in (("declared_note", DECLARED_NOTE), ("observed_note", OBSERVED_NOTE),
+                             ("expiry_basis", self.expiry_basis(doc, index, expiry))):
+            if doc.get(member) != text:
+                raise ReplayFailure(file, "passport", f"its {member} is not the text section 12 gives")
 
     # R12 ------------------------------------------------------------------------------------------------
     def manifest_claims(self) -> None:

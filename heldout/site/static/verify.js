@@ -571,6 +571,13 @@
   const TOP_LEVEL = ["canonicalisation", "computed", "declared", "expiry_basis", "expiry_utc", "issued_utc",
     "issuer", "observed", "passport_version", "signature", "spec_version", "subject"];
   const COMPUTED = ["audit", "cross_site", "evaluations", "heldout", "sources"];
+  // The fixed texts of FORMATS.md section 12 (heldout.passports.DECLARED_NOTE, OBSERVED_NOTE, expiry_of).
+  const DECLARED_NOTE = "No vendor declaration: this passport is issued by the evaluation operator from logged " +
+    "evidence; a vendor's intended-use claims would be a separate, vendor-signed block.";
+  const OBSERVED_NOTE = "Not available: production history and drift require continuous monitoring, which this " +
+    "operator does not run. The object is present and null on purpose.";
+  const PUBLIC_ANCHOR = "the public generation (its cases and labels are published: this evidence is not held out)";
+  const SEALED_ANCHOR = "the sealed held-out generation";
   const has = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
   const truthy = (v) => !(v === null || v === undefined || v === false || v === 0 || v === "" ||
     (Array.isArray(v) && v.length === 0) || (isObject(v) && Object.keys(v).length === 0));
@@ -810,9 +817,6 @@
     if (passport.expiry > state.expiry) {
       fail(`the passport's expiry ${formatUtc(passport.expiry)} is after its generation's (${String(name)}, ${formatUtc(state.expiry)})`);
     }
-    if (state.retire) {
-      return { state: "lapsed", reason: `generation ${String(name)} retired (${state.retire.reason}) ${formatUtc(state.retire.at)}` };
-    }
     const superseded = supersessions.get(passport.specVersion);
     if (superseded && superseded.index < passportIndex && passport.issued >= superseded.effective) {
       fail(`the passport of entry ${passportIndex} was issued under spec ${passport.specVersion} superseded by ` +
@@ -830,6 +834,26 @@
     }
     if (passport.issued > parseUtc(String(get(passportEntry, "created_utc")), `entry ${passportIndex} created_utc`)) {
       fail(`the passport of entry ${passportIndex} states it was issued after its own entry was logged`);
+    }
+    // The texts beside its numbers are what the issue writes (heldout.passports._check_issuer_statements and
+    // expiry_of; FORMATS.md section 12): fixed notes, and the expiry basis its ledger gives.
+    const generationName = String(name);
+    const basis = expectedExpiry !== state.expiry
+      ? `spec ${passport.specVersion} superseded by ${superseded.by} from ${formatUtc(superseded.effective)} ` +
+        `(ledger entry ${superseded.index}), before the expiry of the generation this evidence is anchored to ` +
+        `(${generationName}, ${formatUtc(state.expiry)}); the passport lapses earlier if the generation is retired`
+      : `${state.membership === "public" ? PUBLIC_ANCHOR : SEALED_ANCHOR} this evidence is anchored to ` +
+        `(${generationName}, set hash ${state.set_hash.slice(0, 16)}...) is published to expire ` +
+        `${formatUtc(state.expiry)}; the passport lapses earlier if the generation is retired or its spec version superseded`;
+    for (const [member, expected] of [["declared_note", DECLARED_NOTE], ["observed_note", OBSERVED_NOTE],
+      ["expiry_basis", basis]]) {
+      if (get(passport.doc, member) !== expected) {
+        fail(`the passport of entry ${passportIndex}: its ${member} is not what its issue writes ` +
+          "(a statement its ledger does not bear out)");
+      }
+    }
+    if (state.retire) {
+      return { state: "lapsed", reason: `generation ${generationName} retired (${state.retire.reason}) ${formatUtc(state.retire.at)}` };
     }
     if (superseded && at >= superseded.effective) {
       return { state: "lapsed",
