@@ -69,7 +69,16 @@ def task_file(spec: TaskSpec, root: Path | None = None) -> Path:
 
 
 def load_task(spec: TaskSpec, root: Path | None = None, *, download: bool = False) -> TaskData:
-    """Load ``spec``'s npz from ``root`` (default medmnist's); with ``download`` fetch it first if missing."""
+    """Load ``spec``'s npz from ``root`` (default medmnist's); with ``download`` fetch it first if missing. The
+    file is the operator's own input: anything wrong with it is bad input (:class:`UsageError`, exit 2), not
+    tampering, as for a pool file."""
+    try:
+        return _load_task(spec, root, download=download)
+    except MalformedInput as exc:
+        raise UsageError(exc.message, **{"file": str(task_file(spec, root)), **exc.evidence}) from None
+
+
+def _load_task(spec: TaskSpec, root: Path | None, *, download: bool) -> TaskData:
     path = task_file(spec, root)
     if not path.is_file():
         if not download:

@@ -26,6 +26,7 @@ from harness.provenance import KINDS
 from harness.provenance import TASK_NAMES as _NAMES
 from harness.torchenv import before_torch_import
 from keys.errors import UsageError
+from keys.names import ASCII_DIGITS
 
 #: The sizes MedEval-1 evaluates (``kind`` ``image`` and ``image224``).
 SIZES: Final[tuple[int, ...]] = (28, 224)
@@ -81,11 +82,11 @@ def parse_task(task: str, size: int | None = None) -> tuple[str, int]:
     """Split a task flag into (medmnist flag, size); ``size`` may be given separately (``--size``)."""
     flag, found = task.strip().lower(), 28
     head, sep, tail = flag.rpartition("_")
-    if sep and tail.isdigit():
+    if sep and ASCII_DIGITS.fullmatch(tail):
         flag, found = head, int(tail)
         if found == 28:
             raise UsageError(f"task {task!r}: the 28 px task is named without a suffix ({flag!r})", found=task)
-    if size is not None and sep and tail.isdigit() and size != found:
+    if size is not None and sep and ASCII_DIGITS.fullmatch(tail) and size != found:
         raise UsageError(f"task {task!r} names size {found} but --size is {size}", expected=found, found=size)
     chosen = size if size is not None else found
     if chosen not in SIZES:

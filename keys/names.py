@@ -21,6 +21,10 @@ NOTE_NAME_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\
 #: A signed-note key name: no such whitespace and no ``+``.
 NOTE_NAME = re.compile(f"[^{NOTE_NAME_SPACE}+]+")
 
+#: A decimal number as every text of the project writes one: ASCII digits only (``str.isdigit`` also takes "²"
+#: and other Unicode digits, which ``int`` then refuses or reads as another number; ``fullmatch``).
+ASCII_DIGITS = re.compile(r"[0-9]+")
+
 #: A SHA-256 digest as every format of the project writes it (blob names, entry members, manifests, records):
 #: 64 lowercase hex digits, nothing else (``fullmatch``).
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")

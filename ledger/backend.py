@@ -10,6 +10,7 @@ and has the same root at every checkpoint size.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -75,10 +76,19 @@ class LedgerBackend:
         return Ledger.create_with(self.create_storage, signer, name=name, now=now, nonce=nonce)
 
 
+#: ``scheme://``: what a URL begins with (RFC 3986's scheme), never a folder's name as an operator writes one.
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def backend_at(text: str) -> LedgerBackend:
-    """``postgresql://...`` names a database; anything else a folder of SQLite ledger files."""
+    """``postgresql://...`` names a database; any other URL is refused (a mistyped scheme, ``postgresq://``, must
+    not become a local folder of that name, reported as a successful copy); anything else is a folder of SQLite
+    ledger files."""
     if postgres.is_database_url(text):
         return LedgerBackend(database=text)
+    if _URL_SCHEME.match(text.strip()):
+        raise LedgerUsageError("a ledger location is a postgresql:// URL or a folder; this names another kind of "
+                               "URL", found=postgres.display_url(text)[:80])
     return LedgerBackend(folder=Path(text))
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from keys import MalformedInput, TrustedKey, b64encode, verifier_key_string
 from keys.files import remove_stale_leftovers
+from keys.names import ASCII_DIGITS
 from keys.safeio import (
     DOCUMENT_LIMIT,
     ENTRIES_FILE_LIMIT,
@@ -279,7 +280,7 @@ class LedgerExport(EntryList):
         for name in names:
             path = folder / name
             stem, _, suffix = name.partition(".")
-            if suffix != "note" or not stem.isdigit() or str(int(stem)) != stem:
+            if suffix != "note" or ASCII_DIGITS.fullmatch(stem) is None or str(int(stem)) != stem:
                 raise LedgerIntegrityError("unexpected file among the checkpoints", file=str(path))
             found.append((int(stem), path))
         if len(found) > max(self.size, 1):  # sizes strictly increase up to the entry count: more is padding

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from heldout.cli import app
-from keys.errors import MalformedInput, UsageError
+from keys.errors import UsageError
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("medmnist") is None,
                                 reason="needs the harness extra (medmnist)")
@@ -121,21 +121,21 @@ def test_download_offline_fails_without_hanging(tmp_path: Path, monkeypatch: pyt
         load_task(task_spec("bloodmnist"), tmp_path, download=True)
 
 
-def test_wrong_keys_dtype_or_labels_are_malformed(tmp_path: Path) -> None:
+def test_wrong_keys_dtype_or_labels_are_the_operators_bad_input(tmp_path: Path) -> None:
     spec = task_spec("pneumoniamnist")
     good: dict[str, Any] = dict(synth_arrays(spec, {"train": 4, "val": 2, "test": 3}, 0))
     path = tmp_path / spec.file_name
     np.savez(path, **{k: v for k, v in good.items() if k != "val_labels"})
-    with pytest.raises(MalformedInput, match="official keys"):
+    with pytest.raises(UsageError, match="official keys"):
         load_task(spec, tmp_path)
     np.savez(path, **{**good, "test_images": good["test_images"].astype(np.float32)})
-    with pytest.raises(MalformedInput, match="uint8"):
+    with pytest.raises(UsageError, match="uint8"):
         load_task(spec, tmp_path)
     np.savez(path, **{**good, "test_labels": np.full((3, 1), 7, dtype=np.uint8)})
-    with pytest.raises(MalformedInput, match=r"0\.\.1"):
+    with pytest.raises(UsageError, match=r"0\.\.1"):
         load_task(spec, tmp_path)
     path.write_bytes(b"not a zip")
-    with pytest.raises(MalformedInput, match="not a readable npz"):
+    with pytest.raises(UsageError, match="not a readable npz"):
         load_task(spec, tmp_path)
 
 

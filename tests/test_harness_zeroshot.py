@@ -124,6 +124,19 @@ def test_clip_zeroshot_needs_explicit_weights(tmp_path: Path) -> None:
         create_model("clip_zeroshot", arch="ViT-S-32", weights=str(tmp_path / "nothing.pt"))
 
 
+@pytest.mark.skipif(importlib.util.find_spec("open_clip") is None, reason="needs open_clip")
+@pytest.mark.parametrize("content", [b"", b'{"a": [1, 2, ', b"PK\x03\x04 not a zip"], ids=["empty", "text", "zip"])
+def test_clip_zeroshot_weights_that_are_not_a_checkpoint_are_a_usage_error(tmp_path: Path, content: bytes) -> None:
+    """A weights file torch cannot read is the operator's bad input (exit 2), whatever torch raises for it: an
+    empty file's EOFError was taken by click for Ctrl-C (exit 130), a text file's UnpicklingError a traceback."""
+    path = tmp_path / "weights.pt"
+    path.write_bytes(content)
+    model = create_model("clip_zeroshot", arch="ViT-S-32", weights=str(path))
+    with pytest.raises(UsageError, match="could not load") as caught:
+        model.parameter_count()  # (the weights are loaded on first use)
+    assert caught.value.exit_code == 2
+
+
 class StandInPromptModel(Model):
     """A numpy prompt model: the class score is a template-dependent mix of per-class mean brightness."""
 

@@ -41,8 +41,10 @@ class OpenClipBackbone:
             model, _, _ = open_clip.create_model_and_transforms(source.model_name, pretrained=source.pretrained,
                                                                 device=self.device)
             self.tokenizer = open_clip.get_tokenizer(source.model_name)
-        except (OSError, RuntimeError, ValueError, ImportError) as exc:
-            raise UsageError(f"could not load {source.describe()}: {str(exc).splitlines()[0]}. {source.how_to}",
+        except Exception as exc:  # what a weights file that is not a checkpoint makes torch raise: EOFError for
+            # an empty one (which click would take for Ctrl-C), UnpicklingError, KeyError, BadZipFile...
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise UsageError(f"could not load {source.describe()}: {first}. {source.how_to}",
                              found=source.describe()) from None
         finally:
             quiet.setLevel(level)

@@ -29,7 +29,7 @@ from rich.text import Text
 
 from heldout.store import Store
 from keys import HeldoutError, StorageError, UsageError, storage_error
-from keys.names import visible
+from keys.names import ASCII_DIGITS, visible
 from ledger.errors import database_error
 from seals import parse_utc, system_clock
 
@@ -85,7 +85,7 @@ class CliConsole(Console):
     def size(self) -> ConsoleDimensions:
         columns = os.environ.get("COLUMNS", "")
         height = 25
-        if columns.isdigit() and int(columns) > 0:
+        if ASCII_DIGITS.fullmatch(columns) and int(columns) > 0:
             return ConsoleDimensions(int(columns), height)
         if self.is_terminal:
             return super().size
@@ -96,6 +96,16 @@ class CliConsole(Console):
         pass
 
 
+def _drop_malformed_terminal_size() -> None:
+    """A ``COLUMNS`` or ``LINES`` that is not an ASCII number is ignored, as an unset one is: rich (ours and
+    typer's help) reads it with ``str.isdigit`` and ``int``, so "²" would end every command in a traceback."""
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name)
+        if value is not None and ASCII_DIGITS.fullmatch(value) is None:
+            del os.environ[name]
+
+
+_drop_malformed_terminal_size()
 console = CliConsole(highlight=False, soft_wrap=True)
 err_console = CliConsole(stderr=True, highlight=False, soft_wrap=True)
 
@@ -235,8 +245,19 @@ def _run_main(run: Callable[..., Any], args: Sequence[str] | None, prog_name: st
               extra: dict[str, Any]) -> Any:
     """Run a click command so that every failure is one line with its exit code: usage errors (exit 2) as
     ``heldout CMD: error: ...``, the project's errors as :func:`fail` prints them."""
+    argv = list(sys.argv[1:] if args is None else args)
+    blank = next((position for position, arg in enumerate(argv, 1) if _blank_value(arg)), None)
+    if blank is not None:
+        # No heldout value is blank; a blank path would be read as the current folder ("--store ''" made a
+        # store, private key included, wherever the command ran).
+        err_console.print(Text("heldout: error: ", style="bold red") + Text(
+            f"argument {blank} is empty or only whitespace: every value heldout takes is non-blank (see: heldout "
+            "--help)"))
+        if standalone_mode:
+            sys.exit(2)
+        return 2
     try:
-        result = run(args=args, prog_name=prog_name, standalone_mode=False, **extra)
+        result = run(args=argv, prog_name=prog_name, standalone_mode=False, **extra)
         code = result if isinstance(result, int) and not isinstance(result, bool) else 0
     except click_exceptions.NoArgsIsHelpError as exc:  # the help was printed already
         code = exc.exit_code
@@ -261,6 +282,13 @@ def _run_main(run: Callable[..., Any], args: Sequence[str] | None, prog_name: st
     if standalone_mode:
         sys.exit(code)
     return code
+
+
+def _blank_value(arg: str) -> bool:
+    """An argument that is blank, or a ``--option=`` whose value is."""
+    if arg.startswith("--") and "=" in arg:
+        arg = arg.split("=", 1)[1]
+    return not arg.strip()
 
 
 class HeldoutGroup(typer.core.TyperGroup):

@@ -181,7 +181,6 @@ def add(url: Annotated[str, typer.Argument(help="The witness's submission prefix
 
     Example: heldout witness add http://127.0.0.1:8700 --key "$VKEY"   (the vkey heldout witness init printed)"""
     st = open_store(store)
-    st.create()
     endpoint = add_endpoint(st, url, key)
     configured = len(load_endpoints(st))
     if as_json:

@@ -168,7 +168,9 @@ def reveal_path(store: Store, generation: str) -> Path:
     return store.seals / f"{generation}.reveal.json"
 
 
-def _check_name(name: str) -> str:
+def generation_argument(name: str) -> str:
+    """A generation named by the operator (an argument): ``genN`` or ``public`` (FORMATS section 1), else a usage
+    error, before the name is used anywhere (a file name under ``seals/``, a lookup)."""
     try:
         return check_generation_name(name)
     except MalformedInput:
@@ -602,7 +604,7 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
                     now: datetime) -> SealResult:
     """Seal ``request.generation`` on ``ledger`` at ``now`` (module docstring for the rules)."""
     now = utc(now)
-    name = _check_name(request.generation)
+    name = generation_argument(request.generation)
     tasks = _check_tasks(request.tasks)
     expiry = utc(request.expiry)
     if (request.ladder_step is not None or request.thresholdout) and name == "public":

@@ -24,7 +24,7 @@ from heldout.entries import IntentEntry, PoolEntry, RevealEntry, SealEntry, entr
 from heldout.generations.commitments import MemberProof
 from heldout.generations.draw import DrawRecord, recompute_seed
 from heldout.generations.reveal import verify_reveal
-from heldout.generations.seal import manifest_path, seal_entry_of
+from heldout.generations.seal import generation_argument, manifest_path, seal_entry_of
 from heldout.generations.state import BlobSource, GenerationState, load_generations
 from heldout.store import Store
 from keys import PublicKey, TrustedKey, UsageError, VerificationError
@@ -266,6 +266,8 @@ def check_reveal(store: Store, generation: str, *, source: str | None, pinned: P
     (a published ledger, replayed first, or a plain folder), else ``store``'s ledger ``ledger_id``. With
     ``policy``, ``source`` must be a published ledger whose latest checkpoint the policy's quorum cosigned."""
     from heldout.generations.ledgers import open_ledger
+
+    generation = generation_argument(generation)  # (it names files: "../x" is bad input, not a tampered seal)
 
     def trusted_for(manifest_data: bytes) -> PublicKey | TrustedKey:
         if pinned is not None:

@@ -56,8 +56,14 @@ class WitnessEndpoint:
 
 
 def check_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+    """``url`` as a witness's submission prefix, or a usage error: urlsplit's own ValueErrors (an unclosed ``[``
+    IPv6 host, a port out of range, read lazily by ``.port``) are the same bad input."""
+    try:
+        parts = urlsplit(url)
+        host, _port = parts.hostname, parts.port
+    except ValueError:
+        host = None
+    if host is None or parts.scheme not in ("http", "https") or not host or parts.query or parts.fragment:
         raise UsageError("a witness URL is its submission prefix, http(s)://HOST[:PORT][/PATH]", found=url[:200])
     return url.rstrip("/")
 
@@ -75,7 +81,8 @@ def load_endpoints(store: Store) -> list[WitnessEndpoint]:
 
 
 def add_endpoint(store: Store, url: str, vkey: str) -> WitnessEndpoint:
-    """Add (or replace, by witness name) a witness in the store's configuration."""
+    """Add (or replace, by witness name) a witness in the store's configuration (the store is created if it does
+    not exist yet, once the input is checked)."""
     try:
         endpoint = WitnessEndpoint(check_url(url), Cosigner.from_vkey(vkey))
     except MalformedInput as exc:
@@ -88,6 +95,7 @@ def add_endpoint(store: Store, url: str, vkey: str) -> WitnessEndpoint:
     endpoints = [e for e in load_endpoints(store) if e.cosigner.name != endpoint.cosigner.name]
     endpoints.append(endpoint)
     body = {"witnesses": [e.to_json() for e in endpoints]}
+    store.create()  # (only now, every input checked: a refused add writes nothing, not even a store skeleton)
     write_atomic(witness_folder(store) / CONFIG_FILE, (json.dumps(body, indent=1, sort_keys=True) + "\n").encode())
     return endpoint
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import io
 import os
-import re
 import socket
 import sys
 import threading
@@ -30,6 +29,7 @@ from typing import Any
 
 from keys import HeldoutError, Signer, UsageError
 from keys.files import ensure_private_dir, removed_on_failure
+from keys.names import ASCII_DIGITS
 from ledger.cosignature import Cosigner
 from ledger.witness import MAX_REQUEST_BYTES, SIZE_CONTENT_TYPE, SizeConflict, Witness, WitnessRefusal
 
@@ -41,7 +41,6 @@ MAX_CONNECTIONS = 64  # handler threads at once; beyond this a new connection ge
 # every few seconds) keeps its thread for good, so one client reconnecting up to the cap above could hold every
 # slot. Behind a reverse proxy every client has the proxy's address: raise it there (--max-per-address).
 MAX_CONNECTIONS_PER_ADDRESS = 16
-_DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also takes "²" and other Unicode digits
 _CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
@@ -64,7 +63,7 @@ def parse_content_length(values: list[str] | None, *, limit: int = MAX_REQUEST_B
     if len(texts) != 1:
         raise BadHeader(400, "conflicting Content-Length headers")
     text = texts.pop()
-    if _DIGITS.fullmatch(text) is None:
+    if ASCII_DIGITS.fullmatch(text) is None:
         raise BadHeader(400, "Content-Length is not a number")
     significant = text.lstrip("0") or "0"
     if len(significant) > len(str(limit)) or int(significant) > limit:
@@ -346,7 +345,7 @@ def folder_lock(folder: Path) -> Iterator[None]:
 
 def parse_listen(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or _DIGITS.fullmatch(port) is None or len(port) > 5 or not 0 <= int(port) <= 65535 or not host:
+    if not sep or ASCII_DIGITS.fullmatch(port) is None or len(port) > 5 or not 0 <= int(port) <= 65535 or not host:
         raise UsageError("--listen is HOST:PORT (e.g. 127.0.0.1:8700; port 0 picks a free one)", found=text)
     return host, int(port)
 
