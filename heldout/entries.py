@@ -33,7 +33,7 @@ from ledger.entries import (
     validate_entry,
 )
 from ledger.errors import EntryRejected
-from seals import parse_utc
+from seals import CLOCK_TOLERANCE, format_utc, parse_utc
 
 _BASE_MEMBERS = frozenset({"type", "v"})
 
@@ -175,15 +175,18 @@ class BundleEntry(EntryRecord):
     EVALUATION_MEMBERS: ClassVar[tuple[str, ...]] = ("task", "seed", "spec_version", "code_fingerprint", "n_test",
                                                      "split_origin", "device")
 
-    def evaluation_disagreement(self, evaluation: Mapping[str, Any], *,
-                                cases_for: Callable[[int], int] | None = None) -> EvaluationDisagreement | None:
+    def evaluation_disagreement(self, evaluation: Mapping[str, Any], *, cases_for: Callable[[int], int] | None = None,
+                                sealed: datetime | None = None) -> EvaluationDisagreement | None:
         """The first member where ``evaluation`` (the blob this entry logs) is not what the entry and the task
         say; None when it agrees. Besides the shared members: the evaluation's ``n_classes`` is the MedEval-1
         task table's for the task (predictions padded with classes the task does not have re-derive alike, and
         lower chance, 1/K, under every chance-corrected score), and so are its ``task_name``, ``modality``,
         ``kind`` and ``domain`` (a page shows them: another modality or resolution is a false description of the
         evidence); with ``cases_for`` (the spec's ``n_cases_for``), the entry's ``n_cases`` is what the
-        evaluation's ``n_test`` gives."""
+        evaluation's ``n_test`` gives; its ``timestamp`` (when it was run) is no later than the entry's
+        ``created_utc`` and, with ``sealed`` (its generation's seal time), no earlier than the seal: an evaluation
+        on cases drawn at the seal cannot precede it (each to within the clock tolerance: the harness may run on
+        another host)."""
         for member in self.EVALUATION_MEMBERS:
             if member in self and self.get(member) != evaluation.get(member):
                 return EvaluationDisagreement(member, self.get(member), evaluation.get(member),
@@ -203,11 +206,33 @@ class BundleEntry(EntryRecord):
             if evaluation.get(member) != expected:
                 return EvaluationDisagreement(member, expected, evaluation.get(member), (
                     f"{member} of the evaluation is not its task's ({self.task} in MedEval-1's task table)"))
+        dated = self._evaluation_time_disagreement(evaluation.get("timestamp"), sealed)
+        if dated is not None:
+            return dated
         n_test = evaluation.get("n_test")
         if cases_for is not None and "n_cases" in self and type(n_test) is int and n_test >= 0 \
                 and self.get("n_cases") != cases_for(n_test):  # the robustness subset's size follows from n_test
             return EvaluationDisagreement("n_cases", cases_for(n_test), self.get("n_cases"), (
                 "its n_cases is not what its evaluation's n_test gives (the robustness subset's size)"))
+        return None
+
+
+    def _evaluation_time_disagreement(self, stamp: Any, sealed: datetime | None) -> EvaluationDisagreement | None:
+        try:
+            ran = parse_utc(stamp, what="the evaluation's timestamp") if isinstance(stamp, str) else None
+        except HeldoutError:
+            ran = None
+        if ran is None:
+            return EvaluationDisagreement("timestamp", "an ISO 8601 time", stamp, "its evaluation's timestamp is not "
+                                          "a time")
+        if ran - self.created > CLOCK_TOLERANCE:  # (differences: no date overflows)
+            return EvaluationDisagreement("timestamp", f"<= {self.created_utc}", stamp, (
+                f"its evaluation is dated {stamp}, more than the clock tolerance (a day) after the entry that logs "
+                f"it ({self.created_utc})"))
+        if sealed is not None and sealed - ran > CLOCK_TOLERANCE:
+            return EvaluationDisagreement("timestamp", f">= {format_utc(sealed)}", stamp, (
+                f"its evaluation is dated {stamp}, more than the clock tolerance (a day) before its generation was "
+                f"sealed ({format_utc(sealed)}): the cases it was run on were drawn at the seal"))
         return None
 
 

@@ -224,7 +224,7 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                                  found=evaluation.get("spec_version"))
             logged = BundleEntry.from_entry(entry)
             assert isinstance(logged, BundleEntry)
-            disagreement = logged.evaluation_disagreement(evaluation, cases_for=n_cases_for)
+            disagreement = logged.evaluation_disagreement(evaluation, cases_for=n_cases_for, sealed=state.created)
             if disagreement is not None:  # every audit would report it: nothing is logged
                 raise MalformedInput(f"bundle {position}: {disagreement.reason} ({disagreement.member} "
                                      f"{disagreement.found!r}, where {disagreement.expected!r} is expected)",

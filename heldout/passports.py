@@ -40,6 +40,7 @@ from keys.note import parse_verifier_key
 from keys.safeio import DOCUMENT_LIMIT, read_in, require_in
 from ledger import BlobStore, Ledger, verify_checkpoint, verify_inclusion
 from ledger.checkpoint import Checkpoint, parse_checkpoint
+from ledger.cosignature import COSIGNATURE_BYTES, Cosignature
 from ledger.entries import decode_entry, genesis_key, origin_of
 from ledger.log import LogReader
 from ledger.policy import Policy, Witnessed
@@ -47,6 +48,7 @@ from ledger.rfc6962 import leaf_hash
 from ledger.tlogproof import TlogProof, parse_tlog_proof, verify_tlog_proof
 from ledger.tree import HashTree, MemoryNodes
 from seals import (
+    CLOCK_TOLERANCE,
     Passport,
     PassportState,
     PassportVerdict,
@@ -505,7 +507,37 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
         raise VerificationError("the passport's cited bundles are not one per task in task order", found=tasks,
                                 field="computed.heldout.bundles")
     check_subject_and_spec(passport, [b for b in bundles if isinstance(b, BundleEntry)])
-    return parse_checkpoint(next(iter(checkpoints)))
+    checkpoint = parse_checkpoint(next(iter(checkpoints)))
+    _check_issued_after_evidence(passport, seal, [b for b in bundles if isinstance(b, BundleEntry)], checkpoint)
+    return checkpoint
+
+
+def _check_issued_after_evidence(passport: Passport, seal: SealEntry, bundles: Sequence[BundleEntry],
+                                 checkpoint: Checkpoint) -> None:
+    """What the passport carries dates it (FORMATS section 12): it is issued no earlier than every entry its
+    proofs carry and than the witness cosignatures on its checkpoint (less the clock tolerance: a witness's
+    clock is not the issuer's), and before its generation expires (a passport is issued only against a current
+    generation). Checked offline, from the document alone: an issuer who sets its clock back contradicts
+    itself here."""
+    latest = max([seal, *bundles], key=lambda record: record.created)
+    if passport.issued < latest.created:
+        raise VerificationError(f"the passport states it was issued {format_utc(passport.issued)}, before entry "
+                                f"{latest.index} it rests on was logged ({latest.created_utc})", index=latest.index,
+                                field="issued_utc", expected=f">= {latest.created_utc}",
+                                found=format_utc(passport.issued))
+    witnessed = [Cosignature.from_note_signature(s).time for s in checkpoint.signatures
+                 if len(s.signature) == COSIGNATURE_BYTES - 4]
+    if witnessed and passport.issued < max(witnessed) - CLOCK_TOLERANCE:
+        raise VerificationError(f"the passport states it was issued {format_utc(passport.issued)}, more than the "
+                                "clock tolerance (a day) before a witness cosigned the checkpoint it carries "
+                                f"({format_utc(max(witnessed))})", field="issued_utc",
+                                expected=f">= {format_utc(max(witnessed) - CLOCK_TOLERANCE)}",
+                                found=format_utc(passport.issued))
+    if passport.issued >= seal.expiry:
+        raise VerificationError(f"the passport states it was issued {format_utc(passport.issued)}, when its "
+                                f"generation {seal.generation} had expired ({seal.expiry_utc}): a passport is "
+                                "issued only against a current generation", index=seal.index, field="issued_utc",
+                                expected=f"< {seal.expiry_utc}", found=format_utc(passport.issued))
 
 
 #: The members of a passport's ``subject`` that are its first cited bundle entry's (null where it has none),
@@ -720,8 +752,17 @@ def _check_passport_times(passport: Passport, facts: LedgerFacts, index: int, si
             f"{format_utc(expected)} ({'its spec superseded' if expected != state.expiry else 'its generation'}"
             " expires then)", index=index, field="expiry_utc", expected=format_utc(expected),
             found=format_utc(passport.expiry))
+    if state.retire_index is not None and state.retire_index < index:
+        raise VerificationError(f"the passport of entry {index} was logged after {state.name} was retired (entry "
+                                f"{state.retire_index}): a passport is issued only against a current generation",
+                                index=index, field="computed.heldout.generation", found=state.name)
     earliest = _entry_time(facts, size - 1)
     logged = _entry_time(facts, index)
+    if logged is not None and logged >= state.expiry:
+        raise VerificationError(f"the passport of entry {index} was logged {format_utc(logged)}, when "
+                                f"{state.name} had expired ({format_utc(state.expiry)}): a passport is issued only "
+                                "against a current generation", index=index, field="created_utc",
+                                expected=f"< {format_utc(state.expiry)}", found=format_utc(logged))
     if (earliest is not None and passport.issued < earliest) or (logged is not None and passport.issued > logged):
         raise VerificationError(
             f"the passport of entry {index} states it was issued {format_utc(passport.issued)}, outside the "

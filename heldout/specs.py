@@ -89,17 +89,45 @@ def require_not_superseded(supersessions: Mapping[str, Supersession], spec_versi
                           index=found.index, found=spec_version)
 
 
-def current_spec_version(supersessions: Mapping[str, Supersession], at: datetime) -> str:
-    """The spec version new evaluations use at ``at``: MedEval-1 v0.1, followed along the ledger's
-    supersessions in force at ``at`` (v0.1 -> its successor -> ...). Refused (exit 2) when the ledger names
-    a current version this code does not implement."""
+def spec_in_force(supersessions: Mapping[str, Supersession], at: datetime, *, before: int | None = None) -> str:
+    """The spec version in force at ``at``: MedEval-1 v0.1, followed along the supersessions in force at ``at``
+    (v0.1 -> its successor -> ...); with ``before``, only those logged before that entry index count (what an
+    entry at that index could know)."""
     version = BASE_SPEC_VERSION
     seen = {version}
-    while (found := supersessions.get(version)) is not None and found.in_force(at):
+    while (found := supersessions.get(version)) is not None and found.in_force(at) \
+            and (before is None or found.index < before):
         version = found.superseded_by
         if version in seen:
             raise VerificationError(f"the spec supersessions form a cycle through {version}", found=version)
         seen.add(version)
+    return version
+
+
+def require_spec_in_force(supersessions: Mapping[str, Supersession], what: str, index: int, spec_version: Any,
+                          at: datetime) -> None:
+    """An entry at ``index`` made at ``at`` under ``spec_version`` (an evaluation) was made under the spec in
+    force then: not one already superseded (its successor governs), and not one no supersession before it had
+    put in force yet (the operator would choose the metrics per model: MedEval-1 v0.2 is not in force before a
+    logged supersession of v0.1 takes effect). Raises :class:`VerificationError` naming which."""
+    in_force = spec_in_force(supersessions, at, before=index)
+    if spec_version == in_force:
+        return
+    superseded = supersessions.get(str(spec_version))
+    if superseded is not None and superseded.index < index and superseded.in_force(at):
+        raise VerificationError(f"{what} entry {index} was made under {superseded.words} (entry "
+                                f"{superseded.index})", index=index, field="spec_version", found=spec_version,
+                                expected=in_force)
+    raise VerificationError(f"{what} entry {index} was made under {spec_version}, which was not in force at "
+                            f"{format_utc(at)}: the spec then was {in_force} (a version is in force once a "
+                            "supersession logged before the entry puts it in force)", index=index,
+                            field="spec_version", found=spec_version, expected=in_force)
+
+
+def current_spec_version(supersessions: Mapping[str, Supersession], at: datetime) -> str:
+    """The spec version new evaluations use at ``at`` (:func:`spec_in_force`). Refused (exit 2) when the ledger
+    names a current version this code does not implement."""
+    version = spec_in_force(supersessions, at)
     if version not in METRICS:
         raise UsageError(f"the ledger makes {version} the current spec, which this code does not implement "
                          f"(implemented: {', '.join(METRICS)})", found=version, expected=list(METRICS))

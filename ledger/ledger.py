@@ -30,7 +30,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -71,13 +71,12 @@ from ledger.verify import verify_consistency
 
 if TYPE_CHECKING:  # ledger.db imports sqlite-utils its own way (without pandas)
     from sqlite_utils import Database
-from seals import format_utc, parse_json_object
+from seals import CLOCK_TOLERANCE, format_utc, parse_json_object
 
 _sha256 = hashlib.sha256
-#: How far after the append's own time an entry may be dated: the host that made it and the log's host may
-#: disagree on the time a little; further ahead is refused (the ledger's time only moves forward, so an entry
-#: dated far ahead would refuse every later append, for good).
-MAX_AHEAD = timedelta(days=1)
+#: How far after the append's own time an entry may be dated (the system's clock tolerance); further ahead is
+#: refused (the ledger's time only moves forward, so an entry dated far ahead would refuse every later append).
+MAX_AHEAD = CLOCK_TOLERANCE
 
 
 def _ahead(now: datetime) -> datetime:

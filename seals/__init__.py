@@ -11,9 +11,10 @@ from seals.canonical import (
 )
 from seals.passport import EXIT_CODE_FOR_STATE, Passport, PassportState, PassportVerdict, verify_passport
 from seals.signing import Issuer, VerifiedDocument, sign_document, signing_payload, verify_document
-from seals.timeutil import Clock, format_utc, parse_utc, system_clock
+from seals.timeutil import CLOCK_TOLERANCE, Clock, format_utc, parse_utc, system_clock
 
 __all__ = [
+    "CLOCK_TOLERANCE",
     "EXIT_CODE_FOR_STATE",
     "CanonicalError",
     "Clock",

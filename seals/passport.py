@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from keys import MalformedInput, PublicKey, TrustedKey
+from keys import MalformedInput, PublicKey, TrustedKey, VerificationError
 from seals.signing import Issuer, VerifiedDocument, verify_document
 from seals.timeutil import format_utc, parse_utc
 
@@ -140,5 +140,10 @@ def verify_passport(doc: Any, trusted: PublicKey | TrustedKey, *, at: datetime) 
     """
     verified = verify_document(doc, trusted, what="passport")
     passport = Passport.from_json(doc)
+    if at < passport.issued:  # valid from its issue on: before it, no verdict is "valid" (nor "expired")
+        raise VerificationError(f"the passport was issued {format_utc(passport.issued)}: at {format_utc(at)} it did "
+                                "not exist yet, so it is not valid then (a passport dated ahead of the reference "
+                                "time is not yet valid)", field="issued_utc", expected=f"<= {format_utc(at)}",
+                                found=format_utc(passport.issued))
     state = PassportState.EXPIRED if at >= passport.expiry else PassportState.VALID
     return PassportVerdict(passport=passport, verified=verified, at=at, state=state)

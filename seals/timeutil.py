@@ -4,13 +4,19 @@ injectable clock so nothing depends on today's date."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from keys.errors import MalformedInput, UsageError
 
 Clock = Callable[[], datetime]
 
 EARLIEST, LATEST = "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"  # the range a datetime holds, in UTC
+
+#: How far two honest clocks of the system may disagree: the log's host, the host that dated an entry, a
+#: witness's. The ledger refuses an entry dated further ahead of its append; verifiers judge a date against
+#: another clock's time to within it (a seal against its draw's cosignatures, an entry against the times the
+#: witnesses attest around it).
+CLOCK_TOLERANCE = timedelta(days=1)
 
 
 def system_clock() -> datetime:

@@ -474,7 +474,7 @@ def test_attack_a_bundle_on_a_task_its_sealed_generation_does_not_have(fixture: 
 
 @pytest.mark.parametrize(("member", "forged", "words"), [
     ("expiry_utc", "2027-03-01T00:00:00Z", "but its ledger gives 2026-09-05T00:00:00Z"),
-    ("issued_utc", "2026-01-01T00:00:00Z", "outside the times its ledger allows"),
+    ("issued_utc", "2026-01-01T00:00:00Z", "states it was issued 2026-01-01T00:00:00Z, before entry"),
     ("issued_utc", "2026-09-03T00:00:00Z", "outside the times its ledger allows"),
 ])
 def test_attack_a_passport_dated_as_its_issuer_likes(fixture: AuditFixture, member: str, forged: str,
@@ -496,7 +496,7 @@ def test_attack_a_passport_dated_as_its_issuer_likes(fixture: AuditFixture, memb
     assert operator_audit(fixture)[0] == 0
     with operator_skipping(passports, "sign_document", forging):
         path = issue(fixture, "model_0", "gen2")
-    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    result = cli_at("passport", "verify", path, "--store", fixture.store, "--at", "2026-09-04T00:00:00Z")
     assert result.exit_code == 1 and words in result.output, result.output
 
 
@@ -649,6 +649,159 @@ def test_attack_a_bundle_entry_that_names_another_spec_than_its_evaluation(fixtu
         assert any("spec_version of the evaluation is not the entry's" in m for m in findings_at(report, relabelled))
 
 
+def _a_gen2_bundle(fixture: AuditFixture) -> tuple[dict[str, Any], dict[str, Any], bytes, Any]:
+    """The first gen2 bundle entry, its evaluation, its stored predictions (npz bytes) and gen2's labels of the
+    task: what a forged bundle is re-derived from."""
+    import numpy as np
+
+    from heldout.generations import generation_cases
+
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        _, entry = next((i, e) for i, e in ledger.entries() if e.get("type") == "bundle" and e["generation"] == "gen2")
+        blobs = BlobStore(st.blobs)
+        evaluation = parse_json_object(blobs.get(entry["evaluation_sha256"]), what="evaluation")
+        labels = np.asarray(generation_cases(st, "gen2", TASK, ledger=ledger).labels, dtype=np.int64)
+        return entry, evaluation, blobs.get(entry["predictions_sha256"]), labels
+
+
+def test_attack_a_bundle_under_a_spec_no_supersession_has_put_in_force(fixture: AuditFixture,
+                                                                         tmp_path: Path) -> None:
+    """Nothing supersedes v0.1, yet the operator logs a model's evaluation under v0.2 (its tool's current-spec
+    check taken out): it would choose the metrics per model, and a passport on v0.2 would outlive v0.1's later
+    supersession. A bundle's spec is the one in force at its date (FORMATS section 5, rule 10): both audits and
+    the independent replay name it."""
+    from dataclasses import replace
+
+    from harness.metrics import StoredPredictions, evaluation_bytes
+    from harness.metrics.evaluation import EvaluationMeta
+    from harness.metrics.registry import metrics_for
+    from seals import sha256_hex
+
+    entry, evaluation, npz, labels = _a_gen2_bundle(fixture)
+    meta = replace(EvaluationMeta.from_recorded(evaluation), numpy_version=None)
+    later = parse_json_object(evaluation_bytes(metrics_for("MedEval-1 v0.2").build_evaluation(
+        meta, StoredPredictions.from_npz_bytes(npz), labels)), what="v0.2 evaluation")
+    assert later["spec_version"] == "MedEval-1 v0.2"
+    bundle = {k: v for k, v in entry.items() if k != "leakage_bits"}
+    bundle.update(model_id="chooser", created_utc=LATER, spec_version="MedEval-1 v0.2",
+                  evaluation_sha256=sha256_hex(evaluation_bytes(later)))
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger, \
+            operator_skipping(heldout.evaluation, "current_spec_version", lambda *args: "MedEval-1 v0.2"):
+        index = heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, later, npz,
+                                                 now=parse_utc(LATER)).index
+    words = f"bundle entry {index} was made under MedEval-1 v0.2, which was not in force at {LATER}"
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any(words in m for m in findings_at(report, index)), report
+    _independent_replay_refuses(fixture, tmp_path, f"entry {index} was made under a spec not")
+    # the entry's own copy is judged too: with the evaluation withheld or missing, the replay still names it
+    from seals import canonical_bytes
+    from tests.independent.replay import ReplayFailure, replay_export
+
+    export = tmp_path / "replayed-export"
+    digest = bundle["evaluation_sha256"]
+    (export / "blobs" / "sha256" / digest[:2] / digest).unlink()
+    manifest = json.loads((export / "export.json").read_text())
+    manifest["missing_blobs"] = sorted([*manifest["missing_blobs"], digest])
+    manifest["blobs"] = [b for b in manifest["blobs"] if b != digest]
+    (export / "export.json").write_bytes(canonical_bytes(manifest) + b"\n")
+    with pytest.raises(ReplayFailure, match=f"entry {index} was made under a spec not in force then"):
+        replay_export(export, fixture.ledger_id)
+
+
+@pytest.mark.parametrize(("stamp", "words"), [
+    ("2026-01-01T00:00:00+00:00", "before its generation was sealed"),
+    ("2026-12-24T00:00:00+00:00", "after the entry that logs it"),
+], ids=["before the seal", "after its entry"])
+def test_attack_an_evaluation_dated_outside_its_seal_and_its_entry(fixture: AuditFixture, tmp_path: Path, stamp: str,
+                                                                  words: str) -> None:
+    """The evaluation's timestamp is shown as when the model was evaluated. One dated before gen2 was sealed
+    (its cases did not exist), or months after the entry that logs it, is a false date: refused by the
+    operator's command, named by both audits and the independent replay (FORMATS rule 10)."""
+    from harness.metrics import evaluation_bytes
+    from keys import MalformedInput
+    from seals import sha256_hex
+
+    entry, evaluation, npz, _ = _a_gen2_bundle(fixture)
+    redated = {**evaluation, "timestamp": stamp}
+    bundle = {k: v for k, v in entry.items() if k != "leakage_bits"}
+    bundle.update(model_id="redated", created_utc=LATER, evaluation_sha256=sha256_hex(evaluation_bytes(redated)))
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        with pytest.raises(MalformedInput, match=words):
+            heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, redated, npz,
+                                             now=parse_utc(LATER))
+        BlobStore(st.blobs).put(evaluation_bytes(redated))
+        index = ledger.append(bundle, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any(words in m for m in findings_at(report, index)), report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, "evaluation timestamp is not within a day")
+
+
+def test_attack_a_passport_dated_before_the_evidence_it_carries(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The issuer sets its clock back: a passport "issued" in 2020 on a seal and bundles logged in 2026. Its
+    proofs carry those entries with their dates, so the document contradicts itself offline (no ledger); with
+    the ledger it is issued before its checkpoint's last entry."""
+    from seals import sign_document
+
+    def backdated(document: dict[str, Any], signer: Any) -> dict[str, Any]:
+        return sign_document({**document, "issued_utc": "2020-01-01T00:00:00Z"}, signer)
+
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document", backdated):
+        path = issue(fixture, "model_0", "gen2")
+    offline = cli_at("passport", "verify", path, "--key", fixture.key_b64, "--at", "2026-09-03T00:00:00Z")
+    assert offline.exit_code == 1 and "states it was issued 2020-01-01T00:00:00Z, before entry" in offline.output, \
+        offline.output
+    with_ledger = cli_at("passport", "verify", path, "--store", fixture.store)
+    assert with_ledger.exit_code == 1 and "states it was issued 2020-01-01T00:00:00Z, before entry" in \
+        with_ledger.output, with_ledger.output
+
+
+@pytest.mark.parametrize("after", ["expiry", "retirement"])
+def test_attack_a_passport_issued_on_a_generation_no_longer_current(fixture: AuditFixture, tmp_path: Path,
+                                                                    after: str) -> None:
+    """A passport is issued only against a current generation. The operator's tool with that check taken out
+    issues one on gen2 after it expired (2027-04-01) or after it was retired: verified at an earlier --at it
+    read "valid" (now: not yet issued then). Every verifier refuses it: with the ledger (the passport entry's
+    date, its place after the retire entry), offline (its issued_utc against the seal entry its proof carries),
+    the audit."""
+    from heldout.generations.state import GenerationState
+
+    at = "2027-04-15T00:00:00Z" if after == "expiry" else LATER
+    if after == "retirement":
+        assert cli_at("retire", "gen2", "--reason", "leaked", "--store", fixture.store).exit_code == 0
+    assert cli_at("audit", fixture.ledger_id, "--store", fixture.store, "--jobs", "1", at=at).exit_code in (0, 5)
+    st = Store.open(fixture.store)
+    with operator_skipping(GenerationState, "require_current", lambda self, now=None: None), \
+            open_ledger(st) as ledger:
+        issued = passports.issue_passport(st, ledger, ledger_signer(st, ledger), "model_0", generation="gen2",
+                                          now=parse_utc(at))
+    words = "had expired (2027-04-01T00:00:00Z)" if after == "expiry" else "was logged after gen2 was retired"
+    result = cli_at("passport", "verify", issued.path, "--store", fixture.store, "--at", at)
+    assert result.exit_code == 1 and words in result.output, result.output
+    if after == "expiry":
+        offline = cli_at("passport", "verify", issued.path, "--key", fixture.key_b64, "--at", at)
+        assert offline.exit_code == 1 and "when its generation gen2 had expired" in offline.output, offline.output
+    audited = cli_at("audit", fixture.ledger_id, "--store", fixture.store, "--jobs", "1", "--json", at=at)
+    report = json.loads(audited.output)
+    assert audited.exit_code == 1 and any(words in m for m in findings_at(report, issued.index)), report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, "logged when its generation was no longer current")
+
+
+def test_a_passport_verified_at_a_time_before_its_issue_is_not_valid(fixture: AuditFixture) -> None:
+    """Valid from its issue on: --at a time before it (or a passport dated ahead of now) has no valid verdict."""
+    assert operator_audit(fixture)[0] == 0
+    path = issue(fixture, "model_0", "gen2")
+    for where in (("--store", fixture.store), ("--key", fixture.key_b64)):
+        result = cli_at("passport", "verify", path, *where, "--at", "2020-06-01T00:00:00Z")
+        assert result.exit_code == 1 and "it did not exist yet" in result.output, result.output
+        assert cli_at("passport", "verify", path, *where).exit_code == 0
+
+
 def _padded_bundle(fixture: AuditFixture, classes: int) -> tuple[dict[str, Any], dict[str, Any], bytes]:
     """A gen2 bundle whose predictions gain empty classes (probability 0) up to ``classes``, its evaluation
     re-derived from them: every number follows from the stored predictions, at a K the task does not have."""
@@ -659,16 +812,10 @@ def _padded_bundle(fixture: AuditFixture, classes: int) -> tuple[dict[str, Any],
     from harness.metrics import StoredPredictions, evaluation_bytes
     from harness.metrics.evaluation import EvaluationMeta
     from harness.metrics.registry import metrics_for
-    from heldout.generations import generation_cases
     from seals import sha256_hex
 
-    st = Store.open(fixture.store)
-    with open_ledger(st) as ledger:
-        _, entry = next((i, e) for i, e in ledger.entries() if e.get("type") == "bundle" and e["generation"] == "gen2")
-        blobs = BlobStore(st.blobs)
-        evaluation = parse_json_object(blobs.get(entry["evaluation_sha256"]), what="evaluation")
-        honest = StoredPredictions.from_npz_bytes(blobs.get(entry["predictions_sha256"]))
-        labels = np.asarray(generation_cases(st, "gen2", TASK, ledger=ledger).labels, dtype=np.int64)
+    entry, evaluation, npz_bytes, labels = _a_gen2_bundle(fixture)
+    honest = StoredPredictions.from_npz_bytes(npz_bytes)
 
     def pad(array: Any) -> Any:
         array = np.asarray(array)

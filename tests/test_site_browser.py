@@ -588,7 +588,9 @@ def test_attack_trimmed_pages_of_a_hostile_ledger_verify_as_the_cli(browser: Any
      "its declared_note is not what its issue writes"),
     ({"expiry_basis": "the sealed held-out generation, witnessed by three witnesses, expires 2030"},
      "its expiry_basis is not what its issue writes"),
-], ids=["another model's name", "another spec", "a vendor declaration", "a vendor's note", "an expiry basis"])
+    ({"issued_utc": "2026-01-01T00:00:00Z"}, "states it was issued 2026-01-01T00:00:00Z, before entry"),
+], ids=["another model's name", "another spec", "a vendor declaration", "a vendor's note", "an expiry basis",
+        "issued before its evidence"])
 def test_attack_a_logged_passport_that_says_other_than_its_bundles_is_refused_by_the_page(
         browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forged: dict[str, Any], words: str) -> None:
     """A passport the operator signed and logged whose subject names another model, or whose spec is not its
@@ -620,6 +622,8 @@ def test_attack_a_logged_passport_that_says_other_than_its_bundles_is_refused_by
     with monkeypatch.context() as patch:
         patch.setattr(passports, "check_subject_and_spec", lambda *args, **kwargs: None)
         patch.setattr(passports, "_check_issuer_statements", lambda *args, **kwargs: None)
+        patch.setattr(passports, "_check_issued_after_evidence", lambda *args, **kwargs: None)
+        patch.setattr(passports, "_check_passport_times", lambda *args, **kwargs: None)
         built = run("site", "build", str(out), "--from", str(tmp_path / "export"), "--at", SITE_AT)
     assert built.exit_code == 0, built.output
     (path,) = sorted((out / "passports").glob("*.html"))

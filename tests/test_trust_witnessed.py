@@ -44,13 +44,14 @@ def policy_file(folder: Path, ledger: Ledger) -> Path:
 
 
 @contextmanager
-def witnesses(root: Path, store: Path, ledger_id: str) -> Iterator[list[Any]]:
-    """Three witnesses on 127.0.0.1 following the store's ledger, added to the store with ``witness add``."""
+def witnesses(root: Path, store: Path, ledger_id: str, at: datetime = WITNESS_TIME) -> Iterator[list[Any]]:
+    """Three witnesses on 127.0.0.1 following the store's ledger, added to the store with ``witness add``, their
+    clocks at ``at``."""
     with open_ledger(Store.open(store), ledger_id) as ledger:
         origin, vkey = ledger.origin, ledger.verifier_key
     folders = [witness_folder(root, i, origin=origin, vkey=vkey) for i in range(3)]
     with ExitStack() as stack:
-        servers = [stack.enter_context(running(f, clock=Clock(WITNESS_TIME))) for f in folders]
+        servers = [stack.enter_context(running(f, clock=Clock(at))) for f in folders]
         for i, server in enumerate(servers):
             result = gen_cli("witness", "add", server.url, "--key", cosigner(i).vkey, store=store)
             assert result.exit_code == 0, result.output
@@ -73,7 +74,58 @@ def test_a_witnessed_seal_draws_from_the_witnesses_cosignatures(tmp_path: Path,
         verified = gen_cli("verify-reveal", "gen1", "--key", OPERATOR.public_key.b64, store=store)
         assert verified.exit_code == 0, verified.output
         report = json.loads(gen_cli("audit", ledger_id, "--json", store=store).stdout)
-        assert not [f for f in report["findings"] if f["check"] in ("draw", "seal", "reveal")], report["findings"]
+        assert not [f for f in report["findings"] if f["check"] in ("draw", "seal", "reveal", "witnessed-time")], \
+            report["findings"]  # (the witnesses' clock an hour ahead of the operator's: within the tolerance)
+
+
+def test_attack_a_seal_dated_before_the_cosignatures_its_draw_seed_comes_from(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator sets its clock back a month: the seal manifest says the generation was sealed on 1 August,
+    but the witnesses cosigned the checkpoint its seed comes from on 1 September (their time is in the
+    manifest). A generation sealed before its cases could be known: refused by the reveal check, the audit and
+    the independent replay (FORMATS rule 8; a day's clock tolerance)."""
+    from tests.independent.replay import ReplayFailure, replay_export
+
+    monkeypatch.setenv("HELDOUT_NOW", "2026-08-01T00:00:00Z")
+    store, ledger_id, _ = store_with_pools(tmp_path, ("bloodmnist",))
+    with witnesses(tmp_path, store, ledger_id, at=WITNESS_TIME):
+        result = gen_cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--budget-bits", "5000",
+                         "--expires", EXPIRES, store=store)
+        assert result.exit_code == 0, result.output  # the operator's own tool dates the seal by its clock
+        assert gen_cli("retire", "gen1", "--reason", "expired", "--reveal", store=store).exit_code == 1
+        report = json.loads(gen_cli("audit", ledger_id, "--json", store=store).stdout)
+        words = "is dated 2026-08-01T00:00:00Z, more than the clock tolerance (a day) before the witness cosignature"
+        assert any(f["check"] == "seal" and words in f["message"] for f in report["findings"]), report["findings"]
+        # and the audit's witnessed-time rule names the entry's date (the witnesses' word, under the store's policy)
+        assert any(f["check"] == "witnessed-time" and "more than the clock tolerance (a day) before the witnesses "
+                   "attest it was logged" in f["message"] for f in report["findings"]), report["findings"]
+        assert gen_cli("ledger", "export", ledger_id, str(tmp_path / "export"), store=store).exit_code == 0
+        with pytest.raises(ReplayFailure, match="dated more than a day before a cosignature its seed comes from"):
+            replay_export(tmp_path / "export", ledger_id)
+
+
+@pytest.mark.parametrize(("operator_now", "words"), [
+    ("2026-08-01T00:00:00Z", "before the witnesses attest it was logged"),
+    ("2026-10-01T00:00:00Z", "after the witnesses attest the log held it"),
+], ids=["backdated", "postdated"])
+def test_attack_entries_dated_outside_the_window_the_witnesses_attest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      operator_now: str, words: str) -> None:
+    """The operator holds the clock: a month behind the witnesses, every entry it logs after their cosignature is
+    dated before it; a month ahead, every entry they cosigned is dated after they saw it. Each date is a false
+    statement the witnesses' timestamps refute: the audit (the store's witness policy) names each entry dated
+    outside [latest cosignature without it, earliest cosignature with it] by more than the clock tolerance."""
+    monkeypatch.setenv("HELDOUT_NOW", operator_now)
+    store, ledger_id, _ = store_with_pools(tmp_path, ("bloodmnist",))
+    with witnesses(tmp_path, store, ledger_id, at=WITNESS_TIME):
+        assert gen_cli("witness", "sync", ledger_id, store=store).exit_code == 0
+        note = tmp_path / "note.json"
+        note.write_text(json.dumps({"text": "logged after the witnesses cosigned"}))
+        assert gen_cli("ledger", "append", "--type", "note", "--json-file", str(note), store=store).exit_code == 0
+        assert gen_cli("witness", "sync", ledger_id, store=store).exit_code == 0
+        report = json.loads(gen_cli("audit", ledger_id, "--json", store=store).stdout)
+    dated = [f for f in report["findings"] if f["check"] == "witnessed-time" and words in f["message"]]
+    assert dated, report["findings"]
+    assert report["exit_code"] == 1
 
 
 @pytest.fixture
@@ -141,3 +193,23 @@ def test_attack_a_passport_anchored_on_a_rebuilt_history_is_refused_by_policy(fi
     refused = verify(rebuilt, "--key", fixture.key_b64, "--policy", str(policy))
     assert refused.exit_code == 1, refused.output
     assert "quorum 'wit'" in refused.output
+
+
+def test_attack_a_passport_issued_days_before_the_cosignature_on_its_own_checkpoint(fixture: AuditFixture,
+                                                                                   tmp_path: Path) -> None:
+    """The issuer's clock runs days behind the witnesses: the checkpoint its passport carries was cosigned on
+    09-07, yet the passport says it was issued on 09-02. The document contradicts itself: refused offline, by
+    the independent replay (FORMATS rule 11), as by every other verifier."""
+    from tests.independent.replay import ReplayFailure, replay_export
+
+    with witnesses(tmp_path, fixture.store, fixture.ledger_id, at=datetime(2026, 9, 7, tzinfo=UTC)):
+        assert run("witness", "sync", fixture.ledger_id, "--store", str(fixture.store)).exit_code == 0
+        path = issued(fixture)
+    offline = verify(path, "--key", fixture.key_b64)
+    assert offline.exit_code == 1, offline.output
+    assert "more than the clock tolerance (a day) before a witness cosigned the checkpoint it carries" in \
+        offline.output
+    export = tmp_path / "export"
+    assert run("ledger", "export", fixture.ledger_id, str(export), "--store", str(fixture.store)).exit_code == 0
+    with pytest.raises(ReplayFailure, match="more than a day before a cosignature on its checkpoint"):
+        replay_export(export, fixture.ledger_id)

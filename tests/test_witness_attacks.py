@@ -234,7 +234,11 @@ def test_attack_evaluation_after_the_witnessed_expiry(tmp_path: Path, monkeypatc
     late, findings = backdated_past_the_witnesses(
         fixture, tmp_path, monkeypatch, witnessed=datetime(2027, 3, 5, tzinfo=UTC), backdated="2026-10-01T00:00:00Z",
         refused=ExpiredError, words="witnesses attest", audit_at="2026-10-02T00:00:00Z")
-    assert [(f["check"], f["index"]) for f in findings] == [("witnessed-time", late)]
+    # two findings on the late bundle: it was logged past gen1's expiry, and its own date is false (more than the
+    # clock tolerance before the time the witnesses attest)
+    assert [(f["check"], f["index"]) for f in findings] == [("witnessed-time", late)] * 2
+    assert sum("past the expiry of gen1" in f["message"] for f in findings) == 1
+    assert sum("before the witnesses attest it was logged" in f["message"] for f in findings) == 1
 
 
 def test_a_checkpoint_note_with_cosignatures_still_verifies_as_the_logs(tmp_path: Path) -> None:
@@ -351,8 +355,9 @@ def test_attack_evaluation_backdated_past_a_witnessed_supersession(tmp_path: Pat
     late, findings = backdated_past_the_witnesses(
         fixture, tmp_path, monkeypatch, witnessed=datetime(2026, 9, 6, tzinfo=UTC), backdated="2026-09-04T23:59:59Z",
         refused=LapsedError, words="superseded by MedEval-1 v0.2", audit_at="2026-09-07T00:00:00Z")
-    assert [(f["check"], f["index"]) for f in findings] == [("witnessed-time", late)]
-    assert "superseded by MedEval-1 v0.2" in findings[0]["message"]
+    assert [(f["check"], f["index"]) for f in findings] == [("witnessed-time", late)] * 2
+    assert sum("superseded by MedEval-1 v0.2" in f["message"] for f in findings) == 1
+    assert sum("before the witnesses attest it was logged" in f["message"] for f in findings) == 1
 
 
 def test_attack_the_witness_list_deleted_to_switch_the_policy_off(tmp_path: Path) -> None:

@@ -72,7 +72,7 @@ from heldout.generations.draw import DrawRecord
 from heldout.generations.release import ReleaseLog, thresholdout_answer
 from heldout.generations.reveal import verify_draw
 from heldout.passports import LedgerFacts, check_passport_on_ledger
-from heldout.specs import Supersession, load_supersessions
+from heldout.specs import Supersession, load_supersessions, require_spec_in_force
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError
 from ledger import SourceUnavailable, blob_references, verify_checkpoint
 from ledger.checkpoint import parse_checkpoint
@@ -81,7 +81,7 @@ from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.policy import Policy
 from ledger.replay import locate_damage
 from ledger.verify import verify_consistency
-from seals import format_utc, parse_json_object, sha256_hex
+from seals import CLOCK_TOLERANCE, format_utc, parse_json_object, parse_utc, sha256_hex
 from seals.manifest import SealManifest
 
 AuditProgress = Callable[[str, int, int], None]
@@ -294,8 +294,9 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
     except HeldoutError as exc:
         ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(latest.size))
     _check_draw_witnesses(ctx, policy)
-    # (size, latest verified cosignature time) for every checkpoint the policy's witnesses cosigned
+    # (size, latest / earliest verified cosignature time) for every checkpoint the policy's witnesses cosigned
     witnessed: list[tuple[int, datetime]] = []
+    containing: list[tuple[int, datetime]] = []
     for checkpoint in checkpoints:
         try:
             cosigned = policy.cosignatures(checkpoint)
@@ -303,8 +304,29 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
             ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(checkpoint.size))
             continue
         if cosigned:
-            witnessed.append((checkpoint.size, time_of(max(c.timestamp for c in cosigned.values()))))
+            times = [c.timestamp for c in cosigned.values()]
+            witnessed.append((checkpoint.size, time_of(max(times))))
+            containing.append((checkpoint.size, time_of(min(times))))
     floor = WitnessedFloor(witnessed)
+    _check_witnessed_dates(ctx, floor, WitnessedCeiling(containing))
+    _rejudge_at_witnessed_times(ctx, floor)
+
+
+def _rejudge_at_witnessed_times(ctx: _Context, floor: WitnessedFloor) -> None:
+    """The rules judged at an entry's own date, judged again at the time the witnesses attest it was logged
+    after: an operator who backdates an entry (its clock, its key) moves only its own date. A passport or a
+    bundle past its generation's expiry, a bundle under a spec superseded by then."""
+    for passport in ctx.records(PassportEntry):
+        index = int(passport.index or 0)
+        state = ctx.generations.get(passport.generation)
+        found = floor.at(index)
+        if state is not None and found is not None and found[1] >= state.expiry:
+            ctx.find("witnessed-time", VerificationError(
+                f"passport entry {index} was logged after the witnesses attested {format_utc(found[1])} (checkpoint "
+                f"{found[0]} does not contain it), past the expiry of {state.name} ({format_utc(state.expiry)}): a "
+                "passport is issued only against a current generation", index=index, field="generation",
+                expected=f"logged before {format_utc(state.expiry)}",
+                found=f"witnessed at {format_utc(found[1])} with size {found[0]}"), index=index)
     for bundle in ctx.records(BundleEntry):
         index = int(bundle.index or 0)
         state = ctx.generations.get(bundle.generation)
@@ -314,8 +336,6 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
         size, at = found
         if at <= bundle.created:  # its own date is no earlier than what the witnesses attest
             continue
-        # Every rule the audit judges at a bundle's own date, judged again at the time the witnesses attest it
-        # was logged after: an operator who backdates an entry (its clock, its key) moves only its own date.
         attested = (f"logged after the witnesses attested {format_utc(at)} (checkpoint {size} does not contain "
                     "it)")
         if at >= state.expiry:
@@ -331,6 +351,57 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
                 f"bundle entry {index} was {attested}, when {superseded.words} (entry {superseded.index})",
                 index=index, field="spec_version", expected=f"logged before {format_utc(superseded.effective)}",
                 found=f"witnessed at {format_utc(at)} with size {size}"), index=index)
+
+
+def _check_witnessed_dates(ctx: _Context, floor: WitnessedFloor, ceiling: WitnessedCeiling) -> None:
+    """Every entry's own date lies within the clock tolerance of the window the witnesses attest for it: not
+    before the latest time they cosigned a checkpoint that does not contain it (it was logged after that), not
+    after the earliest time they cosigned one that does (it was logged by then). An operator who holds the
+    clock dates its entries at will; outside that window the date is a false statement (a seal "made" before
+    its draw was cosigned, a retirement dated after the witnesses saw it)."""
+    for index, entry in sorted(ctx.entries.items()):
+        stamp = entry.get("created_utc")
+        try:
+            created = parse_utc(stamp) if isinstance(stamp, str) else None
+        except HeldoutError:
+            created = None  # (the entry checks name a malformed date)
+        if created is None:
+            continue
+        after, before = floor.at(index), ceiling.at(index)
+        if after is not None and after[1] - created > CLOCK_TOLERANCE:  # (differences: no date overflows)
+            ctx.find("witnessed-time", VerificationError(
+                f"entry {index} is dated {stamp}, more than the clock tolerance (a day) before the witnesses attest "
+                f"it was logged: after {format_utc(after[1])} (checkpoint {after[0]}, cosigned then, does not "
+                "contain it)", index=index, field="created_utc",
+                expected=f"no more than a day before {format_utc(after[1])}", found=stamp), index=index)
+        elif before is not None and created - before[1] > CLOCK_TOLERANCE:
+            ctx.find("witnessed-time", VerificationError(
+                f"entry {index} is dated {stamp}, more than the clock tolerance (a day) after the witnesses attest "
+                f"the log held it: checkpoint {before[0]} contains it and was cosigned {format_utc(before[1])}",
+                index=index, field="created_utc", expected=f"no more than a day after {format_utc(before[1])}",
+                found=stamp), index=index)
+
+
+class WitnessedCeiling:
+    """The latest time each entry can have been logged, by the witnesses' word: an entry at index ``i`` is in
+    every checkpoint of size ``s > i``, so it was logged by the earliest time they cosigned such a checkpoint.
+    ``containing`` is (size, earliest cosigned time) per checkpoint."""
+
+    def __init__(self, containing: list[tuple[int, datetime]]) -> None:
+        ordered = sorted(containing)
+        self._sizes = [size for size, _ in ordered]
+        self._earliest: list[tuple[int, datetime]] = []  # from each position on, the earliest time cosigned
+        for size, at in reversed(ordered):
+            if self._earliest and self._earliest[-1][1] <= at:
+                self._earliest.append(self._earliest[-1])
+            else:
+                self._earliest.append((size, at))
+        self._earliest.reverse()
+
+    def at(self, index: int) -> tuple[int, datetime] | None:
+        """(size, time) of the earliest-cosigned checkpoint containing entry ``index``, or None."""
+        position = bisect_right(self._sizes, index)
+        return self._earliest[position] if position < len(self._sizes) else None
 
 
 class WitnessedFloor:
@@ -528,14 +599,6 @@ def _load_generations(ctx: _Context) -> None:
             ctx.find("spec", anomaly, index=anomaly.evidence.get("index"))
     except HeldoutError as exc:
         ctx.find("spec", exc)
-
-
-def _require_spec_in_force(ctx: _Context, index: int, what: str, spec_version: Any, at: datetime) -> None:
-    """Nothing may be evaluated or certified under a spec version after its supersession took effect."""
-    superseded = ctx.supersessions.get(str(spec_version))
-    if superseded is not None and superseded.index < index and superseded.in_force(at):
-        raise VerificationError(f"{what} entry {index} was made under {superseded.words} (entry "
-                                f"{superseded.index})", index=index, field="spec_version", found=spec_version)
 
 
 def _check_seals(ctx: _Context) -> None:
@@ -781,6 +844,8 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
         raise over_budget
     withholding = state.release_mode in WITHHOLDING_MODES
     if withholding:
+        if "spec_version" in entry:  # (the evaluation may be withheld: its spec is known from the entry's copy)
+            require_spec_in_force(ctx.supersessions, "bundle", index, entry.get("spec_version"), created)
         _check_release_record(ctx, index, entry, state)
         for member, digest in (("evaluation_sha256", entry.evaluation_sha256),
                                ("predictions_sha256", entry.predictions_sha256)):
@@ -800,8 +865,8 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
     evaluation_data = ctx.blob(entry.evaluation_sha256, index=index, what="evaluation_sha256")
     evaluation = parse_json_object(evaluation_data, what=f"evaluation of entry {index}")
     ctx.evaluation_specs[index] = evaluation.get("spec_version")
-    _require_spec_in_force(ctx, index, "bundle", evaluation.get("spec_version"), created)
-    disagreement = entry.evaluation_disagreement(evaluation, cases_for=n_cases_for)
+    require_spec_in_force(ctx.supersessions, "bundle", index, evaluation.get("spec_version"), created)
+    disagreement = entry.evaluation_disagreement(evaluation, cases_for=n_cases_for, sealed=state.created)
     if disagreement is not None:
         raise VerificationError(f"bundle entry {index}: {disagreement.reason}", index=index,
                                 field=disagreement.member, expected=disagreement.expected, found=disagreement.found)

@@ -39,10 +39,13 @@ import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from heldout.generations.commitments import hex_bytes, set_hash
-from keys import MalformedInput, VerificationError
+from keys import HeldoutError, MalformedInput, VerificationError
+from ledger.cosignature import Cosignature
+from seals import CLOCK_TOLERANCE, format_utc
 
 DRAW_ALGORITHM = "heldout-draw-v1"
 SEED_DOMAIN = b"heldout-seal-seed-v1\n"
@@ -187,6 +190,32 @@ class DrawRecord:
                           for task, ref in sorted(pools.items())},
                    checkpoint_size=checkpoint["size"], checkpoint_note=checkpoint["note"],
                    cosignatures=tuple(cosignatures), seed=body["seed"])
+
+
+    def latest_cosignature_time(self) -> datetime | None:
+        """The latest timestamp among the seed's cosignature lines (None for a checkpoint-root seed): the seed,
+        and so the cases, were unknown to anyone before it."""
+        if self.seed_source != "witness-cosignatures":
+            return None
+        try:
+            return max(Cosignature.parse_line(line).time for line in self.cosignatures)
+        except (HeldoutError, ValueError) as exc:
+            raise VerificationError("a draw.cosignatures line is not a cosignature/v1 line with its timestamp",
+                                    field="draw.cosignatures", found=str(exc)[:120]) from None
+
+
+def check_drawn_before_sealed(generation: str, sealed: datetime, draw: DrawRecord) -> None:
+    """A seal is made after its draw: its manifest's ``created_utc`` is no earlier than the latest cosignature its
+    seed comes from, to within the clock tolerance (the witness's clock is not the operator's; FORMATS rule 8).
+    A manifest dated earlier contradicts itself: its operator set the clock back (a generation "sealed" before
+    its cases could be known)."""
+    drawn = draw.latest_cosignature_time()
+    if drawn is not None and sealed < drawn - CLOCK_TOLERANCE:
+        raise VerificationError(f"the seal manifest of {generation} is dated {format_utc(sealed)}, more than the "
+                                "clock tolerance (a day) before the witness cosignature its draw seed comes from "
+                                f"({format_utc(drawn)}): a seal is made after its draw (was the clock set back?)",
+                                field="created_utc", expected=f">= {format_utc(drawn - CLOCK_TOLERANCE)}",
+                                found=format_utc(sealed))
 
 
 def _count(value: Any) -> bool:

@@ -35,7 +35,7 @@ import numpy as np
 from harness.metrics.npz import load_npz
 from heldout.generations.cases import CASE_ID_PATTERN, content_sha256
 from heldout.generations.commitments import SALT_BYTES, commitment, hex_bytes, set_hash
-from heldout.generations.draw import DrawRecord, check_drawn, check_pool, recompute_seed
+from heldout.generations.draw import DrawRecord, check_drawn, check_drawn_before_sealed, check_pool, recompute_seed
 from heldout.generations.state import BlobSource
 from keys import MalformedInput, VerificationError
 from ledger.checkpoint import parse_checkpoint
@@ -276,6 +276,7 @@ def verify_draw(reveal: RevealDocument, manifest: SealManifest) -> None:
                                 "task", field="pools", expected=sorted(manifest.task_counts),
                                 found=sorted(reveal.pools or {}))
     seed = recompute_seed(draw, checkpoint_root_of(draw))
+    check_drawn_before_sealed(manifest.generation, manifest.created, draw)
     for task in sorted(reveal.pools):
         pool = reveal.pools[task]
         check_pool(task, pool, draw.pools[task])

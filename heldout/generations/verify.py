@@ -22,7 +22,7 @@ from typing import Any
 
 from heldout.entries import IntentEntry, PoolEntry, RevealEntry, SealEntry, entry_record, records
 from heldout.generations.commitments import MemberProof
-from heldout.generations.draw import DrawRecord, recompute_seed
+from heldout.generations.draw import DrawRecord, check_drawn_before_sealed, recompute_seed
 from heldout.generations.reveal import verify_reveal
 from heldout.generations.seal import generation_argument, manifest_path, seal_entry_of
 from heldout.generations.state import BlobSource, GenerationState, load_generations
@@ -157,6 +157,7 @@ def check_draw_binding(manifest: SealManifest, state: GenerationState, entry_at:
         raise VerificationError(f"the draw of {state.name} names a cosignature its checkpoint note does not carry",
                                 index=state.seal_index, field="draw.cosignatures", found=stray[0][:80])
     recompute_seed(draw, checkpoint.root)
+    check_drawn_before_sealed(state.name, manifest.created, draw)
 
 
 def _verify(manifest_data: bytes, reveal_data: bytes, trusted: PublicKey | TrustedKey, *,

@@ -23,7 +23,8 @@ import re
 import struct
 import zipfile
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC as UTC_ZONE
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +245,58 @@ def draw_positions(seed: bytes, task: str, pool_size: int, count: int) -> list[i
         j = i + word % span
         order[i], order[j] = order[j], order[i]
     return sorted(order[:count])
+
+
+def cosignature_time(line: Any, file: str) -> str:
+    """The timestamp of a cosignature/v1 line (section 7), in the UTC form of section 1."""
+    parts = line[2:].split(" ") if isinstance(line, str) and line.startswith(EM_DASH + " ") else []
+    blob = b64decode_canonical(parts[1], file, "cosignature") if len(parts) == 2 else b""
+    if len(blob) != 76:
+        raise ReplayFailure(file, "draw", "a draw cosignature is not a cosignature/v1 line")
+    (seconds,) = struct.unpack(">Q", blob[4:12])
+    try:
+        return datetime.fromtimestamp(seconds, UTC_ZONE).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        raise ReplayFailure(file, "draw", "a draw cosignature's timestamp is not a time") from None
+
+
+def utc_text(value: Any) -> str | None:
+    """An ISO 8601 time (any offset; the harness writes ``+00:00``) in the UTC form of section 1, or None."""
+    try:
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    if moment is None:
+        return None
+    moment = moment.replace(tzinfo=UTC_ZONE) if moment.tzinfo is None else moment.astimezone(UTC_ZONE)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def day_after(stamp: str) -> str:
+    """The UTC time one day (the clock tolerance of section 1) after ``stamp``, in the same form."""
+    moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC_ZONE)
+    return (moment + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ") if moment.year < 9999 else stamp
+
+
+def note_cosignature_times(note: str) -> list[str]:
+    """The timestamps (section 1 form) of a note's cosignature/v1 lines (76 bytes: key id, time, signature);
+    other signature lines, the log's own among them, are skipped."""
+    times = []
+    for line in note.rpartition("\n\n")[2].splitlines():
+        parts = line[2:].split(" ") if line.startswith(EM_DASH + " ") else []
+        try:
+            blob = base64.b64decode(parts[1], validate=True) if len(parts) == 2 else b""
+        except binascii.Error:
+            continue
+        if len(blob) == 76:
+            times.append(cosignature_time(line, "note"))
+    return times
+
+
+def day_before(stamp: str) -> str:
+    """The UTC time one day (the clock tolerance of section 1) before ``stamp``, in the same form."""
+    moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC_ZONE)
+    return (moment - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ") if moment.year > 1 else stamp
 
 
 def leaf_hash(data: bytes) -> bytes:
@@ -876,6 +929,10 @@ class _Replay:
             raise ReplayFailure(file, "draw", "unknown seed source")
         if draw_seed(source, material).hex() != draw.get("seed"):
             raise ReplayFailure(file, "draw", "the seed is not the one its material gives")
+        if source == "witness-cosignatures" and str(doc.get("created_utc")) < day_before(
+                max(cosignature_time(line, file) for line in draw["cosignatures"])):
+            raise ReplayFailure(file, "draw", "the manifest is dated more than a day before a cosignature its seed "
+                                "comes from")
 
     # R9 ------------------------------------------------------------------------------------------------
     def reveals(self) -> None:
@@ -1045,6 +1102,17 @@ class _Replay:
                 f"to expire {expiry}; the passport lapses earlier if the generation is retired or its spec version "
                 "superseded")
 
+    def spec_in_force(self, before: int, at: str) -> str:
+        """Section 5: the spec in force at ``at``, MedEval-1 v0.1 followed along the supersessions that count
+        among the entries before ``before`` and take effect by ``at``."""
+        version, seen = "MedEval-1 v0.1", {"MedEval-1 v0.1"}
+        while (effective := self.supersession_time(version, before)) is not None and effective <= at:
+            version = self.supersession(version, before)[1]["superseded_by"]  # type: ignore[index]
+            if version in seen:
+                break
+            seen.add(version)
+        return version
+
     def superseded(self, spec_version: Any, before: int, at: str) -> bool:
         """Is ``spec_version`` superseded, by a spec entry before index ``before``, at the time ``at``?"""
         effective = self.supersession_time(spec_version, before)
@@ -1094,6 +1162,9 @@ class _Replay:
             # UTC times in the one textual form compare as strings
             if not seal[1]["created_utc"] <= entry["created_utc"] < seal[1]["expiry_utc"]:
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made while {name} was not current")
+            if "spec_version" in entry and entry["spec_version"] != self.spec_in_force(index, entry["created_utc"]):
+                # (the entry's copy: its evaluation may be withheld or missing)
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made under a spec not in force then")
             data = self.blob(entry["evaluation_sha256"], index, "evaluation_sha256")
             if data is not None:
                 file = f"blobs/sha256/{entry['evaluation_sha256'][:2]}/{entry['evaluation_sha256']}"
@@ -1125,6 +1196,12 @@ class _Replay:
                     raise ReplayFailure(file, "bundle", f"evaluation split_origin is not {name}'s")
                 if self.superseded(evaluation.get("spec_version"), index, entry["created_utc"]):
                     raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made under a superseded spec")
+                if evaluation.get("spec_version") != self.spec_in_force(index, entry["created_utc"]):
+                    raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made under a spec not yet in force")
+                ran = utc_text(evaluation.get("timestamp"))
+                if ran is None or ran > day_after(entry["created_utc"]) or day_after(ran) < seal[1]["created_utc"]:
+                    raise ReplayFailure(file, "bundle", f"evaluation timestamp is not within a day of [the seal, "
+                                        f"entry {index}]")
             predictions = self.blob(entry["predictions_sha256"], index, "predictions_sha256")
             if predictions is not None:
                 self.check_predictions(entry, predictions)
@@ -1208,6 +1285,8 @@ class _Replay:
                 raise ReplayFailure(file, "passport", f"computed.heldout.{member} is not the ledger's")
         if str(doc.get("expiry_utc")) > seal["expiry_utc"]:
             raise ReplayFailure(file, "passport", "its expiry is after its generation's")
+        if entry["created_utc"] >= seal["expiry_utc"] or self.retired_before(entry["generation"], index):
+            raise ReplayFailure(file, "passport", "it was logged when its generation was no longer current")
         effective = self.supersession_time(doc.get("spec_version"), index)
         expiry = min(seal["expiry_utc"], effective) if effective is not None else seal["expiry_utc"]
         if doc.get("expiry_utc") != expiry:
@@ -1221,6 +1300,14 @@ class _Replay:
         earliest = self.entries[note.size - 1]["created_utc"] if note.size else ""
         if not earliest <= str(doc.get("issued_utc")) <= entry["created_utc"]:
             raise ReplayFailure(file, "passport", "its issued_utc lies outside the times its ledger allows")
+        proofs = heldout.get("proofs") if isinstance(heldout.get("proofs"), dict) else {}
+        notes = [str(checkpoint.get("note"))] + [text.partition("\n\n")[2] for text in
+                                                 [proofs.get("seal"), *(proofs.get("bundles") or [])]
+                                                 if isinstance(text, str)]
+        witnessed = [stamp for text in notes for stamp in note_cosignature_times(text)]
+        if witnessed and str(doc.get("issued_utc")) < day_before(max(witnessed)):
+            raise ReplayFailure(file, "passport", "its issued_utc is more than a day before a cosignature on its "
+                                "checkpoint")
         evaluations = doc["computed"].get("evaluations")
         cited = heldout.get("bundles")
         if not isinstance(cited, list) or not isinstance(evaluations, list) or len(cited) != len(evaluations):

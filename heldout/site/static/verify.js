@@ -576,6 +576,7 @@
     "evidence; a vendor's intended-use claims would be a separate, vendor-signed block.";
   const OBSERVED_NOTE = "Not available: production history and drift require continuous monitoring, which this " +
     "operator does not run. The object is present and null on purpose.";
+  const CLOCK_TOLERANCE_MICROS = 86400e6;  // FORMATS.md section 1: one day
   const PUBLIC_ANCHOR = "the public generation (its cases and labels are published: this evidence is not held out)";
   const SEALED_ANCHOR = "the sealed held-out generation";
   const has = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
@@ -688,6 +689,14 @@
     }
   }
 
+  function issuedAfter(passport, index, entry) {
+    const logged = parseUtc(String(get(entry, "created_utc")), `entry ${index} created_utc`);
+    if (passport.issued < logged) {
+      fail(`the passport states it was issued ${formatUtc(passport.issued)}, before entry ${index} it rests on ` +
+        `was logged (${formatUtc(logged)})`);
+    }
+  }
+
   function verdictLine(passport, state, reason) {
     const head = `signature valid, issued by ${passport.issuer.name} under key ${passport.issuer.key_id}`;
     if (state === "expired") return `${head}, expired ${formatUtc(passport.expiry)}`;
@@ -773,6 +782,15 @@
       fail("the passport carries evaluations that no cited bundle logged");
     }
     checkSubjectAndSpec(passport, citedEntries);
+    // Issued no earlier than the evidence it rests on (heldout.passports._check_issued_after_evidence): its
+    // cited bundles (the seal below), and the witness cosignatures on its checkpoint, less the clock tolerance.
+    for (const [index, entry] of citedEntries) issuedAfter(passport, index, entry);
+    const witnessed = checkpoint.signatures.filter((s) => s.signature.length === 72)
+      .map((s) => Number(new DataView(s.signature.buffer, s.signature.byteOffset, 8).getBigUint64(0)) * 1e6);
+    if (witnessed.length && passport.issued < Math.max(...witnessed) - CLOCK_TOLERANCE_MICROS) {
+      fail(`the passport states it was issued ${formatUtc(passport.issued)}, more than the clock tolerance (a day) ` +
+        `before a witness cosigned the checkpoint it carries (${formatUtc(Math.max(...witnessed))})`);
+    }
     // Generations and supersessions from the entries the page proves included in the head (the page carries
     // the ones that count for this passport; as in heldout.generations.state, the first of each counts, and a
     // reveal of a sealed generation not yet retired retires it).
@@ -783,6 +801,7 @@
       const generation = generations.get(String(get(entry, "generation")));
       if (kind === "seal" && !generations.has(String(entry.generation))) {
         generations.set(String(entry.generation), { set_hash: String(entry.set_hash), retire: null, sealIndex: index,
+          sealEntry: entry,
           membership: String(get(entry, "membership") ?? "sealed"),
           expiry: parseUtc(String(entry.expiry_utc), `entry ${index} expiry_utc`) });
       } else if (kind === "retire" && generation && !generation.retire) {
@@ -812,6 +831,16 @@
     const state = generations.get(name === null || name === undefined ? "None" : String(name));
     if (!state) fail(`the ledger has no generation ${JSON.stringify(name)}`);
     if (state.sealIndex > passportIndex) fail(`the ledger has no generation ${JSON.stringify(name)} sealed before the passport`);
+    issuedAfter(passport, state.sealIndex, state.sealEntry);
+    if (state.retire && state.retire.index < passportIndex) {
+      fail(`the passport of entry ${passportIndex} was logged after ${String(name)} was retired (entry ` +
+        `${state.retire.index}): a passport is issued only against a current generation`);
+    }
+    const passportLogged = parseUtc(String(get(passportEntry, "created_utc")), `entry ${passportIndex} created_utc`);
+    if (passportLogged >= state.expiry) {
+      fail(`the passport of entry ${passportIndex} was logged ${formatUtc(passportLogged)}, when ${String(name)} had ` +
+        `expired (${formatUtc(state.expiry)}): a passport is issued only against a current generation`);
+    }
     if (state.set_hash !== get(heldout, "set_hash")) fail("the passport's set hash is not its generation's");
     if (get(heldout, "expiry_utc") !== formatUtc(state.expiry)) fail("the passport's expiry_utc is not its generation's");
     if (passport.expiry > state.expiry) {
@@ -901,6 +930,10 @@
       }
       await verifyDocument(doc, trusted, "passport");
       const passport = parsePassport(doc);
+      if (at < passport.issued) {  // (seals.passport.verify_passport: valid from its issue on)
+        fail(`the passport was issued ${formatUtc(passport.issued)}: at ${formatUtc(at)} it did not exist yet, so it ` +
+          "is not valid then (a passport dated ahead of the reference time is not yet valid)");
+      }
       let state = at >= passport.expiry ? "expired" : "valid";
       let reason = null;
       if (ledger) {
