@@ -93,8 +93,10 @@ def ensure_private_dir(path: Path) -> Path:
 
 
 def write_private_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to a new 0600 file atomically; the file never exists with wider permissions."""
+    """Write ``data`` to a new 0600 file atomically; the file never exists with wider permissions. A killed
+    earlier write's temporary file of this name (``.NAME.tmpPID``, its process gone) is removed first."""
     ensure_private_dir(path.parent)
+    remove_stale_leftovers(path.parent, path.name, tags=("tmp",))
     if path.exists():
         raise KeyFileError(f"refusing to overwrite existing private file {path}", path=str(path))
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")

@@ -290,10 +290,10 @@ def create_storage(folder: Path, ledger_id: str, fill: Fill) -> SqliteStorage:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{ledger_id}{LEDGER_SUFFIX}"
+    _remove_stale_builds(folder, ledger_id)  # (first: a build killed after its link is refused below, for good)
     if path.exists():
         raise LedgerUsageError(f"a ledger {ledger_id} already exists in {folder}", path=str(path))
     tmp = folder / f".{ledger_id}{LEDGER_SUFFIX}.tmp{os.getpid()}"
-    _remove_stale_builds(folder, ledger_id)
     storage: SqliteStorage | None = None
     try:
         storage = SqliteStorage(connect(tmp, create=True), tmp)

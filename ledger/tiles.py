@@ -313,8 +313,9 @@ def _previous(ledger: Ledger, out: Path) -> tuple[int, dict[str, Any]]:
 def write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None = None,
                 seals: Path | None = None, seal_files: Mapping[str, str] | None = None) -> TilesResult:
     """Write (or extend) the tlog-tiles layout of ``ledger`` in ``out`` up to its latest checkpoint (see the
-    module docstring). The checkpoint is written last: until then readers see the previous state. One run
-    at a time per folder (an exclusive lock on ``OUT/.heldout-tiles.lock``; a second run is refused)."""
+    module docstring). The checkpoint is written last: until the manifest is replaced readers see the previous
+    state, then "being updated" (exit 2) until the checkpoint is. One run at a time per folder (an exclusive
+    lock on ``OUT/.heldout-tiles.lock``; a second run is refused)."""
     out = Path(out)
     _previous(ledger, out)  # refuse a foreign folder before creating anything in it
     out.mkdir(parents=True, exist_ok=True)
@@ -444,20 +445,27 @@ def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: P
             known.add(digest)
             missing.append(digest)
     missing = sorted(set(missing) - set(present))
+    # Key files, seal files and checkpoint notes are named by the manifest: a reader refuses one the manifest
+    # does not name. They are written after the new manifest, while the checkpoint still says the old size (a
+    # reader sees "being updated", exit 2), never before it (a run killed there made every reader call the
+    # folder tampered with, exit 1, until the next run).
+    named: list[tuple[str, bytes, bool]] = []  # (path, bytes, immutable)
     key_ids = set(_strings(previous.get("keys")))
     for key in declared:
-        writer.immutable(f"{KEYS}/{key.key_id}.pub.json", key_file_bytes(key))
+        named.append((f"{KEYS}/{key.key_id}.pub.json", key_file_bytes(key), True))
         key_ids.add(key.key_id)
     if seal_files is not None:  # the logged bytes only, as an export publishes them
         for name, data in logged_seal_bytes(seal_files, seals=seals, blobs=blobs):
-            writer.replaceable(f"{SEALS}/{name}", data)
+            named.append((f"{SEALS}/{name}", data, False))
     elif seals is not None and seals.is_dir():
         for path in sorted(seals.iterdir()):
             if path.is_file() and not path.is_symlink() and not path.name.startswith("."):
-                writer.replaceable(f"{SEALS}/{path.name}", path.read_bytes())
+                named.append((f"{SEALS}/{path.name}", path.read_bytes(), False))
     seal_folder = out / SEALS
-    seal_names = sorted(p.name for p in seal_folder.iterdir() if not p.name.startswith(".")) \
+    present_seals = [p.name for p in seal_folder.iterdir() if not p.name.startswith(".")] \
         if seal_folder.is_dir() else []
+    seal_names = sorted({*present_seals, *(rel.removeprefix(f"{SEALS}/") for rel, _, _ in named
+                                           if rel.startswith(f"{SEALS}/"))})
     for checkpoint in checkpoints:
         rel = f"{CHECKPOINTS}/{checkpoint.size}.note"
         note = checkpoint.note_bytes
@@ -466,7 +474,7 @@ def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: P
             existing = out / rel
             if existing.is_file() and not existing.is_symlink() and existing.stat().st_size == len(note):
                 continue
-        writer.replaceable(rel, note)
+        named.append((rel, note, False))
     manifest = {
         "format": TILES_FORMAT, "version": TILES_VERSION, "ledger_id": ledger.ledger_id, "origin": ledger.origin,
         "size": new, "root": latest.root_b64,
@@ -475,6 +483,9 @@ def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: P
         "keys": sorted(key_ids), "seals": seal_names,
     }
     writer.replaceable(MANIFEST, canonical_bytes(manifest) + b"\n")
+    writer.sync()
+    for rel, data, immutable in named:
+        (writer.immutable if immutable else writer.replaceable)(rel, data)
     writer.sync()
     writer.replaceable(CHECKPOINT, latest.note_bytes)
     writer.sync()
@@ -1109,8 +1120,9 @@ class TilesLog(EntryList):
         reference (each a SHA-256 in hex, sorted, once); in a local folder also no file the manifest does not
         name in the folders the tiles own (``checkpoints/``, ``keys/``, ``blobs/``: hidden files included, as an
         export's reader refuses them; ``seals/``: hidden files aside, as an export's), each one reported with
-        its path. Files beside these folders and tiles beyond the size are the C2SP layout's business, not
-        reported."""
+        its path; a killed run's temporary files (``.NAME.tmpPID``, never read) aside: the folder is written in
+        place, and a crash is not tampering. Files beside these folders and tiles beyond the size are the C2SP
+        layout's business, not reported."""
         m = self.manifest
         if self.manifest_bytes != canonical_bytes(m) + b"\n":
             yield LedgerIntegrityError(f"{MANIFEST} is not in canonical form (canonical JSON and one newline)",
@@ -1162,6 +1174,8 @@ class TilesLog(EntryList):
                 continue
             expected = set(names)
             for name in found:
+                if _TEMP_NAME.fullmatch(name):  # a killed run's temporary file: never read, the next run removes it
+                    continue
                 if name not in expected and not (hidden_aside and name.startswith(".")):
                     yield LedgerIntegrityError(f"unexpected file in the tiles directory's {folder}/ (the tiles "
                                                "manifest does not name it)", file=f"{folder}/{_shown(name)}",
@@ -1203,6 +1217,8 @@ class TilesLog(EntryList):
             if names is None:
                 continue
             for name in names:
+                if _TEMP_NAME.fullmatch(name):  # a killed run's temporary file: never read, the next run removes it
+                    continue
                 if (not SHA256_HEX.fullmatch(name) or name[:2] != prefix
                         or (listed is not None and name not in expected)):
                     yield LedgerIntegrityError("a blob file in the tiles directory is not one its manifest lists",

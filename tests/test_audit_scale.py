@@ -338,6 +338,27 @@ def test_the_record_of_clean_reports_survives_a_line_cut_short(audited: tuple[Au
     assert hashlib.sha256((tmp_path / "r2.json").read_bytes()).hexdigest() not in record.digests()
 
 
+def test_a_clean_report_on_disk_is_always_in_the_record(audited: tuple[AuditFixture, Path], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record is written before the report: an audit killed while recording leaves no report, never a clean
+    report that the next ``--since`` refuses as not its own (red-team round 10: a kill between the report and
+    its record turned the next incremental audit into a failed one)."""
+    built, _ = audited
+
+    def killed(self: ReportRecord, data: bytes) -> None:
+        raise SystemExit(137)  # (as a SIGKILL would leave it: nothing after this point ran)
+
+    monkeypatch.setattr(ReportRecord, "add", killed)
+    audit(built.ledger_id, "--store", str(built.store), "--out", str(tmp_path / "r1.json"))
+    monkeypatch.undo()
+    assert not (tmp_path / "r1.json").exists()
+    code, _ = operator_audit(built, tmp_path / "r1.json")
+    assert code == 0 and hashlib.sha256((tmp_path / "r1.json").read_bytes()).hexdigest() in own_record(built).digests()
+    add_bundle(built.store, "gen1", "later", seed=66)
+    code, since = operator_audit(built, tmp_path / "r2.json", "--since", str(tmp_path / "r1.json"))
+    assert code == 0 and since["since"] is not None, since["findings"]
+
+
 def test_since_a_missing_file_is_a_usage_error(audited: tuple[AuditFixture, Path], tmp_path: Path) -> None:
     built, _ = audited
     code, output = audit(built.ledger_id, "--store", str(built.store), "--since", str(tmp_path / "nothing.json"))

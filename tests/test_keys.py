@@ -169,3 +169,37 @@ def test_cli_keys_show_unknown_is_usage_error(store_dir: Path) -> None:
     result = runner.invoke(app, ["keys", "show", "nope", "--store", str(store_dir)])
     assert result.exit_code == 2
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", [["keys", "init", "--key-id", "k2"], ["init"]], ids=["keys init", "init"])
+def test_a_key_saved_by_an_init_killed_before_trusting_it_is_trusted_by_the_rerun(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    """An init killed between saving the private key and adding its public key to the keyring left the key
+    untrusted for good: ``keys init`` refused the re-run ("already exists"), ``init`` used the key and the
+    store's own verify-reveal refused its manifests (red-team round 10). The re-run trusts the saved key."""
+    from keys.keyring import Keyring
+
+    store = tmp_path / "store"
+    monkeypatch.setenv("HELDOUT_NOW", "2026-09-01T00:00:00Z")
+
+    def killed_run() -> None:  # in a forked child: killed as SIGKILL would (no clean-up runs)
+        def killed(self: Keyring, key: TrustedKey) -> Path:
+            os._exit(9)
+
+        Keyring.add = killed  # type: ignore[method-assign]
+        runner.invoke(app, [*command, "--store", str(store)])
+        os._exit(0)
+
+    import multiprocessing
+
+    child = multiprocessing.get_context("fork").Process(target=killed_run)
+    child.start()
+    child.join(60)
+    assert child.exitcode == 9
+    saved = sorted(p.name for p in (store / "private" / "keys").glob("*.key"))
+    assert len(saved) == 1 and not list((store / "keys").glob("*.pub.json"))
+    result = runner.invoke(app, [*command, "--store", str(store)])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(runner.invoke(app, ["keys", "list", "--json", "--store", str(store)]).stdout)
+    assert [k["key_id"] for k in listed] == [saved[0].removesuffix(".key")]
+    assert sorted(p.name for p in (store / "private" / "keys").glob("*.key")) == saved  # no second key made

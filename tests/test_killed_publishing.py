@@ -344,3 +344,30 @@ def test_exchange_paths_swaps_two_folders(tmp_path: Path) -> None:
         pytest.skip("no renameat2(RENAME_EXCHANGE) here")
     assert [p.name for p in (tmp_path / "b").iterdir()] == ["from-a"]
     assert list((tmp_path / "a").iterdir()) == []
+
+
+def test_leftovers_of_a_killed_ledger_copy_and_private_write_go_with_the_next_run(tmp_path: Path,
+                                                                                  dead_pid: int) -> None:
+    """A migrate killed after linking its copy into place left ``.<id>.sqlite.tmpPID`` (a hard link to the
+    ledger) that the refused re-run never removed; a pool add killed inside its private write left
+    ``.<name>.tmpPID`` for good (red-team round 10). Each next attempt removes its dead process's leftover."""
+    from ledger.errors import LedgerUsageError
+    from ledger.sqlite import create_storage
+
+    pid = dead_pid
+    folder = tmp_path / "ledgers"
+    ledger_id = "0123456789abcdef0123"
+    folder.mkdir()
+    (folder / f"{ledger_id}.sqlite").write_bytes(b"the ledger")
+    leftover = folder / f".{ledger_id}.sqlite.tmp{pid}"
+    os.link(folder / f"{ledger_id}.sqlite", leftover)
+    with pytest.raises(LedgerUsageError, match="already exists"):
+        create_storage(folder, ledger_id, lambda storage: None)
+    assert not leftover.exists() and (folder / f"{ledger_id}.sqlite").read_bytes() == b"the ledger"
+
+    private = tmp_path / "private"
+    key_files.ensure_private_dir(private)
+    half = private / f".pool.npz.tmp{pid}"
+    half.write_bytes(b"half")
+    key_files.write_private_file(private / "pool.npz", b"whole")
+    assert not half.exists() and (private / "pool.npz").read_bytes() == b"whole"

@@ -475,10 +475,11 @@ def test_unrelated_files_beside_the_tiles_are_accepted(published: Published, tmp
     assert list(TilesLog(folder).manifest_problems()) == []
 
 
-def test_the_temporary_files_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> None:
-    """A SIGKILL inside the writer leaves ``.NAME.tmpPID`` beside the file it was writing; readers rightly report
-    it as a file the manifest does not list. The next run (which holds the folder's lock, so no other run
-    writes) removes every such leftover, and the folder verifies again."""
+def test_the_temporary_files_of_a_killed_run_are_not_tampering_and_the_next_run_removes_them(tmp_path: Path) -> None:
+    """A SIGKILL inside the writer leaves ``.NAME.tmpPID`` beside the file it was writing (a blob, a partial
+    tile, a checkpoint note): never read, not a file the manifest should list, not tampering (readers reported
+    it, exit 1, until red-team round 10: a crash alone made every verifier call the folder tampered with). The
+    next run (which holds the folder's lock, so no other run writes) removes every such leftover."""
     ledger = new_ledger(tmp_path / "ledger", entries=3)
     blobs = BlobStore(tmp_path / "blobs")
     blobs.put(b"predictions 1")
@@ -486,11 +487,15 @@ def test_the_temporary_files_of_a_killed_run_are_removed_by_the_next(tmp_path: P
     try:
         write_tiles(ledger, out, blobs=blobs)
         blob = next(p for p in (out / "blobs" / "sha256").rglob("*") if p.is_file())
-        leftovers = [blob.with_name(f".{blob.name}.tmp99999"), out / "tile" / "entries" / ".000.p.tmp4242"]
+        leftovers = [blob.with_name(f".{blob.name}.tmp99999"), out / "tile" / "entries" / ".000.p.tmp4242",
+                     out / "checkpoints" / ".4.note.tmp31337"]
         for path in leftovers:
             path.write_bytes(b"half")
         result = cli("ledger", "verify", ledger.ledger_id, "--from", str(out))
-        refused(result, 1, f".{blob.name}.tmp99999")
+        assert result.exit_code == 0, result.output
+        (out / "checkpoints" / ".4.note.tmp31337x").write_bytes(b"not a temporary name")  # the rule stays strict
+        refused(cli("ledger", "verify", ledger.ledger_id, "--from", str(out)), 1, ".4.note.tmp31337x")
+        (out / "checkpoints" / ".4.note.tmp31337x").unlink()
         write_tiles(ledger, out, blobs=blobs)
         assert not any(path.exists() for path in leftovers)
         assert cli("ledger", "verify", ledger.ledger_id, "--from", str(out)).exit_code == 0
@@ -579,3 +584,70 @@ def test_attack_tiles_served_with_a_content_coding_are_not_read_as_tampered(publ
         result = _audit_from(published, server.url, tmp_path / "report.json")
         assert result.exit_code == 2 and "Content-Encoding 'gzip'" in result.output, result.output
         assert not (tmp_path / "report.json").exists()
+
+
+def test_a_tiles_run_killed_at_any_write_leaves_no_tamper_verdict(tmp_path: Path) -> None:
+    """SIGKILL (``os._exit`` in a forked writer) before and after each file an incremental run writes: every
+    reader gets the previous state (exit 0) or "being updated" (exit 2), never exit 1 (a new checkpoint note
+    published before the manifest that names it, or its temporary file, made every verifier call the folder
+    tampered with, red-team round 10); the next run completes it and it verifies."""
+    import multiprocessing
+    import os
+    from datetime import UTC, datetime
+
+    from ledger.backend import LedgerBackend
+    from tests.test_ledger_support import bundle_entry, ledger_signer
+
+    folder = tmp_path / "ledger"
+    ledger = new_ledger(folder, entries=3)
+    ledger_id, signer = ledger.ledger_id, ledger_signer()
+    out = tmp_path / "tiles"
+    write_tiles(ledger, out)
+    ledger.append_batch([bundle_entry(i) for i in range(4, 300)], signer=signer, now=datetime(2026, 3, 2, tzinfo=UTC))
+    ledger.close()
+    pristine = tmp_path / "pristine"
+    shutil.copytree(out, pristine)
+
+    def killed_run(target: Path, point: int, before: bool) -> None:  # in the forked child
+        original, count = tiles_module._Writer._write, [0]
+
+        def dying(self: Any, rel: str, data: bytes, *, replace: bool) -> None:
+            count[0] += 1
+            if count[0] == point and before:  # its temporary file half written, not yet in place
+                path = self.root / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.with_name(f".{path.name}.tmp{os.getpid()}").write_bytes(data[:len(data) // 2])
+                os._exit(9)
+            original(self, rel, data, replace=replace)
+            if count[0] == point:
+                os._exit(9)
+
+        tiles_module._Writer._write = dying  # type: ignore[method-assign]
+        with LedgerBackend(folder=folder).open(ledger_id, read_only=True) as opened:
+            write_tiles(opened, target)
+        os._exit(0)
+
+    fork = multiprocessing.get_context("fork")
+    point, verdicts = 0, set()
+    while True:
+        point += 1
+        finished = False
+        for before in (True, False):
+            target = tmp_path / f"run-{point}-{before}"
+            shutil.copytree(pristine, target)
+            child = fork.Process(target=killed_run, args=(target, point, before))
+            child.start()
+            child.join(60)
+            finished = finished or child.exitcode == 0
+            result = cli("ledger", "verify", ledger_id, "--from", str(target))
+            assert result.exit_code in (0, 2), (point, before, result.output)
+            verdicts.add(result.exit_code)
+            if result.exit_code == 2:
+                assert "being updated" in result.output, result.output
+            with LedgerBackend(folder=folder).open(ledger_id, read_only=True) as opened:
+                write_tiles(opened, target)
+            assert cli("ledger", "verify", ledger_id, "--from", str(target)).exit_code == 0
+            shutil.rmtree(target)
+        if finished:  # the run wrote fewer files than ``point``: every write has been cut
+            break
+    assert verdicts == {0, 2} and point > 5

@@ -166,9 +166,13 @@ class AuditReport:
             "since": self.since.to_json() if self.since is not None else None,
         }
 
+    def to_bytes(self) -> bytes:
+        """The report as it is written: canonical JSON and a newline."""
+        return canonical_bytes(self.to_json()) + b"\n"
+
     def write(self, path: Path) -> bytes:
         """Write the report as canonical JSON, atomically (never a partial report). Returns the bytes."""
-        data = canonical_bytes(self.to_json()) + b"\n"
+        data = self.to_bytes()
         write_atomic(path, data)
         return data
 

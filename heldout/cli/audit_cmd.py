@@ -127,12 +127,19 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool, record: 
     """Write the report; a default location that cannot be written (a read-only copy of a store) falls back to
     the auditor's own state folder (``$XDG_STATE_HOME/heldout/audit-reports/<id>/``), and says so. An explicit
     ``--out`` that fails is an error, and so is one naming an existing file that is not an audit report (a
-    typo must not replace a key or a seal manifest). A clean report is then added to the auditor's ``record``
-    (what ``--since`` will trust); when the record cannot be written, the report is not trusted later, and
-    that is said."""
+    typo must not replace a key or a seal manifest). A clean report is added to the auditor's ``record`` (what
+    ``--since`` will trust) first, then written: a run killed between the two leaves a recorded digest with no
+    report (harmless), never a clean report the next ``--since`` refuses as not the auditor's own. When the
+    record cannot be written, the report is not trusted later, and that is said."""
     _require_replaceable(target)
+    if report.clean:
+        try:
+            record.add(report.to_bytes())
+        except OSError as exc:
+            err_console.print(f"note: the record of clean reports ({record.path}) cannot be written ({exc.strerror}):"
+                              " a later --since will not carry this report forward")
     try:
-        data = report.write(target)
+        report.write(target)
         written = target
     except (OSError, StorageError) as exc:
         code = exc.errno if isinstance(exc, OSError) else None
@@ -141,15 +148,9 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool, record: 
         # The auditor's own state folder, never a shared temporary one: there, a folder or a temporary name
         # that another user made first would take the report (or let them swap it afterwards).
         written = auditor_state_path() / "audit-reports" / report.ledger_id / "audit_report.json"
-        data = report.write(written)
+        report.write(written)
         err_console.print(f"note: {target.parent} cannot be written (read-only store?); the report went to "
                           f"{written}")
-    if report.clean:
-        try:
-            record.add(data)
-        except OSError as exc:
-            err_console.print(f"note: the record of clean reports ({record.path}) cannot be written ({exc.strerror}):"
-                              " a later --since will not carry this report forward")
     return written
 
 

@@ -6,7 +6,16 @@ from typing import Annotated
 
 import typer
 
-from heldout.cli.common import JsonFlag, StoreOption, console, handle_errors, open_store, print_json, table
+from heldout.cli.common import (
+    JsonFlag,
+    StoreOption,
+    console,
+    err_console,
+    handle_errors,
+    open_store,
+    print_json,
+    table,
+)
 from keys import Signer, TrustedKey, UsageError, verifier_key_string
 from keys.signer import check_key_id, check_key_name
 
@@ -37,11 +46,20 @@ def init(
     if key_id is None:
         signer = _rename(signer, f"{name}-{signer.public_key.fingerprint[:8]}")
     path = st.private_key_path(signer.key_id)
+    completed = False
     if path.exists():
-        raise UsageError(f"a private key {signer.key_id!r} already exists in {st.private_keys}", key_id=signer.key_id)
+        if key_id is None or st.keyring.path_for(key_id).exists():
+            raise UsageError(f"a private key {signer.key_id!r} already exists in {st.private_keys}",
+                             key_id=signer.key_id)
+        # an init of this key id killed after it saved the private key and before it trusted it: trusted now
+        signer, completed = st.load_signer(key_id), True
     trusted = TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key)
-    signer.save(path)
+    if not completed:
+        signer.save(path)
     st.keyring.add(trusted)
+    if completed:
+        err_console.print(f"note: key {signer.key_id} was saved by an earlier init that stopped before trusting "
+                          "it; it is trusted now (no new key was made)")
     if as_json:
         print_json(trusted.to_json())
     else:

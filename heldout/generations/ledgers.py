@@ -164,6 +164,8 @@ def initialise_store(store: Store, *, name: str = DEFAULT_LEDGER_NAME, key_id: s
         created_key = False
         if any(store.private_keys.glob("*.key")) or key_id is not None:
             signer = store.load_signer(key_id)
+            # (idempotent; an init killed between saving its key and trusting it left the key untrusted)
+            store.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
         else:
             fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
             signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
