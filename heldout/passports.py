@@ -40,7 +40,7 @@ from keys.note import parse_verifier_key
 from keys.safeio import DOCUMENT_LIMIT, read_in, require_in
 from ledger import BlobStore, Ledger, verify_checkpoint, verify_inclusion
 from ledger.checkpoint import Checkpoint, parse_checkpoint
-from ledger.cosignature import COSIGNATURE_BYTES, Cosignature
+from ledger.cosignature import cosignature_times
 from ledger.entries import decode_entry, genesis_key, origin_of
 from ledger.log import LogReader
 from ledger.policy import Policy, Witnessed
@@ -525,8 +525,7 @@ def _check_issued_after_evidence(passport: Passport, seal: SealEntry, bundles: S
                                 f"{latest.index} it rests on was logged ({latest.created_utc})", index=latest.index,
                                 field="issued_utc", expected=f">= {latest.created_utc}",
                                 found=format_utc(passport.issued))
-    witnessed = [Cosignature.from_note_signature(s).time for s in checkpoint.signatures
-                 if len(s.signature) == COSIGNATURE_BYTES - 4]
+    witnessed = cosignature_times(checkpoint)
     if witnessed and passport.issued < max(witnessed) - CLOCK_TOLERANCE:
         raise VerificationError(f"the passport states it was issued {format_utc(passport.issued)}, more than the "
                                 "clock tolerance (a day) before a witness cosigned the checkpoint it carries "

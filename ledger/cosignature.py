@@ -197,3 +197,10 @@ def with_cosignatures(checkpoint: Checkpoint, lines: list[str] | tuple[str, ...]
     for line in extra.splitlines(keepends=True):
         Cosignature.parse_line(line)  # each must be a well-formed cosignature line
     return parse_checkpoint(note + extra, created_utc=checkpoint.created_utc)
+
+
+def cosignature_times(checkpoint: Checkpoint) -> list[datetime]:
+    """The timestamps of the checkpoint note's cosignature/v1 lines (the 76-byte signature lines; the log's own
+    and any other kind are skipped), verified or not: what the note says of when witnesses saw it."""
+    return [Cosignature.from_note_signature(s).time for s in checkpoint.signatures
+            if len(s.signature) == COSIGNATURE_BYTES - 4]

@@ -219,7 +219,7 @@ def _evaluation() -> dict[str, Any]:
     """A stand-in for a MedEval-1 evaluation object (a real one has every member MEDEVAL-1.md lists)."""
     return {"task": "bloodmnist", "n_classes": 8, "n_test": 3, "seed": 1, "spec_version": "MedEval-1 v0.1",
             "split_origin": "gen1", "task_name": "Peripheral blood cells (8-class)", "modality": "Microscopy",
-            "kind": "image", "domain": "medicine",
+            "kind": "image", "domain": "medicine", "timestamp": "2026-01-02T00:00:00+00:00",
             "composite": {"index": 61.25, "coverage": 1, "dimensions_scored": 9}}
 
 

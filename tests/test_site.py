@@ -119,6 +119,11 @@ def test_leaderboard_document_ranks_and_separates(built: Path) -> None:
     assert all(r["rank"] is None for r in doc["unranked"])
     index = (built / "index.html").read_text()
     assert "Ranking rule" in index and "leaderboard.json" in index
+    # the public generation's board is ranked too, and says it is not held-out evidence
+    assert boards["gen2"]["held_out"] is True and boards["public"]["held_out"] is False
+    assert index.count("Not held out:") == 1
+    public_section = index[index.index('id="public--'):]
+    assert public_section.index("Not held out:") < public_section.index("</section>")
 
 
 def test_pages_make_no_external_request(built: Path) -> None:

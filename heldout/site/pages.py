@@ -439,7 +439,9 @@ def leaderboard(site: SiteData) -> tuple[dict[str, Any], str]:
     boards = []
     for (generation, tasks) in sorted(ranked):
         rows = sorted(ranked[(generation, tasks)], key=_sort_key)
+        state = site.generations.get(generation)
         boards.append({"generation": generation, "task_suite": list(tasks),
+                       "held_out": state is not None and state.membership != "public",
                        "rows": [row.to_json(i + 1) for i, row in enumerate(rows)]})
     unranked.sort(key=lambda r: (r.record.generation, r.record.model_id, r.record.entry_index))
     document = {
@@ -482,6 +484,9 @@ def _leaderboard_html(site: SiteData, doc: Mapping[str, Any]) -> str:
             families.setdefault(str(row["family"]), []).append(row)
         parts = [f'<section class="board" id="{esc(anchor)}"><h2>{esc(board["generation"])} '
                  f'<small>tasks: {esc(", ".join(board["task_suite"]))}</small></h2>']
+        if not board["held_out"]:  # (ranked beside the sealed boards, it would read as held-out evidence)
+            parts.append('<p class="note"><strong>Not held out:</strong> the cases and labels of this generation '
+                         "are published (the public split); these scores are not held-out evidence.</p>")
         for family in sorted(families):
             parts.append(f"<h3>family: {esc(family)}</h3>")
             parts.append(table(headers, [_row_cells(r, True) for r in families[family]], cls="board"))
