@@ -175,6 +175,20 @@ class BundleEntry(EntryRecord):
     EVALUATION_MEMBERS: ClassVar[tuple[str, ...]] = ("task", "seed", "spec_version", "code_fingerprint", "n_test",
                                                      "split_origin", "device")
 
+    #: What makes two bundles of one model id the same run of it, as far as their entries say: its description,
+    #: its code and its seed (the seed chooses a trained model's weights). A Thresholdout bundle's public
+    #: estimate must come from such a run: another seed of the model is another model.
+    RUN_MEMBERS: ClassVar[tuple[str, ...]] = ("seed", "model_name", "family", "params", "behaviour_version",
+                                              "code_fingerprint")
+
+    def run_difference(self, other: BundleEntry | Mapping[str, Any]) -> tuple[str, Any, Any] | None:
+        """The first of :data:`RUN_MEMBERS` where ``other`` (another bundle entry) differs, as (member, this
+        entry's, the other's); None for the same run."""
+        for member in self.RUN_MEMBERS:
+            if self.get(member) != other.get(member):
+                return member, self.get(member), other.get(member)
+        return None
+
     def evaluation_disagreement(self, evaluation: Mapping[str, Any], *, cases_for: Callable[[int], int] | None = None,
                                 sealed: datetime | None = None) -> EvaluationDisagreement | None:
         """The first member where ``evaluation`` (the blob this entry logs) is not what the entry and the task

@@ -40,7 +40,7 @@ from heldout.generations import (
 )
 from heldout.generations.budget import full_evaluation_bits
 from heldout.generations.ledgers import generations_lock
-from heldout.generations.release import THRESHOLDOUT, last_over_threshold
+from heldout.generations.release import THRESHOLDOUT
 from heldout.specs import Supersession, current_spec_version, load_supersessions, require_not_superseded
 from heldout.staging import staged_operation
 from heldout.store import Store
@@ -151,9 +151,11 @@ def require_current_by_witnesses(witnessed: datetime | None, state: GenerationSt
     require_not_superseded(supersessions, spec_version, witnessed)
 
 
-def public_estimate(ledger: Ledger, blobs: BlobStore, model_id: str, task: str) -> tuple[int, float]:
+def public_estimate(ledger: Ledger, blobs: BlobStore, model_id: str, task: str,
+                    run: Mapping[str, Any] | None = None) -> tuple[int, float]:
     """Thresholdout's public estimate of a model's score on a task: its latest bundle on the ``public``
-    generation (whose evaluations are public), as (entry index, accuracy score)."""
+    generation (whose evaluations are public), as (entry index, accuracy score); with ``run`` (the bundle entry
+    the estimate is for), that public bundle must be the same run of the model (``BundleEntry.RUN_MEMBERS``)."""
     found: BundleEntry | None = None
     for bundle in records(ledger.entries(), BundleEntry):
         if bundle.generation == "public" and bundle.model_id == model_id and bundle.task == task:
@@ -162,6 +164,12 @@ def public_estimate(ledger: Ledger, blobs: BlobStore, model_id: str, task: str) 
         raise UsageError(f"Thresholdout needs a public estimate: evaluate {model_id} on the public generation "
                          f"({task}) first", field="public_estimate", found=model_id)
     index = int(found.index or 0)
+    other_run = found.run_difference(run) if run is not None else None
+    if other_run is not None:
+        member, cited, own = other_run
+        raise UsageError(f"the latest public run of {model_id} on {task} (entry {index}) is another run of the model "
+                         f"({member} {cited!r}, this one {own!r}): evaluate this run on the public generation first",
+                         field=f"public_estimate.{member}", expected=own, found=cited)
     score = released_score(parse_json_object(blobs.get(found.evaluation_sha256),
                                              what=f"evaluation of entry {index}"))
     if score is None:
@@ -207,7 +215,7 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
         released_in_batch: set[tuple[str, str]] = set()
         # A withholding generation's entries since its seal and its per-task transcripts, read once per batch:
         # the batch's own answers are on other tasks (one bundle per task), so they change neither.
-        since_seal: dict[str, tuple[list[tuple[int, dict[str, Any]]], dict[str, Transcript]]] = {}
+        since_seal: dict[str, dict[str, Transcript]] = {}
         entries: list[dict[str, Any]] = []
         withheld: list[bool] = []
         for position, (entry, evaluation, _) in enumerate(bundles):
@@ -238,18 +246,15 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                                      "previous answer", field="task", found=task)
                 released_in_batch.add((name, task))
                 if name not in since_seal:
-                    history = list(ledger.entries(state.seal_index))
-                    since_seal[name] = (history, transcripts(history, name))
-                history, by_task = since_seal[name]
-                transcript = by_task.get(task, Transcript())
+                    since_seal[name] = transcripts(ledger.entries(state.seal_index), name)
+                transcript = since_seal[name].get(task, Transcript())
                 public_index = None
                 extra: dict[str, Any] = {}
                 if state.release_mode == THRESHOLDOUT:
-                    public_index, estimate = public_estimate(ledger, blobs, str(entry["model_id"]), task)
-                    extra = {"public_estimate": estimate, "task": task, "bundle": ledger.size + position,
+                    public_index, estimate = public_estimate(ledger, blobs, str(entry["model_id"]), task, entry)
+                    extra = {"public_estimate": estimate, "task": task,
                              "secret": read_private_file(noise_path(store, ledger.ledger_id, name, state.set_hash)),
-                             "threshold": state.release.get("threshold"), "sigma": state.release.get("sigma"),
-                             "last_over_threshold": last_over_threshold(history, name, task)}
+                             "threshold": state.release.get("threshold"), "sigma": state.release.get("sigma")}
                 record = release_record(state.release_mode, step=state.release_step, transcript=transcript,
                                         score=released_score(evaluation), **extra)
                 if public_index is not None:

@@ -61,7 +61,7 @@ def boosting_attack(mechanism: str, *, n: int, k: int, seed: int, step: float = 
                 best = released
         elif mechanism == "thresholdout":
             answer = thresholdout_answer(score, _percent(on_public, public), secret=secret, threshold=threshold,
-                                         sigma=sigma, step=step, task="attack", bundle=query,
+                                         sigma=sigma, step=step, task="attack", answer=query,
                                          last_over_threshold=last_over)
             if answer.over_threshold:
                 last_over = query

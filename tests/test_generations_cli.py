@@ -442,6 +442,22 @@ def test_prove_member_and_verify_member(env: SimpleNamespace, tmp_path: Path) ->
         assert wrong.exit_code == 2 and "no member proof file" in wrong.output, wrong.output
 
 
+
+def test_attack_a_member_proof_naming_another_task_than_its_case(env: SimpleNamespace, tmp_path: Path) -> None:
+    """The commitment binds the case id, not the ``task`` member the verdict line prints: a genuine proof edited
+    to say "pneumoniamnist" (a task gen1 does not have) was reported as a member "(pneumoniamnist, label 3)"
+    (red-team round 10). The task is the case id's, and one the generation has."""
+    seal(env, "gen1")
+    case = openings(env.store, "gen1")[3]
+    proof_path = tmp_path / "proof.json"
+    assert cli("prove-member", "gen1", case["case_id"], "--out", str(proof_path), store=env.store).exit_code == 0
+    proof = json.loads(proof_path.read_text())
+    proof["case"]["task"] = "pneumoniamnist"
+    proof_path.write_text(json.dumps(proof))
+    result = cli("verify-member", str(proof_path), store=env.store)
+    assert result.exit_code == 1 and "is not a case of task 'pneumoniamnist'" in result.output, result.output
+
+
 # --- status, states, reopening ----------------------------------------------------------------------------
 
 def test_every_state_change_is_a_ledger_entry_and_survives_reopening(env: SimpleNamespace) -> None:

@@ -133,28 +133,28 @@ def test_laplace_inverse_cdf_and_keyed_draws() -> None:
     assert laplace_quantile(0.25, 2.0) == pytest.approx(-2 * LN2)
     assert laplace_quantile(0.5, 2.0) == 0.0
     secret = bytes(range(32))
-    draws = [laplace(secret, 1.5, bundle=i, draw="xi", task="bloodmnist") for i in range(4000)]
-    assert draws == [laplace(secret, 1.5, bundle=i, draw="xi", task="bloodmnist") for i in range(4000)]  # recomputable
+    draws = [laplace(secret, 1.5, answer=i, draw="xi", task="bloodmnist") for i in range(4000)]
+    assert draws == [laplace(secret, 1.5, answer=i, draw="xi", task="bloodmnist") for i in range(4000)]  # recomputable
     assert sum(abs(d) for d in draws) / len(draws) == pytest.approx(1.5, rel=0.08)  # E|Laplace(b)| = b
     assert sum(draws) / len(draws) == pytest.approx(0.0, abs=0.1)
-    assert laplace(b"\x00" * 32, 1.5, bundle=0, draw="xi", task="t") != laplace(secret, 1.5, bundle=0, draw="xi",
+    assert laplace(b"\x00" * 32, 1.5, answer=0, draw="xi", task="t") != laplace(secret, 1.5, answer=0, draw="xi",
                                                                                    task="t")
 
 
 def test_thresholdout_answer_follows_the_paper() -> None:
     secret = bytes(32)
     # far apart (|80 - 20| = 60 >> T = 2): the held-out score plus xi ~ Lap(sigma), rounded to the step
-    far = thresholdout_answer(80.0, 20.0, secret=secret, threshold=2.0, sigma=0.5, step=1.0, task="t", bundle=5,
+    far = thresholdout_answer(80.0, 20.0, secret=secret, threshold=2.0, sigma=0.5, step=1.0, task="t", answer=5,
                               last_over_threshold=None)
     assert far.over_threshold and far.xi is not None
     assert far.value == round(80.0 + far.xi) and abs(far.value - 80.0) < 10
     # close (|50.3 - 50| = 0.3 << T = 20): the public estimate, nothing label-dependent
-    close = thresholdout_answer(50.3, 50.0, secret=secret, threshold=20.0, sigma=0.5, step=1.0, task="t", bundle=6,
+    close = thresholdout_answer(50.3, 50.0, secret=secret, threshold=20.0, sigma=0.5, step=1.0, task="t", answer=6,
                                 last_over_threshold=None)
     assert not close.over_threshold and close.value == 50.0 and close.xi is None
     # the threshold in force is T + gamma, gamma ~ Lap(2 sigma), redrawn after each over-threshold answer
     assert far.threshold - 2.0 == pytest.approx(close.threshold - 20.0)  # the same gamma until an answer is over
-    again = thresholdout_answer(50.3, 50.0, secret=secret, threshold=20.0, sigma=0.5, step=1.0, task="t", bundle=7,
+    again = thresholdout_answer(50.3, 50.0, secret=secret, threshold=20.0, sigma=0.5, step=1.0, task="t", answer=7,
                                 last_over_threshold=5)
     assert again.threshold != pytest.approx(close.threshold)
 
@@ -189,7 +189,7 @@ def test_thresholdout_generation_end_to_end(tmp_path: Path, monkeypatch: pytest.
     skills = (0.2, 0.5, 0.9, 1.4)
     for i, skill in enumerate(skills):  # the public estimate: each model's score on the public generation
         add_bundle(store, "public", f"m{i}", seed=50 + i, skill=skill, data_root=data)
-    indices = [add_bundle(store, "gen1", f"m{i}", seed=60 + i, skill=skill) for i, skill in enumerate(skills)]
+    indices = [add_bundle(store, "gen1", f"m{i}", seed=50 + i, skill=skill) for i, skill in enumerate(skills)]
     monkeypatch.setenv("HELDOUT_NOW", "2026-09-02T00:00:00Z")
     status = json.loads(cli("status", "--json", store=store).output)
     gen1 = next(g for g in status["generations"] if g["generation"] == "gen1")
@@ -228,7 +228,7 @@ def test_a_thresholdout_answer_on_the_wrong_branch_is_named_by_the_operator_audi
                 "score": "dimensions.accuracy.score", "public_estimate": round(estimate, 6),
                 "public_bundle": public_index}
 
-    index = log_withheld_bundle(store, "gen1", "liar", seed=6, skill=0.0, release=flattering)  # no skill held out
+    index = log_withheld_bundle(store, "gen1", "liar", seed=5, skill=0.0, release=flattering)  # no skill held out
     monkeypatch.setenv("HELDOUT_NOW", "2026-09-02T00:00:00Z")
     operator = cli("audit", ledger_id, "--json", store=store)
     assert operator.exit_code == 1, operator.output
@@ -255,7 +255,7 @@ def test_attack_thresholdout_estimate_from_an_older_public_run(tmp_path: Path, m
         return {"mode": "thresholdout", "value": estimate, "label_dependent": False, "bits": 0.0,
                 "score": "dimensions.accuracy.score", "public_estimate": estimate, "public_bundle": better}
 
-    index = log_withheld_bundle(store, "gen1", "picky", seed=7, skill=3.0, release=from_the_better_run)
+    index = log_withheld_bundle(store, "gen1", "picky", seed=5, skill=3.0, release=from_the_better_run)
     monkeypatch.setenv("HELDOUT_NOW", "2026-09-02T00:00:00Z")
     operator = cli("audit", ledger_id, "--json", store=store)
     assert operator.exit_code == 1, operator.output
@@ -266,3 +266,75 @@ def test_attack_thresholdout_estimate_from_an_older_public_run(tmp_path: Path, m
     third = stranger("audit", ledger_id, "--from", str(export), "--json", "--out", str(tmp_path / "r.json"))
     assert third.exit_code == 1
     assert any(f["index"] == index and expected in f["message"] for f in json.loads(third.output)["findings"])
+
+
+def test_attack_thresholdout_estimate_from_another_run_of_the_model(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Public runs are free: the operator runs a model on the public generation under several seeds (another
+    seed trains other weights) and keeps the best as the latest, then evaluates the held-out run under another
+    seed. The Thresholdout answer is then measured against another model's public score. The estimate must be
+    the same run's (seed, description, code): the operator's command refuses it, and when it is logged anyway
+    both audits and the independent replay name it (red-team round 10)."""
+    from heldout.store import Store
+    from tests.audit_support import log_withheld_bundle
+    from tests.independent.replay import ReplayFailure, replay_export
+
+    store, ledger_id, data = thresholdout_store(tmp_path)
+    add_bundle(store, "public", "seeds", seed=5, skill=3.0, data_root=data)
+    with pytest.raises(UsageError, match="is another run of the model \\(seed 5, this one 9\\)"):
+        add_bundle(store, "gen1", "seeds", seed=9, skill=0.5)
+
+    def honest_looking(ledger: Any, state: Any) -> dict[str, Any]:
+        from heldout.evaluation import public_estimate
+        from ledger import BlobStore
+
+        index, estimate = public_estimate(ledger, BlobStore(Store.open(store).blobs), "seeds", TASK)
+        return {"mode": "thresholdout", "value": round(estimate, 6), "label_dependent": False, "bits": 0.0,
+                "score": "dimensions.accuracy.score", "public_estimate": round(estimate, 6), "public_bundle": index}
+
+    index = log_withheld_bundle(store, "gen1", "seeds", seed=9, skill=0.5, release=honest_looking)
+    monkeypatch.setenv("HELDOUT_NOW", "2026-09-02T00:00:00Z")
+    words = "its public estimate is of another run of the model"
+    operator = cli("audit", ledger_id, "--json", store=store)
+    assert operator.exit_code == 1 and any(f["index"] == index and words in f["message"]
+                                           for f in json.loads(operator.output)["findings"]), operator.output
+    export = tmp_path / "export"
+    assert cli("ledger", "export", ledger_id, str(export), store=store).exit_code == 0
+    third = stranger("audit", ledger_id, "--from", str(export), "--json", "--out", str(tmp_path / "r.json"))
+    assert third.exit_code == 1
+    assert any(f["index"] == index and words in f["message"] for f in json.loads(third.output)["findings"])
+    with pytest.raises(ReplayFailure, match="public_bundle is another run of the model"):
+        replay_export(export, ledger_id)
+
+
+def test_attack_thresholdout_noise_ground_by_padding_the_ledger(tmp_path: Path) -> None:
+    """The operator holds the noise secret, so it can compute in advance what each entry index would release.
+    When the noise was keyed on the bundle's ledger index, a batch of k notes before the bundle chose among k
+    answers (the campaign moved a release from 52 to 61). The noise is keyed on the answer's place in the
+    task's transcript: notes before the bundle change nothing (red-team round 10). An over-threshold answer
+    (public score far from the held-out one) releases the held-out score plus its noise, rounded."""
+    import shutil
+
+    store, _, data = thresholdout_store(tmp_path)
+    add_bundle(store, "public", "grinder", seed=5, skill=3.0, data_root=data)
+    releases = []
+    for padding in (0, 1, 2, 3, 5, 8):
+        where = tmp_path / f"padded-{padding}"
+        shutil.copytree(store, where)
+        if padding:
+            note = tmp_path / f"notes-{padding}.jsonl"
+            note.write_text("".join(json.dumps({"text": f"padding {k}"}) + "\n" for k in range(padding)))
+            with command_clock(NOW):
+                assert cli("ledger", "append", "--type", "note", "--jsonl-file", str(note), store=where).exit_code == 0
+        index = add_bundle(where, "gen1", "grinder", seed=5, skill=0.0)
+        releases.append(_entry(where, index)["release"])
+    assert releases[0]["label_dependent"] is True  # over the threshold: the released value carries the noise
+    assert all(release == releases[0] for release in releases)
+
+
+def _entry(store: Path, index: int) -> dict[str, Any]:
+    from heldout.generations import open_ledger
+    from heldout.store import Store
+
+    with open_ledger(Store.open(store)) as ledger:
+        return dict(next(iter(ledger.entries(index, index + 1)))[1])

@@ -41,5 +41,7 @@ def test_the_release_log_equals_rebuilding_from_the_entries_before_each_bundle(a
     for index in range(3, 3 + len(answers) + 1):
         before = [(i, e) for i, e in entries if i < index]
         for task in ("bloodmnist", "pathmnist"):
-            assert log.before(task, index) == transcripts(before, "gen1").get(task, Transcript())
-            assert log.last_over_threshold(task, index) == last_over_threshold(before, "gen1", task)
+            transcript = transcripts(before, "gen1").get(task, Transcript())
+            assert log.before(task, index) == transcript
+            assert log.place(task, index) == len(transcript.answers)
+            assert log.last_over_threshold(task, index) == last_over_threshold(transcript)

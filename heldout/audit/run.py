@@ -939,6 +939,12 @@ def _check_release_record(ctx: _Context, index: int, entry: BundleEntry, state: 
             raise VerificationError(f"bundle entry {index}: its public estimate cites public bundle {public_index}, "
                                     f"not the model's latest before it ({latest})", index=index,
                                     field="release.public_bundle", expected=latest, found=public_index)
+        other_run = entry.run_difference(public_entry)
+        if other_run is not None:  # another seed or configuration under the same model id is another model
+            member, own, cited = other_run
+            raise VerificationError(f"bundle entry {index}: its public estimate is of another run of the model "
+                                    f"(public bundle {public_index} has {member} {cited!r}, this bundle {own!r})",
+                                    index=index, field=f"release.public_bundle.{member}", expected=own, found=cited)
         public_eval = parse_json_object(ctx.blob(public_entry.evaluation_sha256, index=public_index,
                                                  what="evaluation_sha256"), what=f"evaluation of entry {public_index}")
         score = released_score(public_eval)
@@ -971,7 +977,8 @@ def _check_release_value(ctx: _Context, index: int, entry: BundleEntry, state: G
         secret = ctx.source.noise_secret(state)
         answer = thresholdout_answer(score if score is not None else float("nan"), float(release["public_estimate"]),
                                      secret=secret, threshold=float(state.release["threshold"]),
-                                     sigma=float(state.release["sigma"]), step=step, task=task, bundle=index,
+                                     sigma=float(state.release["sigma"]), step=step, task=task,
+                                     answer=log.place(task, index),
                                      last_over_threshold=log.last_over_threshold(task, index))
         expected = answer.value
         if answer.over_threshold != release.get("label_dependent"):

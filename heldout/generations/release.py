@@ -35,10 +35,13 @@ bundle is admitted (before the model runs) only if the budget can pay the worst 
 
 **Noise.** Thresholdout noise comes from a 32-byte secret drawn at seal time (kept under ``private/``, its
 SHA-256 published in the manifest as ``noise_sha256``) and published at retirement, so anyone can recompute
-every draw: uniform ``u`` in (0, 1) from the first 8 bytes of SHA-256(secret || canonical {"bundle": i,
+every draw: uniform ``u`` in (0, 1) from the first 8 bytes of SHA-256(secret || canonical {"answer": k,
 "draw": name, "task": t}) read as a big-endian integer (``(x + 0.5) / 2^64``), and ``Laplace(b) = -b *
-sign(u - 1/2) * ln(1 - 2|u - 1/2|)`` (inverse CDF). ``gamma`` after the k-th over-threshold answer is drawn
-with ``bundle`` = the index of that answer's entry (the initial one with ``bundle`` = -1).
+sign(u - 1/2) * ln(1 - 2|u - 1/2|)`` (inverse CDF), with ``k`` the answer's place in the task's transcript (0
+for the first bundle on the task). ``gamma`` after an over-threshold answer is drawn with ``answer`` = that
+answer's place (the initial one with ``answer`` = -1). Not the entry's ledger index: the operator, who holds
+the secret, chooses that freely (a batch of notes before the bundle moves it) and could try each index until
+the noise suited it; an answer's place in the transcript moves only with more answers, each of them charged.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ import bisect
 import hashlib
 import math
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,20 +217,24 @@ class ReleaseLog:
         return Transcript(self.answers.get(task, ())[:position],
                           tuple(bool(flag) for flag in self.dependent.get(task, ())[:position]))
 
+    def place(self, task: str, index: int) -> int:
+        """The place in the task's transcript of the answer at entry ``index`` (the answers logged before it)."""
+        return self._position(task, index)
+
     def last_over_threshold(self, task: str, index: int) -> int | None:
-        """``last_over_threshold(<entries before index>, generation, task)``."""
+        """``last_over_threshold(<entries before index>, generation, task)``: a place in the transcript."""
         position = self._position(task, index)
         flags = self.dependent.get(task, ())
         for at in range(position - 1, -1, -1):
-            if flags[at] is True:
-                return self.indices[task][at]
+            if bool(flags[at]):  # (read as the transcript reads it; a non-boolean flag is a finding of its own)
+                return at
         return None
 
 
 # --- Thresholdout ----------------------------------------------------------------------------------------
 
-def _uniform(secret: bytes, bundle: int, draw: str, task: str) -> float:
-    digest = hashlib.sha256(secret + jcs_bytes({"bundle": bundle, "draw": draw, "task": task})).digest()
+def _uniform(secret: bytes, answer: int, draw: str, task: str) -> float:
+    digest = hashlib.sha256(secret + jcs_bytes({"answer": answer, "draw": draw, "task": task})).digest()
     (word,) = struct.unpack(">Q", digest[:8])
     return (word + 0.5) / 2.0**64
 
@@ -240,9 +247,9 @@ def laplace_quantile(u: float, scale: float) -> float:
     return -scale * math.copysign(1.0, centred) * math.log(1.0 - 2.0 * abs(centred))
 
 
-def laplace(secret: bytes, scale: float, *, bundle: int, draw: str, task: str) -> float:
+def laplace(secret: bytes, scale: float, *, answer: int, draw: str, task: str) -> float:
     """One Laplace(scale) draw by inverse CDF from the keyed uniform (module docstring)."""
-    return laplace_quantile(_uniform(secret, bundle, draw, task), scale)
+    return laplace_quantile(_uniform(secret, answer, draw, task), scale)
 
 
 @dataclass(frozen=True)
@@ -257,20 +264,21 @@ class ThresholdoutAnswer:
 def thresholdout_threshold(secret: bytes, threshold: float, sigma: float, task: str,
                            last_over_threshold: int | None) -> float:
     """The noisy threshold in force: T + gamma, gamma redrawn after each over-threshold answer."""
-    return threshold + laplace(secret, 2 * sigma, bundle=-1 if last_over_threshold is None else last_over_threshold,
+    return threshold + laplace(secret, 2 * sigma, answer=-1 if last_over_threshold is None else last_over_threshold,
                                draw="gamma", task=task)
 
 
 def thresholdout_answer(holdout: float, public: float, *, secret: bytes, threshold: float, sigma: float,
-                        step: float, task: str, bundle: int, last_over_threshold: int | None) -> ThresholdoutAnswer:
-    """Dwork et al.'s Thresholdout for one query: the public estimate unless |holdout - public| > T_hat + eta,
-    else holdout + xi, clipped to [0, 100] and rounded to ``step``."""
+                        step: float, task: str, answer: int, last_over_threshold: int | None) -> ThresholdoutAnswer:
+    """Dwork et al.'s Thresholdout for one query, the ``answer``-th on the task (its place in the transcript;
+    ``last_over_threshold`` the place of the last over-threshold one): the public estimate unless
+    |holdout - public| > T_hat + eta, else holdout + xi, clipped to [0, 100] and rounded to ``step``."""
     if not (math.isfinite(holdout) and math.isfinite(public)):
         raise MalformedInput("Thresholdout needs finite scores", found=[holdout, public])
     t_hat = thresholdout_threshold(secret, threshold, sigma, task, last_over_threshold)
-    eta = laplace(secret, 4 * sigma, bundle=bundle, draw="eta", task=task)
+    eta = laplace(secret, 4 * sigma, answer=answer, draw="eta", task=task)
     if abs(holdout - public) > t_hat + eta:
-        xi = laplace(secret, sigma, bundle=bundle, draw="xi", task=task)
+        xi = laplace(secret, sigma, answer=answer, draw="xi", task=task)
         noisy = min(SCORE_HIGH, max(SCORE_LOW, holdout + xi))
         return ThresholdoutAnswer(round(round(noisy / step) * step, 6), True, eta, xi, t_hat)
     return ThresholdoutAnswer(round(public, 6), False, eta, None, t_hat)
@@ -280,9 +288,9 @@ def thresholdout_answer(holdout: float, public: float, *, secret: bytes, thresho
 
 def release_record(mode: str, *, step: float, transcript: Transcript, score: float | None,
                    public_estimate: float | None = None, secret: bytes | None = None,
-                   threshold: float | None = None, sigma: float | None = None, task: str = "",
-                   bundle: int = 0, last_over_threshold: int | None = None) -> dict[str, Any]:
-    """The ``release`` member of a withheld bundle entry: what is public about it, and its charge."""
+                   threshold: float | None = None, sigma: float | None = None, task: str = "") -> dict[str, Any]:
+    """The ``release`` member of a withheld bundle entry that answers after ``transcript``: what is public about
+    it, and its charge."""
     if mode == LADDER:
         value = None if score is None else ladder_release(score, transcript.best(), step)
         dependent = value is not None
@@ -296,7 +304,8 @@ def release_record(mode: str, *, step: float, transcript: Transcript, score: flo
             raise UsageError("the held-out score is not scored: Thresholdout has nothing to compare",
                              field="score")
         answer = thresholdout_answer(score, public_estimate, secret=secret, threshold=threshold, sigma=sigma,
-                                     step=step, task=task, bundle=bundle, last_over_threshold=last_over_threshold)
+                                     step=step, task=task, answer=len(transcript.answers),
+                                     last_over_threshold=last_over_threshold(transcript))
         dependent = answer.over_threshold
         record = {"mode": THRESHOLDOUT, "value": answer.value, "label_dependent": dependent,
                   "public_estimate": round(public_estimate, 6)}
@@ -307,13 +316,9 @@ def release_record(mode: str, *, step: float, transcript: Transcript, score: flo
     return record
 
 
-def last_over_threshold(entries: Sequence[tuple[int, Mapping[str, Any]]], generation: str, task: str) -> int | None:
-    """Index of the last over-threshold (label-dependent) Thresholdout answer on (generation, task)."""
-    last = None
-    for index, answered, _, dependent in _answers(records(entries, BundleEntry), generation):
-        if answered == task and dependent is True:
-            last = index
-    return last
+def last_over_threshold(transcript: Transcript) -> int | None:
+    """The place in ``transcript`` of its last over-threshold (label-dependent) Thresholdout answer."""
+    return max((place for place, flag in enumerate(transcript.label_dependent) if flag), default=None)
 
 
 def withheld_view(entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from heldout.entries import IntentEntry, PoolEntry, RevealEntry, SealEntry, entry_record, records
+from heldout.generations.cases import case_id, task_of
 from heldout.generations.commitments import MemberProof
 from heldout.generations.draw import DrawRecord, check_drawn_before_sealed, recompute_seed
 from heldout.generations.reveal import verify_reveal
@@ -306,6 +307,13 @@ def verify_member_proof(proof_doc: Any, manifest_data: bytes, trusted: PublicKey
         raise VerificationError("the proof is for another generation or set hash than the manifest",
                                 field="set_hash", expected=manifest.set_hash, found=proof.set_hash)
     proof.verify(manifest.set_hash)
+    # What the verdict states beside the commitment: the task is the one its case id names (the commitment
+    # binds the case id), one the generation has, and the case id names the content's hash (the id's rule).
+    if task_of(proof.case_id) != proof.task or proof.task not in manifest.task_counts \
+            or proof.case_id != case_id(proof.task, proof.content_sha256):
+        raise VerificationError(f"the proof's case {proof.case_id} is not a case of task {proof.task!r} with its "
+                                f"content hash on {manifest.generation}", field="case.task", found=proof.task,
+                                expected=sorted(manifest.task_counts))
     return proof
 
 

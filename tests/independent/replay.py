@@ -1159,6 +1159,10 @@ class _Replay:
                 if release.get("public_bundle") != (earlier[-1] if earlier else None):
                     raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: public_bundle is not the model's "
                                         "latest public bundle of the task")
+                if any(self.entries[earlier[-1]].get(member) != entry.get(member) for member in
+                       ("seed", "model_name", "family", "params", "behaviour_version", "code_fingerprint")):
+                    raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: public_bundle is another run of the "
+                                        "model (seed or configuration)")
             # UTC times in the one textual form compare as strings
             if not seal[1]["created_utc"] <= entry["created_utc"] < seal[1]["expiry_utc"]:
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made while {name} was not current")
