@@ -239,6 +239,11 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                                      field=disagreement.member, expected=disagreement.expected,
                                      found=disagreement.found, position=position)
             entry = dict(entry)
+            if state.membership != "public":
+                # An unsalted hash of the sealed labels is a public statement about them: on a small task set
+                # anyone could recover the labels by enumeration before the reveal. The audit needs no such
+                # hash (it re-derives every number from the labels), so a sealed generation's entry carries none.
+                entry.pop("labels_hash", None)
             if state.withholding and state.release_step is not None:
                 task = str(entry["task"])
                 if (name, task) in released_in_batch:  # each answer depends on the logged one before it

@@ -61,9 +61,19 @@ class LedgerBackend:
         ledger is opened so that it is never written; a PostgreSQL session refuses writes)."""
         ledger_id = self.locate(ledger_id_or_prefix)
         if self.database is not None:
-            return Ledger.open_storage(postgres.open_storage(self.database, ledger_id, read_only=read_only))
-        assert self.folder is not None
-        return Ledger.open(self.folder / f"{ledger_id}{sqlite.LEDGER_SUFFIX}", read_only=read_only)
+            opened = Ledger.open_storage(postgres.open_storage(self.database, ledger_id, read_only=read_only))
+        else:
+            assert self.folder is not None
+            opened = Ledger.open(self.folder / f"{ledger_id}{sqlite.LEDGER_SUFFIX}", read_only=read_only)
+        if opened.ledger_id != ledger_id:
+            # The id is the genesis entry's hash: a file or schema named for one ledger that holds another's
+            # rows (renamed or swapped by whoever holds the database) is not that ledger, whatever it verifies as.
+            found = opened.ledger_id
+            opened.close()
+            raise LedgerIntegrityError(f"the ledger stored as {ledger_id} is ledger {found} (its genesis entry hashes "
+                                       "to another id): its file or schema was renamed or swapped", expected=ledger_id,
+                                       found=found, location=str(self.database or self.folder))
+        return opened
 
     def create_storage(self, ledger_id: str, fill: Fill) -> LedgerStorage:
         if self.database is not None:

@@ -56,6 +56,7 @@ _import_sqlite_utils_without_pandas()
 from sqlite_utils import Database  # noqa: E402  (after the import above, which decides how it loads)
 from sqlite_utils.migrations import Migrations  # noqa: E402
 
+from keys.names import ASCII_DIGITS  # noqa: E402
 from ledger.errors import LedgerStorageError, LedgerUsageError, database_error  # noqa: E402
 
 SCHEMA_VERSION = 2
@@ -185,11 +186,18 @@ def connect(path: Path, *, create: bool = False, read_only: bool = False) -> Dat
     return _checked_version(db, path, version)
 
 
+def readable_schema(version: object) -> bool:
+    """Whether a stored ``schema_version`` is one this code reads: a decimal number (ASCII digits: whoever holds
+    the database may write anything there) from 1 to :data:`SCHEMA_VERSION`."""
+    return isinstance(version, str) and ASCII_DIGITS.fullmatch(version) is not None \
+        and 1 <= int(version) <= SCHEMA_VERSION
+
+
 def _checked_version(db: Database, path: Path, version: tuple[str] | None) -> Database:
-    if version is None or int(version[0]) > SCHEMA_VERSION:
+    if version is None or not readable_schema(version[0]):
         db.close()
         raise LedgerUsageError(
-            f"{path} has ledger schema {version[0] if version else '?'}; this heldout reads up to "
+            f"{path} has ledger schema {str(version[0])[:20] if version else '?'}; this heldout reads up to "
             f"{SCHEMA_VERSION}", path=str(path), expected=SCHEMA_VERSION,
-            found=version[0] if version else None)
+            found=str(version[0])[:20] if version else None)
     return db

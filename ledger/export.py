@@ -57,7 +57,7 @@ from ledger.ledger import Ledger
 from ledger.published import EntryList, check_replayed_claims
 from ledger.replay import CheckpointClaim, EntryFn, ProgressFn, ReplayReport, replay
 from ledger.rfc6962 import leaf_hash
-from ledger.tree import HashTree, MemoryNodes
+from ledger.tree import CompactRange, HashTree, MemoryNodes
 from seals import canonical_bytes, parse_json_object
 
 EXPORT_FORMAT = "heldout-ledger-export"
@@ -119,6 +119,10 @@ def export_ledger(ledger: Ledger, dest: Path, *, blobs: BlobStore | None = None,
     return manifest
 
 
+#: Leaf hashes folded into the export's compact range at a time; no interior node is kept (only the root).
+_LEAF_BATCH, _KEEP_NO_NODES = 4096, 64
+
+
 def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | None,
            seal_files: Mapping[str, str] | None) -> dict[str, Any]:
     with ledger.snapshot():  # entries and checkpoints of the same state
@@ -126,18 +130,30 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
         size = checkpoints[-1].size
         digest = hashlib.sha256()
         referenced: dict[str, None] = {}
+        tree, leaves = CompactRange(), []  # the root the entries give, as a verifier will compute it
         with open(out / ENTRIES, "wb") as handle:
             for index, data in ledger.entries_bytes(0, size):
                 line = data + b"\n"
                 handle.write(line)
                 digest.update(line)
+                leaves.append(leaf_hash(data))
+                if len(leaves) == _LEAF_BATCH:
+                    tree.extend(leaves, _KEEP_NO_NODES)
+                    leaves.clear()
                 for ref in blob_references(decode_entry(data, index=index)):
                     referenced.setdefault(ref)
             handle.flush()
             os.fsync(handle.fileno())
         for checkpoint in checkpoints:
             _write_file(out / CHECKPOINTS / f"{checkpoint.size}.note", checkpoint.note_bytes)
-        root = ledger.root(size)
+        tree.extend(leaves, _KEEP_NO_NODES)
+        root = tree.root()
+        if root != checkpoints[-1].root:
+            # The stored tree (whence ledger.root) can disagree with the entries in a damaged database: what is
+            # published is what the entries give, and it must be the signed root, or nothing is published.
+            raise LedgerIntegrityError(f"the ledger's entries do not give the root its checkpoint {size} signs (a "
+                                       "damaged ledger: run heldout ledger verify); nothing was published",
+                                       size=size, expected=checkpoints[-1].root_b64, found=b64encode(root))
         keys = _ledger_keys(ledger)
 
     copied: list[str] = []

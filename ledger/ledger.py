@@ -88,6 +88,19 @@ def _ahead(now: datetime) -> datetime:
         return datetime.max.replace(tzinfo=None if now.tzinfo is None else UTC)
 
 
+def _signed_head(storage: LedgerStorage, size: int) -> CheckpointRow | None:
+    """Inside a write transaction: the last checkpoint's row, refused when entries lie past it. Every append
+    writes its entries and their checkpoint in one transaction, so such entries were written by something else
+    (rows inserted into the database directly): signing over them would vouch for bytes and leaf hashes nothing
+    here validated."""
+    row = storage.latest_checkpoint_row()
+    if row is not None and row[0] != size:
+        raise LedgerIntegrityError(f"the ledger holds {size - row[0]} entries past its last signed checkpoint "
+                                   f"({row[0]}), written outside heldout: nothing is signed over them (run heldout "
+                                   "ledger verify)", size=size, expected=row[0], found=size)
+    return row
+
+
 class Ledger(ProvingLog):
     """One ledger, on whichever backend holds its rows (``ledger.storage``): a SQLite file (:meth:`create`,
     :meth:`open`) or a PostgreSQL schema (``ledger.backend``). Close it (or use it as a context manager)."""
@@ -287,9 +300,10 @@ class Ledger(ProvingLog):
             self._tree.cache_clear()  # it may hold nodes of the rolled-back transaction
             raise
 
-    def _sign_head(self, size: int, root: bytes, signer: Signer, created: str) -> tuple[Checkpoint, bool]:
-        """Inside the write transaction: sign ``(size, root)`` after checking it against the last checkpoint."""
-        row = self.storage.latest_checkpoint_row()
+    def _sign_head(self, size: int, root: bytes, signer: Signer, created: str,
+                   row: CheckpointRow | None) -> tuple[Checkpoint, bool]:
+        """Inside the write transaction: sign ``(size, root)`` after checking it against the last checkpoint
+        (``row``, as the transaction read it)."""
         if row is not None:
             parsed = self._parsed_head
             last = parsed[1] if parsed is not None and parsed[0] == row else self._checkpoint_row(row)
@@ -393,6 +407,7 @@ class Ledger(ProvingLog):
             if expected_size is not None and size != expected_size:
                 raise AppendConflict("the ledger grew before this append: another writer came first",
                                      expected=expected_size, found=size)
+            signed_head = _signed_head(storage, size)
             self._check_time(first_entry_time)
             tree = CompactRange.of(self._tree.frontier(size))
             rows = [(size + offset, kind, data, _sha256(LEAF_PREFIX + data).digest(), created)
@@ -400,7 +415,7 @@ class Ledger(ProvingLog):
             nodes = tree.extend((row[3] for row in rows), MIN_NODE_LEVEL)
             storage.insert_entries(rows)
             storage.insert_nodes(nodes)
-            signed = self._sign_head(tree.size, tree.root(), signer, created)
+            signed = self._sign_head(tree.size, tree.root(), signer, created, signed_head)
             if last_entry_time is not None:  # the created_utc that parsing the last entry's bytes gives
                 self._last_time = ((rows[-1][0], rows[-1][2]), last_entry_time)
         self._signed(*signed)
@@ -411,7 +426,8 @@ class Ledger(ProvingLog):
         self._check_signer(signer)
         with self._write() as storage:
             size = storage.tree_size()
-            signed = self._sign_head(size, self._tree.root_at(size), signer, format_utc(now))
+            signed = self._sign_head(size, self._tree.root_at(size), signer, format_utc(now),
+                                     _signed_head(storage, size))
         return self._signed(*signed)
 
     # witnessing -------------------------------------------------------------------------------------------

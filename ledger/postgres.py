@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ledger.db import MIN_NODE_LEVEL, SCHEMA_VERSION
+from ledger.db import MIN_NODE_LEVEL, SCHEMA_VERSION, readable_schema
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerError, LedgerIntegrityError, LedgerStorageError, LedgerUsageError
 from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row, stored_hashes
@@ -94,7 +94,12 @@ def display_url(text: str) -> str:
     if any(key == "password" for key, _ in query):
         masked = [(key, "***" if key == "password" else value) for key, value in query]
         parts = parts._replace(query=urllib.parse.urlencode(masked, safe="/*"))
-    return urllib.parse.urlunsplit(parts)
+    shown = urllib.parse.urlunsplit(parts)
+    if not parts.netloc and text.strip().startswith(f"{parts.scheme}://"):
+        # a socket URL (postgresql:///db?host=/run/...): urlunsplit drops the empty authority's "//", and
+        # "postgresql:/db" is no URL libpq reads
+        shown = f"{parts.scheme}://{shown[len(parts.scheme) + 1:]}"
+    return shown
 
 
 def schema_of(ledger_id: str) -> str:
@@ -430,10 +435,11 @@ def open_storage(url: str, ledger_id: str, *, read_only: bool = False) -> Postgr
     except BaseException:
         conn.close()
         raise
-    if version is None or int(version) > SCHEMA_VERSION:
+    if not readable_schema(version):
         conn.close()
-        raise LedgerUsageError(f"{storage.location} has ledger schema {version or '?'}; this heldout reads up to "
-                               f"{SCHEMA_VERSION}", expected=SCHEMA_VERSION, found=version)
+        shown = str(version)[:20] if version is not None else "?"
+        raise LedgerUsageError(f"{storage.location} has ledger schema {shown}; this heldout reads up to "
+                               f"{SCHEMA_VERSION}", expected=SCHEMA_VERSION, found=shown)
     return storage
 
 

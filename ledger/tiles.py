@@ -301,7 +301,12 @@ def _previous(ledger: Ledger, out: Path) -> tuple[int, dict[str, Any]]:
                                found=manifest.get("ledger_id"))
     published = verify_checkpoint((out / CHECKPOINT).read_bytes(), name=ledger.key.name,
                                   key=ledger.key.public_key, origin=ledger.origin)
-    if published.size > ledger.size or ledger.root(published.size) != published.root:
+    signed = ledger.checkpoint_at(published.size) if published.size <= ledger.size else None
+    # The ledger's own signed checkpoint of that size, not only the stored tree: a database edited under the
+    # same key (an entry rewritten and its checkpoint re-signed, the stored hashes left) keeps the old root in
+    # its nodes while it signs another; republishing over the published one would fork the folder.
+    if published.size > ledger.size or ledger.root(published.size) != published.root \
+            or (signed is not None and signed.root != published.root):
         raise LedgerIntegrityError(f"{out} publishes a history this ledger does not extend (size "
                                    f"{published.size}); write to a new folder", path=str(out),
                                    checkpoint=published.size)

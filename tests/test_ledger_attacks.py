@@ -458,3 +458,97 @@ def test_attack_crafted_sqlite_file_read_by_proofs_and_entries(tmp_path: Path) -
     touched = {"entry 5", "entries", *(f"inclusion {i}" for i in range(16)), *(f"root {n}" for n in range(7, 16)),
                *(f"consistency {m}" for m in range(1, 17))}
     assert set(refused) == touched, sorted(set(refused) ^ touched)
+
+
+# --- the operator who holds the database (red-team round 10) ------------------------------------------------------
+
+def test_attack_a_ledger_id_that_holds_another_ledgers_rows(ledger_backend: LedgerBackend, tmp_path: Path) -> None:
+    """Two ledgers in one backend, their rows swapped (SQLite files renamed, PostgreSQL schemas renamed): asked for
+    A, every command answered with B's history and exit 0. The id is the genesis hash: opening A refuses."""
+    first = new_ledger(ledger_backend, entries=2)
+    second = new_ledger(ledger_backend, entries=1, name="other lab")
+    a, b = first.ledger_id, second.ledger_id
+    first.close()
+    second.close()
+    if ledger_backend.database is None:
+        assert ledger_backend.folder is not None
+        folder = ledger_backend.folder
+        (folder / f"{a}.sqlite").rename(folder / "swap")
+        (folder / f"{b}.sqlite").rename(folder / f"{a}.sqlite")
+        (folder / "swap").rename(folder / f"{b}.sqlite")
+    else:
+        import psycopg
+
+        with psycopg.connect(ledger_backend.database, autocommit=True) as conn:
+            conn.execute(f"ALTER SCHEMA ledger_{a} RENAME TO swap")
+            conn.execute(f"ALTER SCHEMA ledger_{b} RENAME TO ledger_{a}")
+            conn.execute(f"ALTER SCHEMA swap RENAME TO ledger_{b}")
+    with pytest.raises(LedgerIntegrityError, match=f"the ledger stored as {a} is ledger {b}") as caught:
+        ledger_backend.open(a)
+    assert caught.value.exit_code == 1
+
+
+def test_attack_rows_inserted_past_the_last_checkpoint_are_never_signed(ledger: Ledger) -> None:
+    """An entry row written into the database at the next index (by a role with INSERT alone, the triggers
+    satisfied) was signed by the next ordinary append: a random leaf hash under a signed root, or an entry dated
+    2020 that the append itself refuses. Entries past the last checkpoint are refused by every writer."""
+    data = canonical_bytes(bundle_entry(99))
+    tamper_database(ledger, f"INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES ({SIZE}, 'bundle', "
+                            f"x'{data.hex()}', x'{'ab' * 32}', '2020-01-01T00:00:00Z')")
+    signer = ledger_signer()
+    for write in (lambda: ledger.append(bundle_entry(100), signer=signer, now=T0),
+                  lambda: ledger.checkpoint(signer=signer, now=T0)):
+        with pytest.raises(LedgerIntegrityError, match="entries past its last signed checkpoint") as caught:
+            write()
+        assert caught.value.exit_code == 1
+    assert ledger.latest_checkpoint().size == SIZE
+
+
+def test_a_schema_version_that_is_not_a_number_is_a_usage_error(ledger: Ledger,
+                                                                 ledger_backend: LedgerBackend) -> None:
+    """Whoever holds the database may write anything in meta: 'abc' or '2.0' gave a traceback, where '3' gave
+    "has ledger schema 3"."""
+    tamper_database(ledger, "UPDATE meta SET value = '2.0' WHERE key = 'schema_version'")
+    ledger.close()
+    with pytest.raises(HeldoutError, match=r"has ledger schema 2\.0; this heldout reads up to") as caught:
+        ledger_backend.open(ledger.ledger_id)
+    assert caught.value.exit_code == 2
+
+
+def test_attack_an_export_of_a_ledger_whose_stored_tree_disagrees_with_its_entries(
+        ledger: Ledger, ledger_backend: LedgerBackend, tmp_path: Path) -> None:
+    """A stored node changed: ``ledger verify`` said so, ``ledger export`` published a manifest root taken from
+    the bad node (exit 0), and the third-party audit then blamed the export. The export publishes the root the
+    entries give, and only when it is the signed one: here it is (the entries are intact), and the export
+    verifies; with an entry rewritten (its leaf hash too), nothing is published."""
+    ledger.append_batch([bundle_entry(i) for i in range(20, 40)], signer=ledger_signer(), now=T0)
+    tamper_database(ledger, f"UPDATE nodes SET hash = x'{'cd' * 32}' WHERE level = 4 AND idx = 0")
+    ledger.close()
+    with ledger_backend.open(ledger.ledger_id) as damaged:
+        export_ledger(damaged, tmp_path / "export")
+        assert open_export(tmp_path / "export").verify().root == damaged.latest_checkpoint().root
+        data = canonical_bytes(bundle_entry(77))
+        leaf = hashlib.sha256(bytes(1) + data).hexdigest()  # RFC 6962: H(0x00 || entry)
+        tamper_database(damaged, f"UPDATE entries SET data = x'{data.hex()}', leaf_hash = x'{leaf}' WHERE idx = 3")
+    with ledger_backend.open(ledger.ledger_id) as rewritten, \
+            pytest.raises(LedgerIntegrityError, match="nothing was published"):
+        export_ledger(rewritten, tmp_path / "second")
+    assert not (tmp_path / "second").exists()
+
+
+def test_attack_tiles_republished_over_a_checkpoint_the_ledger_re_signed(ledger: Ledger,
+                                                                         tmp_path: Path) -> None:
+    """An entry rewritten and its checkpoint re-signed under the same key, the stored hashes left: ``ledger
+    tiles`` compared the stored tree with the published checkpoint, found them equal, and rewrote the folder's
+    checkpoint with the new root (exit 0). The ledger's own signed checkpoint of the published size decides."""
+    from ledger.tiles import write_tiles
+
+    out = tmp_path / "tiles"
+    write_tiles(ledger, out)
+    published = ledger.latest_checkpoint()
+    forged = sign_checkpoint(ledger.origin, published.size, b"\x07" * 32, ledger_signer(),
+                             created_utc=published.created_utc)
+    tamper_database(ledger, f"UPDATE checkpoints SET root = x'{forged.root.hex()}', note = "
+                            f"'{forged.note}' WHERE size = {published.size}")
+    with pytest.raises(LedgerIntegrityError, match="publishes a history this ledger does not extend"):
+        write_tiles(ledger, out)

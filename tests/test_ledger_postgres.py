@@ -190,6 +190,10 @@ def test_urls_with_a_password_are_refused_and_never_shown() -> None:
             database_url(url)
         assert "s3cret" not in caught.value.message and "s3cret" not in json.dumps(caught.value.evidence)
     assert display_url("postgresql://app:s3cret@db/x") == "postgresql://app:***@db/x"
+    # a socket URL keeps its empty authority's "//" (shown as "postgresql:/db", it was no URL libpq reads)
+    assert display_url("postgresql:///heldout?host=/run/pg") == "postgresql:///heldout?host=/run/pg"
+    assert display_url("postgresql:///heldout?host=/run/pg&password=s3cret") == \
+        "postgresql:///heldout?host=/run/pg&password=***"
     assert database_url("postgresql://app@db.example/heldout?service=ledger") == \
         "postgresql://app@db.example/heldout?service=ledger"
 

@@ -215,10 +215,11 @@ def test_on_demand_checkpoint_never_signs_a_size_twice(ledger_backend: LedgerBac
 def test_signing_rules_refuse_a_second_root_or_a_smaller_size(ledger_backend: LedgerBackend) -> None:
     signer = ledger_signer()
     with new_ledger(ledger_backend, entries=3) as ledger:
-        with pytest.raises(CheckpointError, match="second root"), ledger._write():
-            ledger._sign_head(4, hashlib.sha256(b"other").digest(), signer, "2026-03-01T12:00:00Z")
-        with pytest.raises(CheckpointError, match="smaller size"), ledger._write():
-            ledger._sign_head(2, ledger.root(2), signer, "2026-03-01T12:00:00Z")
+        with pytest.raises(CheckpointError, match="second root"), ledger._write() as storage:
+            ledger._sign_head(4, hashlib.sha256(b"other").digest(), signer, "2026-03-01T12:00:00Z",
+                              storage.latest_checkpoint_row())
+        with pytest.raises(CheckpointError, match="smaller size"), ledger._write() as storage:
+            ledger._sign_head(2, ledger.root(2), signer, "2026-03-01T12:00:00Z", storage.latest_checkpoint_row())
         assert [c.size for c in ledger.checkpoints()] == [1, 2, 3, 4]
 
 

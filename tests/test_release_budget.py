@@ -338,3 +338,16 @@ def _entry(store: Path, index: int) -> dict[str, Any]:
 
     with open_ledger(Store.open(store)) as ledger:
         return dict(next(iter(ledger.entries(index, index + 1)))[1])
+
+
+def test_a_sealed_generation_bundle_states_no_hash_of_its_labels(tmp_path: Path) -> None:
+    """An unsalted hash of the sealed labels in every public bundle entry let anyone recover them by enumeration
+    on a small task set, before the reveal (the campaign recovered 20 binary labels from one entry, red-team
+    round 10). Only the public generation's entries state it; the audit re-derives every number from the
+    labels, so the sealed ones lose no check."""
+    store, ledger_id, data = thresholdout_store(tmp_path)
+    public = add_bundle(store, "public", "m", seed=5, skill=0.9, data_root=data)
+    sealed = add_bundle(store, "gen1", "m", seed=5, skill=0.9)
+    assert "labels_hash" in _entry(store, public) and "labels_hash" not in _entry(store, sealed)
+    with command_clock("2026-09-02T00:00:00Z"):
+        assert cli("audit", ledger_id, "--json", store=store).exit_code == 0

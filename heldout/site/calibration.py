@@ -43,9 +43,12 @@ class RevealedLabels:
                 entry = self.site.export.entry(index)
                 _, labels = revealed_labels(reveal, str(entry.get("task")))
                 bins = None
-                if len(labels) and sha256_hex(labels_bytes(labels)) == entry.get("labels_hash"):
+                stated = entry.get("labels_hash")  # (a sealed generation's entry states none: its labels stay
+                # unhashed until the reveal; the audit binds them by re-deriving the bundle)
+                if len(labels) and (stated is None or sha256_hex(labels_bytes(labels)) == stated):
                     stored = StoredPredictions.from_npz_bytes(self.site.export.blob(str(entry["predictions_sha256"])))
-                    bins = prepare(calibration_bins(stored.clean_probs, labels))
+                    if len(stored.clean_probs) == len(labels):
+                        bins = prepare(calibration_bins(stored.clean_probs, labels))
                 self._bins[index] = bins
             found = self._bins[index]
             if found is not None:
