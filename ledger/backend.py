@@ -87,7 +87,7 @@ class LedgerBackend:
 
 
 #: ``scheme://``: what a URL begins with (RFC 3986's scheme), never a folder's name as an operator writes one.
-_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://.*", re.DOTALL)
 
 
 def backend_at(text: str) -> LedgerBackend:
@@ -96,7 +96,7 @@ def backend_at(text: str) -> LedgerBackend:
     ledger files."""
     if postgres.is_database_url(text):
         return LedgerBackend(database=text)
-    if _URL_SCHEME.match(text.strip()):
+    if _URL_SCHEME.fullmatch(text.strip()):
         raise LedgerUsageError("a ledger location is a postgresql:// URL or a folder; this names another kind of "
                                "URL", found=postgres.display_url(text)[:80])
     return LedgerBackend(folder=Path(text))

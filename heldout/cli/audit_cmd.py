@@ -132,12 +132,12 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool, record: 
     report (harmless), never a clean report the next ``--since`` refuses as not the auditor's own. When the
     record cannot be written, the report is not trusted later, and that is said."""
     _require_replaceable(target)
+    unrecorded: OSError | None = None
     if report.clean:
         try:
             record.add(report.to_bytes())
-        except OSError as exc:
-            err_console.print(f"note: the record of clean reports ({record.path}) cannot be written ({exc.strerror}):"
-                              " a later --since will not carry this report forward")
+        except OSError as exc:  # said once the report is written (a failing disk fails that too: one error)
+            unrecorded = exc
     try:
         report.write(target)
         written = target
@@ -151,6 +151,9 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool, record: 
         report.write(written)
         err_console.print(f"note: {target.parent} cannot be written (read-only store?); the report went to "
                           f"{written}")
+    if unrecorded is not None:
+        err_console.print(f"note: the record of clean reports ({record.path}) cannot be written "
+                          f"({unrecorded.strerror}): a later --since will not carry this report forward")
     return written
 
 

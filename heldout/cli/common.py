@@ -246,13 +246,16 @@ def _run_main(run: Callable[..., Any], args: Sequence[str] | None, prog_name: st
     """Run a click command so that every failure is one line with its exit code: usage errors (exit 2) as
     ``heldout CMD: error: ...``, the project's errors as :func:`fail` prints them."""
     argv = list(sys.argv[1:] if args is None else args)
-    blank = next((position for position, arg in enumerate(argv, 1) if _blank_value(arg)), None)
+    blank = next((position for position, arg in enumerate(argv) if _blank_value(arg)), None)
     if blank is not None:
         # No heldout value is blank; a blank path would be read as the current folder ("--store ''" made a
         # store, private key included, wherever the command ran).
+        arg = argv[blank]
+        what = (f"the value of {arg.split('=', 1)[0]}" if arg.startswith("--") else
+                f"the value of {argv[blank - 1]}" if blank and argv[blank - 1].startswith("-") else
+                f"argument {blank + 1}")
         err_console.print(Text("heldout: error: ", style="bold red") + Text(
-            f"argument {blank} is empty or only whitespace: every value heldout takes is non-blank (see: heldout "
-            "--help)"))
+            f"{what} is empty or only whitespace: every value heldout takes is non-blank (see: heldout --help)"))
         if standalone_mode:
             sys.exit(2)
         return 2
