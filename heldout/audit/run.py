@@ -588,7 +588,8 @@ def _decode_entries(ctx: _Context) -> None:
 
 def _load_generations(ctx: _Context) -> None:
     try:
-        ctx.generations = load_generations(sorted(ctx.entries.items()), ctx.now, blobs=ctx.blobs())
+        ctx.generations = load_generations([(i, ctx.record(i) or e) for i, e in sorted(ctx.entries.items())], ctx.now,
+                                           blobs=ctx.blobs())  # (the records the audit builds once)
         for anomaly in ctx.generations.anomalies:  # reported, and the audit goes on with the first entries
             ctx.find("generations", anomaly, index=anomaly.evidence.get("index"))
     except HeldoutError as exc:

@@ -21,11 +21,12 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from fractions import Fraction
 from functools import cached_property
 from typing import Any, Protocol
 
 from harness.metrics.spec import split_origin_for
-from heldout.entries import BundleEntry, RetireEntry, RevealEntry, SealEntry, entry_record
+from heldout.entries import BundleEntry, EntryRecord, RetireEntry, RevealEntry, SealEntry, entry_record
 from heldout.generations.budget import TOLERANCE as BUDGET_TOLERANCE
 from heldout.generations.budget import charge_bits, implied_eps
 from heldout.generations.release import WITHHOLDING_MODES
@@ -129,12 +130,14 @@ class GenerationState:
         if self.budget_bits is None:
             return {}
         out: dict[int, tuple[float, float]] = {}
-        charges = [self.statement_bits]
+        # The exact running sum (floats are dyadic rationals): float() of it is math.fsum of the charges so far,
+        # without summing the whole prefix again for every bundle (quadratic in the bundles of a generation).
+        exact = Fraction(self.statement_bits)
         for bundle in self.bundles:
-            used = round(math.fsum(charges), 6)
+            used = round(float(exact), 6)
             if used + bundle.leakage_bits > self.budget_bits + BUDGET_TOLERANCE:
                 out[bundle.index] = (used, bundle.leakage_bits)
-            charges.append(bundle.leakage_bits)
+            exact += Fraction(bundle.leakage_bits)
         return out
 
     def budget_error(self, index: int) -> VerificationError | None:
@@ -314,7 +317,7 @@ class Generations(dict[str, GenerationState]):
         self.anomalies: list[VerificationError] = []
 
 
-def load_generations(ledger: LogReader | Iterable[tuple[int, Mapping[str, Any]]], now: datetime, *,
+def load_generations(ledger: LogReader | Iterable[tuple[int, Mapping[str, Any] | EntryRecord]], now: datetime, *,
                      blobs: BlobSource | None = None) -> Generations:
     """Every generation sealed on ``ledger`` (any log: a ledger, an export, tiles; or its ``(index, entry)``
     pairs, already read), in seal order, judged at ``now``.
@@ -331,10 +334,10 @@ def load_generations(ledger: LogReader | Iterable[tuple[int, Mapping[str, Any]]]
     bundles: dict[str, list[BundleRecord]] = {}
     updates: dict[str, dict[str, Any]] = {}
     for index, entry in pairs:
-        if entry.get("type") not in _GENERATION_TYPES:
+        if (entry.TYPE if isinstance(entry, EntryRecord) else entry.get("type")) not in _GENERATION_TYPES:
             continue
-        try:
-            record = entry_record(index, entry)
+        try:  # (a caller that holds the typed records already, the audit, passes them)
+            record = entry if isinstance(entry, EntryRecord) else entry_record(index, entry)
         except EntryRejected as exc:  # only a hand-made pair gets here: a decoded entry is valid
             out.anomalies.append(VerificationError(f"entry {index}: {exc.message}; ignored",
                                                    **{"index": index, **exc.evidence}))
