@@ -230,7 +230,6 @@ class BundleEntry(EntryRecord):
                 "its n_cases is not what its evaluation's n_test gives (the robustness subset's size)"))
         return None
 
-
     def _evaluation_time_disagreement(self, stamp: Any, sealed: datetime | None) -> EvaluationDisagreement | None:
         try:
             ran = parse_utc(stamp, what="the evaluation's timestamp") if isinstance(stamp, str) else None

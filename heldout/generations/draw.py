@@ -191,7 +191,6 @@ class DrawRecord:
                    checkpoint_size=checkpoint["size"], checkpoint_note=checkpoint["note"],
                    cosignatures=tuple(cosignatures), seed=body["seed"])
 
-
     def latest_cosignature_time(self) -> datetime | None:
         """The latest timestamp among the seed's cosignature lines (None for a checkpoint-root seed): the seed,
         and so the cases, were unknown to anyone before it."""

@@ -164,14 +164,14 @@ def initialise_store(store: Store, *, name: str = DEFAULT_LEDGER_NAME, key_id: s
         created_key = False
         if any(store.private_keys.glob("*.key")) or key_id is not None:
             signer = store.load_signer(key_id)
-            # (idempotent; an init killed between saving its key and trusting it left the key untrusted)
-            store.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
         else:
             fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
             signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
             signer.save(store.private_key_path(signer.key_id))
-            store.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
             created_key = True
+        # Trusted in both cases (idempotent): an init killed between saving its key and trusting it left the key
+        # untrusted, and this re-run uses that key.
+        store.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
         with create_ledger(store, signer, name=name, now=now, database=database) as ledger:
             if database is not None:
                 store.set_database_url(database)

@@ -63,7 +63,7 @@ def check_url(url: str) -> str:
         host, _port = parts.hostname, parts.port
     except ValueError:
         host = None
-    if host is None or parts.scheme not in ("http", "https") or not host or parts.query or parts.fragment:
+    if not host or parts.scheme not in ("http", "https") or parts.query or parts.fragment:
         raise UsageError("a witness URL is its submission prefix, http(s)://HOST[:PORT][/PATH]", found=url[:200])
     return url.rstrip("/")
 
