@@ -22,14 +22,18 @@ the ledger's checkpoint key; the origin is checked separately (the ledger id is 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from keys import MalformedInput, PublicKey, UsageError, VerificationError, parse_verifier_key
+from keys import HeldoutError, MalformedInput, PublicKey, UsageError, VerificationError, parse_verifier_key
 from ledger.checkpoint import Checkpoint, verify_checkpoint
 from ledger.cosignature import Cosignature, Cosigner, time_of, verified_cosignatures
 from ledger.errors import LedgerError
+from seals import CLOCK_TOLERANCE, format_utc, parse_utc
 
 MAX_POLICY_BYTES = 64 * 1024
 MAX_ITEMS = 64
@@ -164,6 +168,84 @@ class Policy:
         have = [m for m in group.members if m in self._satisfied(cosigned)]
         return (f"group {name} needs {group.threshold} of {len(group.members)} "
                 f"({', '.join(group.members)}), has {len(have)}" + (f" ({', '.join(have)})" if have else ""))
+
+
+class WitnessedTimeError(LedgerError, VerificationError):
+    """An entry dated outside the window its policy's witnesses attest for it (more than the clock tolerance)."""
+
+
+class WitnessedTimes:
+    """The window of time the witnesses of a policy attest for each entry of a log, from the checkpoints they
+    cosigned: entry ``i`` is in every checkpoint of size ``s > i`` and in none of size ``s <= i``. So it was
+    logged after the latest time they cosigned a checkpoint without it (:meth:`logged_after`), and by the
+    earliest time they cosigned one with it (:meth:`logged_by`). An operator who holds the clock dates its
+    entries at will; the witnesses' clocks are not its own. ``cosigned`` is, per checkpoint the policy's
+    witnesses cosigned, (size, every verified cosignature time)."""
+
+    def __init__(self, cosigned: Iterable[tuple[int, list[datetime]]]) -> None:
+        ordered = sorted((size, min(times), max(times)) for size, times in cosigned if times)
+        self._sizes = [size for size, _, _ in ordered]
+        # by position: the latest time cosigned at or below that size, and the earliest at or above it
+        self._after: list[tuple[int, datetime]] = []
+        for size, _, latest in ordered:
+            best = self._after[-1] if self._after else None
+            self._after.append(best if best is not None and best[1] >= latest else (size, latest))
+        self._by: list[tuple[int, datetime]] = []
+        for size, earliest, _ in reversed(ordered):
+            best = self._by[-1] if self._by else None
+            self._by.append(best if best is not None and best[1] <= earliest else (size, earliest))
+        self._by.reverse()
+
+    @classmethod
+    def of(cls, policy: Policy, checkpoints: Iterable[Checkpoint]) -> WitnessedTimes:
+        """The window from every checkpoint's cosignatures by the policy's witnesses (each verified; one that
+        does not verify raises, as :meth:`Policy.cosignatures` does)."""
+        cosigned = []
+        for checkpoint in checkpoints:
+            times = [time_of(c.timestamp) for c in policy.cosignatures(checkpoint).values()]
+            cosigned.append((checkpoint.size, times))
+        return cls(cosigned)
+
+    def logged_after(self, index: int) -> tuple[int, datetime] | None:
+        """(size, time) of the latest-cosigned checkpoint that does not contain entry ``index``, or None."""
+        position = bisect_right(self._sizes, index) - 1
+        return self._after[position] if position >= 0 else None
+
+    def logged_by(self, index: int) -> tuple[int, datetime] | None:
+        """(size, time) of the earliest-cosigned checkpoint that contains entry ``index``, or None."""
+        position = bisect_right(self._sizes, index)
+        return self._by[position] if position < len(self._sizes) else None
+
+    def check_entry(self, index: int, entry: Mapping[str, Any]) -> None:
+        """:meth:`check_date` on an entry's ``created_utc``. An entry without a valid date is left to the
+        entry checks, which name it."""
+        stamp = entry.get("created_utc")
+        if not isinstance(stamp, str):
+            return
+        try:
+            created = parse_utc(stamp)
+        except HeldoutError:
+            return
+        self.check_date(index, created, stamp)
+
+    def check_date(self, index: int, created: datetime, stamp: str | None = None) -> None:
+        """Raise :class:`WitnessedTimeError` when entry ``index``, dated ``created`` (``stamp``: as the entry
+        writes it), is dated more than the clock tolerance before the witnesses attest it was logged, or after
+        they attest the log held it."""
+        stamp = stamp or format_utc(created)
+        after, by = self.logged_after(index), self.logged_by(index)
+        if after is not None and after[1] - created > CLOCK_TOLERANCE:  # (differences: no date overflows)
+            raise WitnessedTimeError(
+                f"entry {index} is dated {stamp}, more than the clock tolerance (a day) before the witnesses attest "
+                f"it was logged: after {format_utc(after[1])} (checkpoint {after[0]}, cosigned then, does not "
+                "contain it)", index=index, field="created_utc",
+                expected=f"no more than a day before {format_utc(after[1])}", found=stamp)
+        if by is not None and created - by[1] > CLOCK_TOLERANCE:
+            raise WitnessedTimeError(
+                f"entry {index} is dated {stamp}, more than the clock tolerance (a day) after the witnesses attest "
+                f"the log held it: checkpoint {by[0]} contains it and was cosigned {format_utc(by[1])}",
+                index=index, field="created_utc", expected=f"no more than a day after {format_utc(by[1])}",
+                found=stamp)
 
 
 def parse_policy(data: bytes | str, *, what: str = "policy") -> Policy:

@@ -123,9 +123,20 @@ def test_attack_entries_dated_outside_the_window_the_witnesses_attest(tmp_path: 
         assert gen_cli("ledger", "append", "--type", "note", "--json-file", str(note), store=store).exit_code == 0
         assert gen_cli("witness", "sync", ledger_id, store=store).exit_code == 0
         report = json.loads(gen_cli("audit", ledger_id, "--json", store=store).stdout)
+        policy = tmp_path / "policy.txt"
+        policy.write_text(json.loads(gen_cli("witness", "policy", "--json", store=store).stdout)["text"])
+        export = tmp_path / "export"
+        assert gen_cli("ledger", "export", ledger_id, str(export), store=store).exit_code == 0
     dated = [f for f in report["findings"] if f["check"] == "witnessed-time" and words in f["message"]]
     assert dated, report["findings"]
     assert report["exit_code"] == 1
+    # the ledger's own verifier with the same policy judges the same window, on the ledger and on its export
+    for where in ((), ("--from", str(export))):
+        verified = gen_cli("ledger", "verify", ledger_id, *where, "--policy", str(policy), store=store)
+        assert verified.exit_code == 1, verified.output
+        assert words in " ".join(verified.output.split()), verified.output
+    honest = gen_cli("ledger", "verify", ledger_id, "--from", str(export), store=store)
+    assert honest.exit_code == 0, honest.output  # without a policy: no witness, no window
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from ledger.cosignature import (
     verified_cosignatures,
     with_cosignatures,
 )
-from ledger.policy import PolicyError, QuorumError, parse_policy
+from ledger.policy import PolicyError, QuorumError, WitnessedTimeError, WitnessedTimes, parse_policy
 from ledger.witness import (
     BadProof,
     BadRequest,
@@ -42,6 +42,7 @@ from ledger.witness import (
     request_body,
     trust_log,
 )
+from seals import CLOCK_TOLERANCE
 from tests.conftest import seeded_signer
 from tests.test_ledger_support import T0, bundle_entry, ledger_signer, new_ledger
 from tests.witness_support import Clock, body_for
@@ -306,3 +307,28 @@ def test_attack_a_draw_seed_ground_by_asking_the_witness_again(tmp_path: Path) -
         ledger.append(bundle_entry(9), signer=ledger_signer(), now=T0)
         grown = witness.add_checkpoint(body_for(ledger, 4))
         assert grown.timestamp == int((T0 + timedelta(seconds=86_400)).timestamp()) and grown.line != first.line
+
+
+def _at(day: int) -> datetime:
+    return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=day)
+
+
+def test_the_witnessed_window_of_an_entry_is_between_checkpoints_cosigned_without_and_with_it() -> None:
+    """Checkpoints of sizes 3 (cosigned days 10 and 12), 5 (day 11: a witness with a slow clock) and 8 (days 20
+    and 30): entry 4 was logged after day 12 (size 3 lacks it; the latest time it was cosigned) and by day 11
+    (size 5 holds it, cosigned then): a window the tolerance makes [day 11, day 12]; entry 6 lies in (12, 20]."""
+    window = WitnessedTimes([(8, [_at(20), _at(30)]), (3, [_at(10), _at(12)]), (5, [_at(11)]), (6, [])])
+    assert window.logged_after(2) is None and window.logged_by(2) == (3, _at(10))
+    assert window.logged_after(4) == (3, _at(12)) and window.logged_by(4) == (5, _at(11))
+    assert window.logged_after(6) == (3, _at(12)) and window.logged_by(6) == (8, _at(20))
+    assert window.logged_after(9) == (8, _at(30)) and window.logged_by(9) is None
+    window.check_date(6, _at(12) - CLOCK_TOLERANCE)  # a day's disagreement of clocks either way is honest
+    window.check_date(6, _at(20) + CLOCK_TOLERANCE)
+    with pytest.raises(WitnessedTimeError, match="before the witnesses attest it was logged") as before:
+        window.check_date(6, _at(10))
+    assert before.value.evidence["index"] == 6
+    with pytest.raises(WitnessedTimeError, match="after the witnesses attest the log held it"):
+        window.check_date(6, _at(22))
+    window.check_entry(6, {"created_utc": "not a date"})  # the entry checks name a malformed date, not this one
+    with pytest.raises(WitnessedTimeError):
+        window.check_entry(9, {"created_utc": "2026-01-10T00:00:00Z"})

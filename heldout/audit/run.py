@@ -39,7 +39,7 @@ one run names everything it can):
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
@@ -78,10 +78,10 @@ from ledger import SourceUnavailable, blob_references, verify_checkpoint
 from ledger.checkpoint import parse_checkpoint
 from ledger.cosignature import time_of
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
-from ledger.policy import Policy
+from ledger.policy import Policy, WitnessedTimeError, WitnessedTimes
 from ledger.replay import locate_damage
 from ledger.verify import verify_consistency
-from seals import CLOCK_TOLERANCE, format_utc, parse_json_object, parse_utc, sha256_hex
+from seals import format_utc, parse_json_object, sha256_hex
 from seals.manifest import SealManifest
 
 AuditProgress = Callable[[str, int, int], None]
@@ -294,32 +294,25 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
     except HeldoutError as exc:
         ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(latest.size))
     _check_draw_witnesses(ctx, policy)
-    # (size, latest / earliest verified cosignature time) for every checkpoint the policy's witnesses cosigned
-    witnessed: list[tuple[int, datetime]] = []
-    containing: list[tuple[int, datetime]] = []
+    cosigned: list[tuple[int, list[datetime]]] = []  # per checkpoint, its verified cosignature times
     for checkpoint in checkpoints:
         try:
-            cosigned = policy.cosignatures(checkpoint)
+            cosigned.append((checkpoint.size, [time_of(c.timestamp) for c in policy.cosignatures(checkpoint).values()]))
         except HeldoutError as exc:
             ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(checkpoint.size))
-            continue
-        if cosigned:
-            times = [c.timestamp for c in cosigned.values()]
-            witnessed.append((checkpoint.size, time_of(max(times))))
-            containing.append((checkpoint.size, time_of(min(times))))
-    floor = WitnessedFloor(witnessed)
-    _check_witnessed_dates(ctx, floor, WitnessedCeiling(containing))
-    _rejudge_at_witnessed_times(ctx, floor)
+    window = WitnessedTimes(cosigned)
+    _check_witnessed_dates(ctx, window)
+    _rejudge_at_witnessed_times(ctx, window)
 
 
-def _rejudge_at_witnessed_times(ctx: _Context, floor: WitnessedFloor) -> None:
+def _rejudge_at_witnessed_times(ctx: _Context, window: WitnessedTimes) -> None:
     """The rules judged at an entry's own date, judged again at the time the witnesses attest it was logged
     after: an operator who backdates an entry (its clock, its key) moves only its own date. A passport or a
     bundle past its generation's expiry, a bundle under a spec superseded by then."""
     for passport in ctx.records(PassportEntry):
         index = int(passport.index or 0)
         state = ctx.generations.get(passport.generation)
-        found = floor.at(index)
+        found = window.logged_after(index)
         if state is not None and found is not None and found[1] >= state.expiry:
             ctx.find("witnessed-time", VerificationError(
                 f"passport entry {index} was logged after the witnesses attested {format_utc(found[1])} (checkpoint "
@@ -330,7 +323,7 @@ def _rejudge_at_witnessed_times(ctx: _Context, floor: WitnessedFloor) -> None:
     for bundle in ctx.records(BundleEntry):
         index = int(bundle.index or 0)
         state = ctx.generations.get(bundle.generation)
-        found = floor.at(index)
+        found = window.logged_after(index)
         if state is None or found is None:
             continue
         size, at = found
@@ -353,75 +346,15 @@ def _rejudge_at_witnessed_times(ctx: _Context, floor: WitnessedFloor) -> None:
                 found=f"witnessed at {format_utc(at)} with size {size}"), index=index)
 
 
-def _check_witnessed_dates(ctx: _Context, floor: WitnessedFloor, ceiling: WitnessedCeiling) -> None:
-    """Every entry's own date lies within the clock tolerance of the window the witnesses attest for it: not
-    before the latest time they cosigned a checkpoint that does not contain it (it was logged after that), not
-    after the earliest time they cosigned one that does (it was logged by then). An operator who holds the
-    clock dates its entries at will; outside that window the date is a false statement (a seal "made" before
-    its draw was cosigned, a retirement dated after the witnesses saw it)."""
+def _check_witnessed_dates(ctx: _Context, window: WitnessedTimes) -> None:
+    """Every entry's own date lies within the clock tolerance of the window the witnesses attest for it
+    (``WitnessedTimes.check_date``): outside it the date is a false statement (a seal "made" before its draw
+    was cosigned, a retirement dated after the witnesses saw it)."""
     for index, entry in sorted(ctx.entries.items()):
-        stamp = entry.get("created_utc")
         try:
-            created = parse_utc(stamp) if isinstance(stamp, str) else None
-        except HeldoutError:
-            created = None  # (the entry checks name a malformed date)
-        if created is None:
-            continue
-        after, before = floor.at(index), ceiling.at(index)
-        if after is not None and after[1] - created > CLOCK_TOLERANCE:  # (differences: no date overflows)
-            ctx.find("witnessed-time", VerificationError(
-                f"entry {index} is dated {stamp}, more than the clock tolerance (a day) before the witnesses attest "
-                f"it was logged: after {format_utc(after[1])} (checkpoint {after[0]}, cosigned then, does not "
-                "contain it)", index=index, field="created_utc",
-                expected=f"no more than a day before {format_utc(after[1])}", found=stamp), index=index)
-        elif before is not None and created - before[1] > CLOCK_TOLERANCE:
-            ctx.find("witnessed-time", VerificationError(
-                f"entry {index} is dated {stamp}, more than the clock tolerance (a day) after the witnesses attest "
-                f"the log held it: checkpoint {before[0]} contains it and was cosigned {format_utc(before[1])}",
-                index=index, field="created_utc", expected=f"no more than a day after {format_utc(before[1])}",
-                found=stamp), index=index)
-
-
-class WitnessedCeiling:
-    """The latest time each entry can have been logged, by the witnesses' word: an entry at index ``i`` is in
-    every checkpoint of size ``s > i``, so it was logged by the earliest time they cosigned such a checkpoint.
-    ``containing`` is (size, earliest cosigned time) per checkpoint."""
-
-    def __init__(self, containing: list[tuple[int, datetime]]) -> None:
-        ordered = sorted(containing)
-        self._sizes = [size for size, _ in ordered]
-        self._earliest: list[tuple[int, datetime]] = []  # from each position on, the earliest time cosigned
-        for size, at in reversed(ordered):
-            if self._earliest and self._earliest[-1][1] <= at:
-                self._earliest.append(self._earliest[-1])
-            else:
-                self._earliest.append((size, at))
-        self._earliest.reverse()
-
-    def at(self, index: int) -> tuple[int, datetime] | None:
-        """(size, time) of the earliest-cosigned checkpoint containing entry ``index``, or None."""
-        position = bisect_right(self._sizes, index)
-        return self._earliest[position] if position < len(self._sizes) else None
-
-
-class WitnessedFloor:
-    """The earliest time each entry can have been logged, by the witnesses' word: an entry at index ``i`` is not
-    in a checkpoint of size ``s <= i``, so it was logged after every time the witnesses cosigned such a
-    checkpoint (the latest of them). ``witnessed`` is (size, cosigned time) per checkpoint."""
-
-    def __init__(self, witnessed: list[tuple[int, datetime]]) -> None:
-        self._sizes: list[int] = []
-        self._latest: list[tuple[int, datetime]] = []  # by size, the latest time cosigned at or below it
-        for size, at in sorted(witnessed):
-            if self._latest and self._latest[-1][1] >= at:
-                continue
-            self._sizes.append(size)
-            self._latest.append((size, at))
-
-    def at(self, index: int) -> tuple[int, datetime] | None:
-        """(size, time) of the latest cosigned checkpoint not containing entry ``index``, or None."""
-        position = bisect_right(self._sizes, index) - 1
-        return self._latest[position] if position >= 0 else None
+            window.check_entry(index, entry)
+        except WitnessedTimeError as exc:
+            ctx.find("witnessed-time", exc, index=index)
 
 
 def _replay(ctx: _Context, tick: AuditProgress) -> None:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -51,10 +51,13 @@ from ledger.entries import (
     is_ledger_prefix,
 )
 from ledger.follow import follow as follow_export
-from ledger.policy import load_policy
+from ledger.policy import WitnessedTimes, load_policy
 from ledger.public import open_public_log
 from ledger.tiles import write_tiles
 from seals import canonical_bytes, parse_json_object
+
+if TYPE_CHECKING:
+    from ledger.replay import EntryFn
 
 app = typer.Typer(help="The append-only ledger: entries, signed checkpoints, proofs, export and replay. "
                        "LEDGER defaults to the store's ledger. Example: heldout ledger verify",
@@ -379,6 +382,13 @@ PolicyOption = Annotated[Path | None, typer.Option(
     "--policy", help="Witness policy (C2SP tlog-policy): the checkpoint must be cosigned by its quorum.")]
 
 
+def _dated_within(window: WitnessedTimes | None) -> EntryFn | None:
+    """The replay's per-entry hook that judges each entry's date against the witnessed window, if any."""
+    if window is None:
+        return None
+    return lambda index, _data, entry: window.check_entry(index, entry)
+
+
 @app.command("verify")
 @handle_errors
 def verify(
@@ -396,7 +406,8 @@ def verify(
     as_json: JsonFlag = False,
 ) -> None:
     """Replay the ledger: entries, tree, every checkpoint signature and their mutual consistency; with
-    --policy, the latest checkpoint must also satisfy the policy's witness quorum (exit 1 naming it).
+    --policy, the latest checkpoint must also satisfy the policy's witness quorum, and every entry must be dated
+    within a day of the window its witnesses' cosignatures attest (exit 1 naming either).
 
     Example: heldout ledger verify   (the store's ledger);  heldout ledger verify LEDGER_ID --from EXPORT_DIR"""
     policy = load_policy(policy_file) if policy_file is not None else None
@@ -410,16 +421,18 @@ def verify(
         from heldout.generations.verify import verify_public_log
 
         exported = open_public_log(source)
+        # with a policy, every published cosignature of its witnesses verifies (not only the latest's), and each
+        # entry's date lies in the window they attest (FORMATS rule 14), judged as the replay streams entries
+        window = WitnessedTimes.of(policy, exported.checkpoints()) if policy is not None else None
         with _progress("replaying export", show_progress) as progress:
-            report = verify_public_log(exported, expected_id=ledger.strip(), progress=progress, jobs=jobs)
-        if policy is not None:  # every published cosignature of the policy's witnesses verifies, not only the
-            for checkpoint in exported.checkpoints():  # latest's (the audit with --policy checks them all too)
-                policy.cosignatures(checkpoint)
+            report = verify_public_log(exported, expected_id=ledger.strip(), progress=progress, jobs=jobs,
+                                       on_entry=_dated_within(window))
         latest = exported.latest_checkpoint()
         body = {**report.to_json(), "source": str(source), "missing_blobs": exported.manifest.get("missing_blobs")}
     else:
         with _open(store, ledger) as opened, _progress("replaying ledger", show_progress) as progress:
-            report = opened.verify(progress=progress, jobs=jobs)
+            window = WitnessedTimes.of(policy, opened.cosigned_checkpoints()) if policy is not None else None
+            report = opened.verify(progress=progress, jobs=jobs, on_entry=_dated_within(window))
             latest = opened.cosigned_checkpoint()
             body = {**report.to_json(), "source": opened.location}
     witnessed = policy.evaluate(latest, origin=report.origin) if policy is not None else None
