@@ -152,6 +152,15 @@ class SealEntry(EntryRecord):
         return parse_utc(self.expiry_utc)
 
 
+def optional_dimensions(evaluation: Mapping[str, Any]) -> frozenset[str] | None:
+    """The optional dimensions an evaluation object has (non-null under ``dimensions``: scored, or present and
+    not scored); None when it has no ``dimensions`` object."""
+    dimensions = evaluation.get("dimensions")
+    if not isinstance(dimensions, Mapping):
+        return None
+    return frozenset(name for name in BundleEntry.OPTIONAL_DIMENSIONS if dimensions.get(name) is not None)
+
+
 @dataclass(frozen=True, kw_only=True)
 class BundleEntry(EntryRecord):
     """A model's evaluation on a generation's task: its evaluation and stored predictions blobs."""
@@ -180,6 +189,17 @@ class BundleEntry(EntryRecord):
     #: estimate must come from such a run: another seed of the model is another model.
     RUN_MEMBERS: ClassVar[tuple[str, ...]] = ("seed", "model_name", "family", "params", "behaviour_version",
                                               "code_fingerprint")
+
+    #: The optional dimensions (MEDEVAL-1): ``limited_data`` is scored exactly for a model with a training
+    #: step, ``spec_sensitivity`` exactly for one that takes a text prompt; null otherwise (not applicable).
+    OPTIONAL_DIMENSIONS: ClassVar[tuple[str, ...]] = ("limited_data", "spec_sensitivity")
+    #: The model families of the reference harness and the optional dimensions their evaluations have
+    #: (``harness.models``: ``trains``, ``uses_prompts``). Another family is bound by its own first bundle only
+    #: (:func:`optional_dimensions`: a model has the same ones in every evaluation).
+    FAMILY_DIMENSIONS: ClassVar[Mapping[str, frozenset[str]]] = {
+        "foundation": frozenset({"spec_sensitivity"}), "trained_baseline": frozenset({"limited_data"}),
+        "linear_probe": frozenset({"limited_data"}), "baseline": frozenset({"limited_data"}),
+    }
 
     def run_difference(self, other: BundleEntry | Mapping[str, Any]) -> tuple[str, Any, Any] | None:
         """The first of :data:`RUN_MEMBERS` where ``other`` (another bundle entry) differs, as (member, this
@@ -223,6 +243,13 @@ class BundleEntry(EntryRecord):
         dated = self._evaluation_time_disagreement(evaluation.get("timestamp"), sealed)
         if dated is not None:
             return dated
+        expected_dimensions = self.FAMILY_DIMENSIONS.get(str(self.get("family")))
+        found_dimensions = optional_dimensions(evaluation)
+        if expected_dimensions is not None and found_dimensions != expected_dimensions:
+            return EvaluationDisagreement("dimensions", sorted(expected_dimensions), sorted(found_dimensions or ()), (
+                f"its evaluation scores {' and '.join(sorted(found_dimensions or ())) or 'neither'} of "
+                f"{' and '.join(self.OPTIONAL_DIMENSIONS)}, and a {self.get('family')} model has "
+                f"{' and '.join(sorted(expected_dimensions))} (a dimension left out raises the composite index)"))
         n_test = evaluation.get("n_test")
         if cases_for is not None and "n_cases" in self and type(n_test) is int and n_test >= 0 \
                 and self.get("n_cases") != cases_for(n_test):  # the robustness subset's size follows from n_test

@@ -218,7 +218,8 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
         since_seal: dict[str, dict[str, Transcript]] = {}
         entries: list[dict[str, Any]] = []
         withheld: list[bool] = []
-        for position, (entry, evaluation, _) in enumerate(bundles):
+        logged_runs = _logged_runs(ledger, [generations.get(str(entry["generation"])) for entry, _, _ in bundles])
+        for position, (entry, evaluation, predictions_npz) in enumerate(bundles):
             name = str(entry["generation"])
             state = generations.get(name)
             if state is None:
@@ -238,6 +239,15 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                                      f"{disagreement.found!r}, where {disagreement.expected!r} is expected)",
                                      field=disagreement.member, expected=disagreement.expected,
                                      found=disagreement.found, position=position)
+            run = (str(entry["model_id"]), name, str(entry["task"]), sha256_hex(predictions_npz),
+                   str(entry.get("spec_version")))
+            if run in logged_runs:  # the same stored predictions logged again would become the "latest" run
+                raise UsageError(f"bundle {position}: these predictions of {run[0]} on {name}/{run[2]} are already "
+                                 f"logged under {run[4]} (entry {logged_runs[run]}): a run is logged once (the "
+                                 "latest bundle is what a passport cites; logging an earlier run again would pick "
+                                 "it)", field="predictions_sha256", found=run[3], index=logged_runs[run],
+                                 position=position)
+            logged_runs[run] = -1
             entry = dict(entry)
             if state.membership != "public":
                 # An unsalted hash of the sealed labels is a public statement about them: on a small task set
@@ -289,6 +299,20 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
     return [BundleOutcome(index=index, entry=entry, evaluation=evaluation, withheld=hidden)
             for index, entry, (_, evaluation, _), hidden in zip(indices, entries, bundles, withheld, strict=True)]
 
+
+
+def _logged_runs(ledger: Ledger, states: Sequence[GenerationState | None]
+                 ) -> dict[tuple[str, str, str, str, str], int]:
+    """(model, generation, task, predictions SHA-256, spec version) of every bundle logged on the generations of
+    ``states``, with its index (one pass from the earliest of their seals). The same predictions evaluated under
+    a new spec version are a new evaluation (what a supersession asks for)."""
+    names = {state.name: state for state in states if state is not None}
+    if not names:
+        return {}
+    start = min(state.seal_index for state in names.values())
+    return {(bundle.model_id, bundle.generation, bundle.task, bundle.predictions_sha256,
+             str(bundle.get("spec_version"))): int(bundle.index or 0)
+            for bundle in records(ledger.entries(start), BundleEntry) if bundle.generation in names}
 
 
 def bundle_rows(outcomes: Sequence[BundleOutcome]) -> list[dict[str, Any]]:

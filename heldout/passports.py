@@ -19,7 +19,7 @@ from heldout.entries import BundleEntry, EntryRecord, PassportEntry, SealEntry, 
 from heldout.generations import GenerationState, load_generations, manifest_path
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.release import cited_evaluation_matches, withheld_view
-from heldout.generations.state import Generations
+from heldout.generations.state import BlobSource, Generations
 from heldout.specs import load_supersessions, require_not_superseded
 from heldout.staging import staged_operation
 from heldout.store import Store
@@ -271,9 +271,12 @@ class LedgerFacts:
     entries: Mapping[int, Mapping[str, Any]]
     entry_bytes: Callable[[int], bytes]
     root: Callable[[int], bytes]
+    #: Where evaluation blobs are read (hash-checked) to charge a bundle entry that states no ``leakage_bits``
+    #: (the audit names such an entry; the budget is still judged on what the evaluation releases)
+    blobs: BlobSource | None = None
 
     @classmethod
-    def of(cls, ledger: LogReader) -> LedgerFacts:
+    def of(cls, ledger: LogReader, blobs: BlobSource | None = None) -> LedgerFacts:
         """A copy held in memory (entries and their tree), so it outlives the ledger's database handle."""
         data = [raw for _, raw in ledger.entries_bytes()]
         nodes = MemoryNodes()
@@ -282,7 +285,7 @@ class LedgerFacts:
         tree = HashTree(nodes)
         return cls(ledger_id=ledger.ledger_id, origin=ledger.origin,
                    entries={i: decode_entry(raw, index=i) for i, raw in enumerate(data)},
-                   entry_bytes=data.__getitem__, root=tree.root_at)
+                   entry_bytes=data.__getitem__, root=tree.root_at, blobs=blobs)
 
     _derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -337,7 +340,7 @@ class LedgerFacts:
         return self._once("bundles by generation and model", group).get((generation, model_id), [])
 
     def generations(self, at: datetime) -> Generations:
-        return self._once(("generations", at), lambda: load_generations(self.ordered(), at))
+        return self._once(("generations", at), lambda: load_generations(self.ordered(), at, blobs=self.blobs))
 
     def supersessions(self) -> Any:
         return self._once("supersessions", lambda: load_supersessions(self.ordered()))
@@ -384,8 +387,8 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
     5. its audit: this ledger's head at an earlier size, intact;
     6. its generation: sealed here with the passport's set hash and expiry, and the passport's expiry no later
        than the generation's; no superseded spec version at its issue time;
-    then the verdict at ``at``: lapsed (the generation retired, or its spec superseded, since: this wins over
-    expired, as it names the cause), expired, or valid.
+    then the verdict at ``at``: lapsed (the generation retired, its spec superseded, or the model evaluated on
+    the generation again, since: this wins over expired, as it names the cause), expired, or valid.
     """
     digest = sha256_hex(canonical_bytes(doc))
     first = facts.passport_entries().get(digest)
@@ -450,6 +453,12 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
                        reason=f"generation {state.name} retired ({state.retire_reason}) {retired}")
     if superseded is not None and superseded.in_force(at):
         return replace(verdict, state=PassportState.LAPSED, reason=superseded.words)
+    newer = next((b for b in facts.bundles_of(state.name, passport.model_id)
+                  if int(b.index or 0) >= size and b.created <= at), None)
+    if newer is not None:  # the passport no longer stands for the model's latest evaluation (FORMATS section 12)
+        return replace(verdict, state=PassportState.LAPSED, reason=(
+            f"{passport.model_id} was evaluated on {state.name} again after this passport's evidence (bundle "
+            f"entry {newer.index}, {newer.created_utc}): a passport stands for the model's latest evaluations"))
     return verdict
 
 
@@ -846,8 +855,8 @@ def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | No
             raise VerificationError("the passport is not anchored to a ledger (computed.heldout is empty)",
                                     field="computed.heldout")
         public = open_public_log(source)
-        verify_public_log(public, expected_id=ledger_id, check_blobs=False)
-        return AnchoredLedger(LedgerFacts.of(public), public.latest_checkpoint())
+        verify_public_log(public, expected_id=ledger_id)  # every rule of a public log, its blobs' included
+        return AnchoredLedger(LedgerFacts.of(public, public.blobs), public.latest_checkpoint())
     if ledger_id is None:
         return None
     try:
@@ -856,7 +865,7 @@ def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | No
         return None
     with open_ledger(store, found, read_only=True) as ledger:
         ledger.verify(expected_id=ledger_id)
-        return AnchoredLedger(LedgerFacts.of(ledger), ledger.cosigned_checkpoint())
+        return AnchoredLedger(LedgerFacts.of(ledger, BlobStore(store.blobs)), ledger.cosigned_checkpoint())
 
 
 def witnessed_head(anchored: AnchoredLedger, policy: Policy) -> Witnessed:

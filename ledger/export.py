@@ -62,6 +62,9 @@ from seals import canonical_bytes, parse_json_object
 
 EXPORT_FORMAT = "heldout-ledger-export"
 EXPORT_VERSION = 1
+#: export.json's members (FORMATS section 14): exactly these.
+MANIFEST_MEMBERS = frozenset({"format", "version", "ledger_id", "origin", "size", "root", "note_verifier_key",
+                              "checkpoints", "blobs", "missing_blobs", "keys", "seals", "entries"})
 MANIFEST = "export.json"
 ENTRIES = "entries.jsonl"
 CHECKPOINTS = "checkpoints"
@@ -254,7 +257,8 @@ class LedgerExport(EntryList):
             self.manifest = parse_json_object(data, what=str(manifest_path))
         except MalformedInput as exc:
             raise LedgerIntegrityError(exc.message, file=str(manifest_path)) from None
-        if self.manifest.get("format") != EXPORT_FORMAT or self.manifest.get("version") != EXPORT_VERSION:
+        version = self.manifest.get("version")
+        if self.manifest.get("format") != EXPORT_FORMAT or type(version) is not int or version != EXPORT_VERSION:
             raise LedgerIntegrityError("unknown export format", file=str(manifest_path),
                                        expected=f"{EXPORT_FORMAT} v{EXPORT_VERSION}",
                                        found=f"{self.manifest.get('format')} v{self.manifest.get('version')}")
@@ -421,6 +425,10 @@ class LedgerExport(EntryList):
         if raw != canonical_bytes(m) + b"\n":
             yield LedgerIntegrityError("export.json is not in canonical form (canonical JSON and one newline)",
                                        file=MANIFEST, field="export.json")
+        if set(m) != MANIFEST_MEMBERS:
+            yield LedgerIntegrityError("export.json's members are not exactly those of FORMATS section 14",
+                                       file=MANIFEST, field="export.json", expected=sorted(MANIFEST_MEMBERS),
+                                       found=sorted(m)[:40])
         entries_raw = self._read(ENTRIES, limit=ENTRIES_FILE_LIMIT) or b""
         expected_entries = {"file": ENTRIES, "count": self.size, "sha256": hashlib.sha256(entries_raw).hexdigest()}
         if m.get("entries") != expected_entries:

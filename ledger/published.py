@@ -12,7 +12,7 @@ from ledger.proving import ProvingLog
 from ledger.replay import ReplayReport
 from ledger.rfc6962 import leaf_hash
 from ledger.tree import HashTree
-from seals import parse_json_object
+from seals import canonical_bytes, parse_json_object
 
 
 class EntryList(ProvingLog):
@@ -62,6 +62,7 @@ def check_replayed_claims(manifest: dict[str, Any], report: ReplayReport, *, wha
         "note_verifier_key": verifier_key_string(report.key.name, report.key.public_key),
     }
     for member, actual in expected.items():
-        if manifest.get(member) != actual:
+        # as JSON values: true is not 1 (Python's True == 1 would take one for the other)
+        if member not in manifest or canonical_bytes(manifest[member]) != canonical_bytes(actual):
             raise LedgerIntegrityError(f"{what}'s {member} does not match the replayed ledger", file=file,
                                        field=member, expected=actual, found=manifest.get(member))

@@ -77,7 +77,7 @@ from ledger.blobs import BlobStore, check_sha256_hex
 from ledger.checkpoint import Checkpoint, parse_checkpoint, verify_checkpoint
 from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger_id, ledger_id_of, origin_of
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError, SourceUnavailable
-from ledger.export import BLOBS, CHECKPOINTS, KEYS, SEALS, key_file_bytes, logged_seal_bytes
+from ledger.export import BLOBS, CHECKPOINTS, KEYS, MANIFEST_MEMBERS, SEALS, key_file_bytes, logged_seal_bytes
 from ledger.ledger import Ledger
 from ledger.published import EntryList, check_replayed_claims
 from ledger.replay import CheckpointClaim, EntryFn, ProgressFn, ReplayReport, replay
@@ -87,6 +87,8 @@ from seals import canonical_bytes, parse_json_object
 
 TILES_FORMAT = "heldout-ledger-tiles"
 TILES_VERSION = 1
+#: heldout-tiles.json's members (FORMATS section 16): export.json's but ``entries``.
+TILES_MANIFEST_MEMBERS = MANIFEST_MEMBERS - {"entries"}
 MANIFEST = "heldout-tiles.json"
 CHECKPOINT = "checkpoint"
 LOCK = ".heldout-tiles.lock"
@@ -1132,6 +1134,11 @@ class TilesLog(EntryList):
         if self.manifest_bytes != canonical_bytes(m) + b"\n":
             yield LedgerIntegrityError(f"{MANIFEST} is not in canonical form (canonical JSON and one newline)",
                                        file=MANIFEST, field=MANIFEST)
+        if set(m) != TILES_MANIFEST_MEMBERS:
+            yield LedgerIntegrityError(f"{MANIFEST}'s members are not exactly those of FORMATS section 16 "
+                                       "(export.json's but entries)", file=MANIFEST, field=MANIFEST,
+                                       expected=sorted(TILES_MANIFEST_MEMBERS),
+                                       found=[str(k)[:60] for k in sorted(m)][:40])
         declared: dict[str, TrustedKey] = {}
         for key in self.public_keys():
             declared.setdefault(key.key_id, key)

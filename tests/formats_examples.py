@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from heldout.audit import ExportSource, run_audit
+from heldout.generations.budget import charge_bits
 from heldout.generations.commitments import MemberProof, commitment, commitment_payload, inclusion_path, set_hash
 from heldout.generations.draw import DrawRecord, PoolRef, derive_seed, draw_cases, seed_material
 from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
@@ -177,7 +178,7 @@ def _manifest(ledger_id: str) -> tuple[SealManifest, dict[str, Any], bytes]:
     manifest = SealManifest(
         generation="gen1", membership="sealed", tasks=(TaskCount("bloodmnist", len(openings)),),
         set_hash=set_hash([o.commitment for o in openings]), created=T0, expiry=T2,
-        leakage_budget=LeakageBudget(bits=12.5, basis="explicit", n=3, k=100, delta=0.05, eps=1.0,
+        leakage_budget=LeakageBudget(bits=64.0, basis="explicit", n=3, k=100, delta=0.05, eps=1.0,
                                      rule="explicit: example"),
         release=ReleasePolicy(), seed=None, predecessor=None, ledger_id=ledger_id, entry_index=3,
         draw=_example_draw().to_json())
@@ -236,7 +237,7 @@ def build_example_ledger(folder: Path) -> dict[str, Any]:
     ledger.append({"type": "seal", "v": 1, "generation": "gen1", "manifest_sha256": manifest_digest,
                    "set_hash": signed["set_hash"], "expiry_utc": "2026-02-01T00:00:00Z",
                    "created_utc": "2026-01-01T00:00:00Z", "membership": "sealed", "tasks": {"bloodmnist": 3},
-                   "n_cases": 3, "budget_bits": 12.5, "release": {"mode": "full", "step": None}},
+                   "n_cases": 3, "budget_bits": 64.0, "release": {"mode": "full", "step": None}},
                   signer=signer, now=T0)
     evaluation_data = canonical_bytes(_evaluation())
     predictions = b"(stand-in for the predictions npz)"
@@ -245,8 +246,8 @@ def build_example_ledger(folder: Path) -> dict[str, Any]:
               "predictions_sha256": hashlib.sha256(predictions).hexdigest(),
               # the labels in evaluation order (ascending case id): bloodmnist-00d3… 0, -9534… 5, -9967… 3
               "labels_hash": hashlib.sha256(canonical_bytes([0, 5, 3])).hexdigest(),
-              "leakage_bits": 2.5, "n_test": 3, "n_cases": 3, "seed": 1, "spec_version": "MedEval-1 v0.1",
-              "split_origin": "gen1", "created_utc": "2026-01-02T00:00:00Z"}
+              "leakage_bits": charge_bits(_evaluation()), "n_test": 3, "n_cases": 3, "seed": 1,
+              "spec_version": "MedEval-1 v0.1", "split_origin": "gen1", "created_utc": "2026-01-02T00:00:00Z"}
     ledger.append(bundle, signer=signer, now=T1)
     checkpoint = ledger.latest_checkpoint()
     proof = ledger.inclusion_proof(4, checkpoint.size)

@@ -11,10 +11,11 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from heldout.cli import app
-from tests.audit_support import build_store, command_clock
+from tests.audit_support import add_bundle, build_store, command_clock
 
 ISSUE_AT = "2026-09-02T00:00:00Z"
 SITE_AT = "2026-10-01T00:00:00Z"  # gen2 and public current, gen1 retired
+LATER_RUN_AT = "2026-09-03T00:00:00Z"
 runner = CliRunner()
 
 
@@ -36,13 +37,18 @@ def run(*args: str) -> Result:
 def build_site_store(root: Path) -> SiteFixture:
     fixture = build_store(root)
     store = str(fixture.store)
+    add_bundle(fixture.store, "gen2", "model_2", seed=51, skill=0.9, at=ISSUE_AT)
     with command_clock(ISSUE_AT):
         for model, generation in (("model_0", "gen1"), ("model_0", "gen2"), ("model_1", "gen2"),
-                                  ("model_1", "gen2"), ("model_0", "public")):
+                                  ("model_1", "gen2"), ("model_0", "public"), ("model_2", "gen2")):
             audited = run("audit", fixture.ledger_id, "--store", store)
             assert audited.exit_code == 0, audited.output
             issued = run("passport", "issue", model, "--generation", generation, "--store", store)
             assert issued.exit_code == 0, issued.output
+    # model_2 is run again on gen2 after its passport, worse: the passport lapses (it no longer stands for the
+    # model's latest evaluation)
+    add_bundle(fixture.store, "gen2", "model_2", seed=52, skill=0.1, at=LATER_RUN_AT)
+    with command_clock(LATER_RUN_AT):
         retired = run("retire", "gen1", "--reason", "superseded", "--reveal", "--store", store)
         assert retired.exit_code == 0, retired.output
         exported = run("ledger", "export", fixture.ledger_id, str(root / "export"), "--store", store)

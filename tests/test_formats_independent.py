@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -245,12 +246,14 @@ def _manifest_that_names_another_entry(st: Store, ledger: Ledger, signer: Signer
 
 def _bundle_with_a_wrong_labels_hash(st: Store, ledger: Ledger, signer: Signer) -> None:
     _, entry = next((i, e) for i, e in _entries_of(ledger, "bundle") if e["generation"] == "public")
-    ledger.append({**entry, "labels_hash": "0" * 64, "created_utc": ISSUE_AT}, signer=signer, now=parse_utc(ISSUE_AT))
+    ledger.append({**entry, "model_id": "another", "labels_hash": "0" * 64, "created_utc": ISSUE_AT}, signer=signer,
+                  now=parse_utc(ISSUE_AT))  # (another model: the same run of one is logged once)
 
 
 def _bundle_after_retirement(st: Store, ledger: Ledger, signer: Signer) -> None:
     _, entry = next((i, e) for i, e in _entries_of(ledger, "bundle") if e["generation"] == "gen1")
-    ledger.append({**entry, "created_utc": ISSUE_AT}, signer=signer, now=parse_utc(ISSUE_AT))  # gen1 retired before
+    ledger.append({**entry, "model_id": "another", "created_utc": ISSUE_AT}, signer=signer,
+                  now=parse_utc(ISSUE_AT))  # gen1 retired before
 
 
 def _bundle_on_a_task_the_seal_does_not_list(st: Store, ledger: Ledger, signer: Signer) -> None:
@@ -304,3 +307,56 @@ def test_an_operator_crafted_export_breaking_one_rule_is_refused(built: FormatsF
     assert failure.value.rule == rule and words in failure.value.message, str(failure.value)
     assert failure.value.file == file or (file == "blob" and failure.value.file.startswith("blobs/sha256/")), \
         str(failure.value)
+
+
+def _link_to_same_bytes(path: Path, outside: Path) -> None:
+    copy = outside / path.name
+    copy.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(copy)
+
+
+def _link_to_itself(path: Path, outside: Path) -> None:
+    path.unlink()
+    path.symlink_to(path)
+
+
+def _link_to_dev_zero(path: Path, outside: Path) -> None:
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def _folder(path: Path, outside: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def _fifo(path: Path, outside: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+PLACES: dict[str, Callable[[Path, Path], None]] = {
+    "a link to an outside file with the same bytes": _link_to_same_bytes, "a link to itself": _link_to_itself,
+    "a link to /dev/zero": _link_to_dev_zero, "a folder": _folder, "a FIFO": _fifo,
+}
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "key-file", "blob-evaluation", "published-reveal"])
+@pytest.mark.parametrize("shape", sorted(PLACES))
+def test_the_replay_reads_only_the_exports_own_regular_files(built: FormatsFixture, tmp_path: Path, kind: str,
+                                                            shape: str) -> None:
+    """FORMATS section 15: every file a rule reads is reached without a symbolic link, is a regular file and
+    within its bound. Found by a mutation campaign: the replay followed links (a copy outside passed), read
+    /dev/zero until memory ran out, hung on a FIFO and crashed on a folder or a link loop. Each is now a
+    ReplayFailure naming the file, and no read blocks."""
+    export = tmp_path / "export"
+    shutil.copytree(built.export, export, symlinks=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = FILE_KINDS[kind](export)[0]
+    relative = target.relative_to(export).as_posix()
+    PLACES[shape](target, outside)
+    with pytest.raises(ReplayFailure) as failure:
+        replay_export(export, built.ledger_id)
+    assert failure.value.file == relative and failure.value.rule == "layout", str(failure.value)

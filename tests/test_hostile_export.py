@@ -107,11 +107,13 @@ READERS: dict[str, tuple[str, ...]] = {
     "manifest": COMMANDS,
     "entries": COMMANDS,
     "checkpoint": COMMANDS,  # verify-reveal replays a published log before it reads its entries
-    "predictions blob": ("audit", "ledger verify"),
-    "evaluation blob": ("audit", "ledger verify"),
-    "reveal blob": ("audit", "ledger verify"),
-    "image blob": ("audit", "ledger verify", "verify-reveal"),
-    "public key": ("audit", "ledger verify"),  # each key file is compared with the key its entry declares
+    # every verifier of a published log applies every rule of FORMATS 15 to it, the blobs' (rule 7) included: one
+    # published log, one verdict (heldout.generations.verify_public_log)
+    "predictions blob": COMMANDS,
+    "evaluation blob": COMMANDS,
+    "reveal blob": COMMANDS,
+    "image blob": COMMANDS,
+    "public key": COMMANDS,  # each key file is compared with the key its entry declares
     # every verifier of a published log checks that seals/ is what it says (heldout.generations.verify_public_log)
     "seal manifest": ("audit", "ledger verify", "passport verify", "verify-reveal"),
     "published reveal": ("ledger verify", "passport verify", "verify-reveal"),
@@ -406,3 +408,47 @@ def test_attack_a_number_too_large_for_a_double(fixture: Fixture, tmp_path: Path
         result = run(command, fixture, export, fixture.passport, tmp_path / "work")
         check_clean_failure(command, result, must_fail=True)
         assert "too large for a double" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("kind", ["evaluation blob", "reveal blob"])
+def test_attack_a_blob_altered_in_place_has_one_verdict(fixture: Fixture, tmp_path: Path, kind: str) -> None:
+    """One byte of a published blob changed. ledger verify, the audit and the independent replay refused the
+    export; passport verify --from and verify-reveal --from skipped the blob rule (FORMATS 15 rule 7) and said
+    valid, since neither verdict rests on those bytes. One published log has one verdict: every command
+    refuses it, naming the blob."""
+    export = _copy(fixture, tmp_path)
+    relative = target_files(fixture)[kind]
+    data = bytearray((export / relative).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (export / relative).write_bytes(bytes(data))
+    for command in COMMANDS:
+        result = run(command, fixture, export, fixture.passport, tmp_path / "work")
+        check_clean_failure(command, result, must_fail=True)
+        assert result.returncode == 1, (command, result.stderr)
+        if command != "audit":  # (the audit names it in its report's findings)
+            assert relative.split("/")[-1] in result.stderr, (command, result.stderr)
+
+
+@pytest.mark.parametrize("change", ["version true", "a checkpoint size true", "an extra member"])
+def test_attack_an_export_manifest_that_says_what_it_should_in_another_type_or_more(fixture: Fixture,
+                                                                                  tmp_path: Path, change: str) -> None:
+    """export.json still canonical, but "version": true, a checkpoint size true (Python's True == 1 took them
+    for 1), or a member FORMATS section 14 does not have. The tiles reader refused the first two, the replay the
+    third; now every command refuses each, naming export.json."""
+    from seals import canonical_bytes
+
+    export = _copy(fixture, tmp_path)
+    manifest = json.loads((export / "export.json").read_bytes())
+    if change == "version true":
+        manifest["version"] = True
+    elif change == "a checkpoint size true":
+        manifest["checkpoints"] = [True, *manifest["checkpoints"][1:]]
+        assert manifest["checkpoints"][0] is True and json.loads((fixture.export / "export.json").read_bytes())[
+            "checkpoints"][0] == 1
+    else:
+        manifest["zz_unknown"] = 1
+    (export / "export.json").write_bytes(canonical_bytes(manifest) + b"\n")
+    for command in COMMANDS:
+        result = run(command, fixture, export, fixture.passport, tmp_path / "work")
+        check_clean_failure(command, result, must_fail=True)
+        assert result.returncode == 1, (command, result.stderr)

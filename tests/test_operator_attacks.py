@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+import heldout.entries
 import heldout.evaluation
 import heldout.passports as passports
 from heldout.cli import app
@@ -108,6 +109,35 @@ def test_attack_bundles_logged_past_the_leakage_budget(fixture: AuditFixture, tm
         path = issue(fixture, f"spender_{len(logged) - 1}", "gen3")
     result = cli_at("passport", "verify", path, "--store", fixture.store)
     assert result.exit_code == 1 and "past the leakage budget" in result.output, result.output
+
+
+@pytest.mark.parametrize(("charge", "audit_words", "replay_words"), [
+    (None, "states no leakage_bits", "states no leakage_bits"),
+    (1.0, "leakage_bits does not match its evaluation", "evaluation charge is not entry"),
+], ids=["uncharged", "under-charged"])
+def test_attack_a_bundle_that_understates_its_charge_against_the_budget(
+        fixture: AuditFixture, tmp_path: Path, charge: float | None, audit_words: str, replay_words: str) -> None:
+    """The budget sums the charges the bundle entries state. The operator logs a gen2 evaluation with no charge,
+    or a charge of 1 bit for one that releases thousands: the budget would last for ever. Every verifier
+    recomputes the charge from the evaluation (FORMATS section 5, rule 10): both audits and the independent
+    replay name the entry; and a passport on the generation is still judged on the evaluation's real charge
+    (a verifier without the charge stated reads it from the evaluation blob), never "incomplete"."""
+    assert operator_audit(fixture)[0] == 0
+    before = issue(fixture, "model_0", "gen2")  # issued on the honest log, before the attack
+    entry, _, _, _ = _a_gen2_bundle(fixture)
+    forged = {k: v for k, v in entry.items() if k != "leakage_bits"}
+    forged.update(model_id="understated", created_utc=LATER, **({} if charge is None else {"leakage_bits": charge}))
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        index = ledger.append(forged, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any(audit_words in m for m in findings_at(report, index)), report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, replay_words)
+    export = tmp_path / "export"
+    for where in (("--store", fixture.store), ("--from", export)):
+        verified = cli_at("passport", "verify", before, *where, "--key", fixture.key_b64)
+        assert verified.exit_code == 0, verified.output  # the passport cites the model's own bundles only
 
 
 def _claimed_audit(ledger: Any) -> tuple[dict[str, Any], bytes]:
@@ -734,7 +764,8 @@ def test_attack_an_evaluation_dated_outside_its_seal_and_its_entry(fixture: Audi
             heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, redated, npz,
                                              now=parse_utc(LATER))
         BlobStore(st.blobs).put(evaluation_bytes(redated))
-        index = ledger.append(bundle, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+        index = ledger.append({**bundle, "leakage_bits": entry["leakage_bits"]}, signer=ledger_signer(st, ledger),
+                              now=parse_utc(LATER))  # (its charge stated: the evaluation's is the same)
     for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
         assert code == 1
         assert any(words in m for m in findings_at(report, index)), report["findings"]
@@ -841,6 +872,7 @@ def test_attack_predictions_padded_with_classes_the_task_does_not_have(fixture: 
     evaluation's n_classes is the task's (MedEval-1's task table): the operator's own command refuses it before
     anything is logged, and both audits and the independent replay name it when it is logged anyway."""
     from harness.metrics import evaluation_bytes
+    from heldout.generations.budget import charge_bits
     from keys import MalformedInput
 
     bundle, forged, npz = _padded_bundle(fixture, 12)
@@ -855,7 +887,8 @@ def test_attack_predictions_padded_with_classes_the_task_does_not_have(fixture: 
         blobs = BlobStore(st.blobs)
         blobs.put(evaluation_bytes(forged))
         blobs.put(npz)
-        index = ledger.append(bundle, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+        index = ledger.append({**bundle, "leakage_bits": charge_bits(forged)}, signer=ledger_signer(st, ledger),
+                              now=parse_utc(LATER))  # (its charge stated, its evaluation's)
     for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
         assert code == 1
         assert any("counts 12 classes, and task bloodmnist has 8" in m for m in findings_at(report, index)), report
@@ -939,7 +972,8 @@ def test_attack_an_evaluation_that_describes_another_task(fixture: AuditFixture,
             heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, evaluation, npz,
                                              now=parse_utc(LATER))
         blobs.put(evaluation_bytes(evaluation))
-        index = ledger.append(bundle, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+        index = ledger.append({**bundle, "leakage_bits": entry["leakage_bits"]}, signer=ledger_signer(st, ledger),
+                              now=parse_utc(LATER))  # (its charge stated: the evaluation's is the same)
     for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
         assert code == 1
         assert any(f"{member} of the evaluation is not its task's" in m for m in findings_at(report, index)), report
@@ -993,8 +1027,128 @@ def test_attack_a_bundle_entry_that_overstates_its_robustness_subset(fixture: Au
                                                  r".*\(n_cases 5000, where 40 is expected\)"):
             heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, evaluation,
                                              blobs.get(entry["predictions_sha256"]), now=parse_utc(LATER))
-        index = ledger.append(bundle, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+        index = ledger.append({**bundle, "leakage_bits": entry["leakage_bits"]}, signer=ledger_signer(st, ledger),
+                              now=parse_utc(LATER))  # (its charge stated: the evaluation's is the same)
     for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
         assert code == 1
         assert any("its n_cases is not what its evaluation's n_test gives" in m for m in findings_at(report, index))
     _independent_replay_refuses(fixture, tmp_path, "n_cases is not min")
+
+
+# --- the optional dimensions --------------------------------------------------------------------------------
+
+def _gen2_result(fixture: AuditFixture, model_id: str, *, prompts: bool) -> tuple[Any, Any]:
+    """A synthetic gen2 evaluation of ``model_id`` (with or without the prompt templates' predictions) and
+    its bundle entry, dated LATER."""
+    import numpy as np
+
+    from harness.bundle import bundle_entry
+    from heldout.generations import generation_cases
+    from tests.audit_support import synthetic_result
+
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        labels = np.asarray(generation_cases(st, "gen2", TASK, ledger=ledger).labels, dtype=np.int64)
+        origin = load_generations(ledger, parse_utc(LATER))["gen2"].split_origin(TASK)
+    result = synthetic_result(model_id, labels, generation="gen2", seed=77, skill=0.9, now=parse_utc(LATER),
+                              prompts=prompts, split_origin=origin)
+    return result, bundle_entry(result, generation="gen2", created_utc=parse_utc(LATER))
+
+
+def test_attack_a_dimension_scored_in_only_some_bundles_of_a_model(fixture: AuditFixture, tmp_path: Path) -> None:
+    """MEDEVAL-1 scores spec_sensitivity exactly for a model that takes a text prompt (limited_data exactly for
+    one that trains), and leaves it out of the composite otherwise. The operator stores the prompt predictions
+    for the run where they raise the index and not for the others: the model would take a prompt when it
+    helps. A model's optional dimensions are its first published bundle's in every evaluation (FORMATS rule
+    10): both audits and the independent replay name the bundle."""
+    from harness.metrics import evaluation_bytes
+    from heldout.entries import optional_dimensions
+    from seals import sha256_hex
+
+    entry, evaluation, _, _ = _a_gen2_bundle(fixture)
+    assert optional_dimensions(evaluation) == frozenset()  # the fixture's models take no prompt, train nothing
+    result, forged = _gen2_result(fixture, entry["model_id"], prompts=True)
+    assert optional_dimensions(result.evaluation) == {"spec_sensitivity"}
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        index = heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), forged, result.evaluation,
+                                                 result.predictions_npz, now=parse_utc(LATER)).index
+    assert forged["evaluation_sha256"] == sha256_hex(evaluation_bytes(result.evaluation))
+    words = f"model {entry['model_id']}'s first bundle"
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any(words in m for m in findings_at(report, index)), report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, f"entry {index}: the evaluation's optional dimensions are not "
+                                                   "those of its model's first bundle")
+
+
+def test_attack_a_trained_model_logged_without_its_limited_data_dimension(fixture: AuditFixture,
+                                                                         tmp_path: Path) -> None:
+    """A linear probe trains, so MEDEVAL-1 scores its limited_data; its first bundle logged without the
+    training-fraction predictions would bind every later one to leaving the dimension out. The reference
+    harness's families say which optional dimensions a model has: the operator's command refuses the bundle,
+    and both audits and the independent replay name one logged anyway."""
+    from keys import MalformedInput
+
+    result, forged = _gen2_result(fixture, "probe", prompts=False)
+    forged["family"] = "linear_probe"
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        with pytest.raises(MalformedInput, match="a linear_probe model has limited_data"):
+            heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), forged, result.evaluation,
+                                             result.predictions_npz, now=parse_utc(LATER))
+        with operator_skipping(heldout.entries.BundleEntry, "FAMILY_DIMENSIONS", {}):
+            index = heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), forged,
+                                                     result.evaluation, result.predictions_npz,
+                                                     now=parse_utc(LATER)).index
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("a linear_probe model has limited_data" in m for m in findings_at(report, index)), report
+    _independent_replay_refuses(fixture, tmp_path, f"entry {index}: the evaluation's optional dimensions are not a "
+                                                   "linear_probe model's")
+
+
+# --- passports and the model's later runs -------------------------------------------------------------------
+
+def test_attack_a_passport_left_standing_after_the_models_later_worse_run(fixture: AuditFixture,
+                                                                         tmp_path: Path) -> None:
+    """The passport cites the model's latest bundles when it is issued; the model is then run again on the
+    generation and does worse, and no new passport is issued: the old one would keep ranking the better run.
+    A passport lapses once its model has a bundle on the generation outside its checkpoint, dated by the
+    reference time (FORMATS section 12), with the ledger or its export; before that run it stands."""
+    assert operator_audit(fixture)[0] == 0
+    path = issue(fixture, "model_0", "gen2")
+    later_run = "2026-09-10T00:00:00Z"
+    index = add_bundle(fixture.store, "gen2", "model_0", seed=901, skill=0.05, at=later_run)
+    export = tmp_path / "export"
+    assert cli_at("ledger", "export", fixture.ledger_id, export, "--store", fixture.store).exit_code == 0
+    for where in (("--store", fixture.store), ("--from", export)):
+        before = cli_at("passport", "verify", path, *where, "--key", fixture.key_b64, at="2026-09-05T00:00:00Z")
+        assert before.exit_code == 0, before.output
+        after = cli_at("passport", "verify", path, *where, "--key", fixture.key_b64, at="2026-09-11T00:00:00Z")
+        assert after.exit_code == 4, after.output
+        assert f"evaluated on gen2 again after this passport's evidence (bundle entry {index}" in \
+            " ".join(after.output.split()), after.output
+
+
+def test_attack_the_models_best_run_logged_again_to_be_its_latest(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The operator ran a model on gen2 several times (every run charged and logged); a passport cites the
+    latest. It logs the best run's stored predictions again, so that the best is the latest. A run is logged
+    once (FORMATS rule 10): the operator's command refuses it, and both audits and the independent replay
+    name it when it is logged anyway."""
+    from keys import UsageError
+
+    entry, evaluation, npz, _ = _a_gen2_bundle(fixture)
+    again = {**entry, "created_utc": LATER}
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        size = ledger.size
+        with pytest.raises(UsageError, match="are already logged"):
+            heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), again, evaluation, npz,
+                                             now=parse_utc(LATER))
+        assert ledger.size == size  # nothing logged
+        index = ledger.append(again, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("logs the stored predictions of entry" in m for m in findings_at(report, index)), report
+    _independent_replay_refuses(fixture, tmp_path, f"entry {index} logs the predictions of entry")

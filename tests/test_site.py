@@ -116,6 +116,7 @@ def test_leaderboard_document_ranks_and_separates(built: Path) -> None:
     unranked = {(r["model_id"], r["generation"], r["state"], r["superseded_by"] is not None) for r in doc["unranked"]}
     assert ("model_0", "gen1", "lapsed", False) in unranked
     assert ("model_1", "gen2", "valid", True) in unranked  # re-issued: the earlier one is kept but not ranked
+    assert ("model_2", "gen2", "lapsed", False) in unranked  # evaluated again after its passport
     assert all(r["rank"] is None for r in doc["unranked"])
     index = (built / "index.html").read_text()
     assert "Ranking rule" in index and "leaderboard.json" in index

@@ -52,7 +52,7 @@ from harness.metrics.registry import metrics_for
 from heldout.audit.rederive import Pending, RederiveJob, Submit, bundle_rederiver
 from heldout.audit.report import REPORT_FORMAT, REPORT_VERSION, AuditReport, Finding, SinceLink, Unrederived
 from heldout.audit.sources import AuditSource
-from heldout.entries import BundleEntry, EntryRecord, IntentEntry, PassportEntry, entry_record
+from heldout.entries import BundleEntry, EntryRecord, IntentEntry, PassportEntry, entry_record, optional_dimensions
 from heldout.generations import (
     WITHHOLDING_MODES,
     GenerationState,
@@ -127,6 +127,9 @@ class _Context:
     facts: LedgerFacts | None = None
     _by_type: dict[type[EntryRecord], list[Any]] = field(default_factory=dict)
     _public_bundles: dict[tuple[str, str], list[int]] | None = None
+    _model_bundles: dict[str, list[BundleEntry]] | None = None
+    #: Per model: (index, optional dimensions) of its first bundle whose evaluation is published
+    model_dimensions: dict[str, tuple[int, frozenset[str]] | None] = field(default_factory=dict)
     _openings: dict[str, RevealDocument] = field(default_factory=dict)
 
     def record(self, index: int) -> EntryRecord | None:
@@ -162,6 +165,14 @@ class _Context:
                 if bundle.generation == "public":
                     self._public_bundles.setdefault((bundle.model_id, bundle.task), []).append(int(bundle.index or 0))
         return self._public_bundles.get((model_id, task), [])
+
+    def model_bundles(self, model_id: str) -> list[BundleEntry]:
+        """The bundles of ``model_id``, on every generation, in ledger order (grouped once per audit)."""
+        if self._model_bundles is None:
+            self._model_bundles = {}
+            for bundle in self.records(BundleEntry):
+                self._model_bundles.setdefault(bundle.model_id, []).append(bundle)
+        return self._model_bundles.get(model_id, [])
 
     def find(self, check: str, error: HeldoutError, *, index: int | None = None, file: str | None = None) -> None:
         if isinstance(error, SourceUnavailable):  # the source could not be read: no finding, no verdict (exit 2)
@@ -773,9 +784,25 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
     if entry.task not in state.tasks:  # read from the seal entry: no labels needed, so a third party checks it too
         raise VerificationError(f"bundle entry {index} is on task {entry.task!r}, which {name} does not have",
                                 index=index, field="task", expected=sorted(state.tasks), found=entry.task)
+    if state.budget_bits is not None and "leakage_bits" not in entry:  # a finding of its own; the bundle is
+        # still checked and re-derived, and charged from its evaluation so the budget judges the bundles after it
+        ctx.find("bundle", VerificationError(
+            f"bundle entry {index} states no leakage_bits: a bundle on a generation with a leakage budget states its "
+            "charge (FORMATS section 5)", index=index, field="leakage_bits", expected="a number", found=None),
+            index=index)
     over_budget = state.budget_error(index)
     if over_budget is not None:
         raise over_budget
+    run = (name, entry.task, entry.predictions_sha256, entry.get("spec_version"))
+    again = next((int(b.index or 0) for b in ctx.model_bundles(entry.model_id) if int(b.index or 0) < index
+                  and (b.generation, b.task, b.predictions_sha256, b.get("spec_version")) == run), None)
+    if again is not None:  # the latest bundle is what a passport cites: an earlier run logged again would be it
+        # (a finding of its own: the bundle's other checks still run)
+        ctx.find("bundle", VerificationError(
+            f"bundle entry {index} logs the stored predictions of entry {again} again (model {entry.model_id}, "
+            f"{name}/{entry.task}, under the same spec version): a run is logged once (under a new spec version, "
+            "it is evaluated anew)", index=index, field="predictions_sha256",
+            expected=f"not the predictions of entry {again}", found=entry.predictions_sha256), index=index)
     withholding = state.release_mode in WITHHOLDING_MODES
     if withholding:
         if "spec_version" in entry:  # (the evaluation may be withheld: its spec is known from the entry's copy)
@@ -805,6 +832,7 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
         raise VerificationError(f"bundle entry {index}: {disagreement.reason}", index=index,
                                 field=disagreement.member, expected=disagreement.expected, found=disagreement.found)
     _expect(index, "split_origin", state.split_origin(entry.task), evaluation.get("split_origin"))
+    _check_model_dimensions(ctx, index, entry, evaluation)
     if "leakage_bits" in entry:
         _check_charge(index, entry, evaluation, state)
     predictions_data = ctx.blob(entry.predictions_sha256, index=index, what="predictions_sha256")
@@ -817,6 +845,39 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
     metrics_for(evaluation.get("spec_version"))
     job = RederiveJob(index=index, evaluation=evaluation_data, predictions=predictions_data, labels=labels)
     return _Started(entry=entry, state=state, evaluation=evaluation, pending=submit(job))
+
+
+def _check_model_dimensions(ctx: _Context, index: int, entry: BundleEntry, evaluation: Mapping[str, Any]) -> None:
+    """A model trains or not, takes a text prompt or not, in every evaluation: its optional dimensions
+    (``limited_data``, ``spec_sensitivity``) are those of its first bundle whose evaluation is published
+    (FORMATS rule 10). Otherwise the operator leaves a dimension out of the bundles it would lower."""
+    found = optional_dimensions(evaluation)
+    if entry.model_id not in ctx.model_dimensions:
+        ctx.model_dimensions[entry.model_id] = None
+        for earlier in ctx.model_bundles(entry.model_id):
+            at = int(earlier.index or 0)
+            if at == index:
+                first: Mapping[str, Any] = evaluation
+            elif ctx.source.has_blob(earlier.evaluation_sha256):
+                try:  # (an incremental audit, or a bundle whose own checks failed: read here, once per model)
+                    first = parse_json_object(ctx.source.blob(earlier.evaluation_sha256), what="evaluation")
+                except HeldoutError:
+                    continue  # (that bundle's own check names it)
+            else:
+                continue
+            dimensions = optional_dimensions(first)
+            if dimensions is not None:
+                ctx.model_dimensions[entry.model_id] = (at, dimensions)
+                break
+    reference = ctx.model_dimensions[entry.model_id]
+    if reference is not None and found is not None and found != reference[1]:
+        def named(names: frozenset[str]) -> str:
+            return " and ".join(sorted(names)) or "neither"
+        raise VerificationError(
+            f"bundle entry {index}: its evaluation has {named(found)} of the optional dimensions, and model "
+            f"{entry.model_id}'s first bundle (entry {reference[0]}) has {named(reference[1])}: a model trains or "
+            "not, takes a prompt or not, in every evaluation (a dimension left out raises the composite index)",
+            index=index, field="dimensions", expected=sorted(reference[1]), found=sorted(found))
 
 
 def _finish_bundle(ctx: _Context, index: int, begun: _Started) -> None:

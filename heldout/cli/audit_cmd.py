@@ -33,6 +33,7 @@ from heldout.cli.common import (
 from heldout.passports import audit_report_path
 from heldout.store import auditor_state_path, default_store_path
 from keys import HeldoutError, StorageError, UsageError
+from keys.files import write_atomic
 from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger.entries import is_ledger_id
 from ledger.policy import Policy, load_policy
@@ -132,14 +133,15 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool, record: 
     report (harmless), never a clean report the next ``--since`` refuses as not the auditor's own. When the
     record cannot be written, the report is not trusted later, and that is said."""
     _require_replaceable(target)
+    data = report.to_bytes()  # (canonicalised once: a 10,000-bundle report is megabytes)
     unrecorded: OSError | None = None
     if report.clean:
         try:
-            record.add(report.to_bytes())
+            record.add(data)
         except OSError as exc:  # said once the report is written (a failing disk fails that too: one error)
             unrecorded = exc
     try:
-        report.write(target)
+        write_atomic(target, data)
         written = target
     except (OSError, StorageError) as exc:
         code = exc.errno if isinstance(exc, OSError) else None
@@ -148,7 +150,7 @@ def _write_report(report: AuditReport, target: Path, *, fallback: bool, record: 
         # The auditor's own state folder, never a shared temporary one: there, a folder or a temporary name
         # that another user made first would take the report (or let them swap it afterwards).
         written = auditor_state_path() / "audit-reports" / report.ledger_id / "audit_report.json"
-        report.write(written)
+        write_atomic(written, data)
         err_console.print(f"note: {target.parent} cannot be written (read-only store?); the report went to "
                           f"{written}")
     if unrecorded is not None:

@@ -235,7 +235,7 @@ def verify_folder_reveal(source: str | Path, generation: str, trusted: PublicKey
     manifest and the reveal (checked against each other only)."""
     if is_public_log(source):
         log = open_public_log(source)
-        log.verify(check_blobs=False)  # nothing in a published log is trusted before its replay
+        verify_public_log(log)  # nothing in a published log is trusted before its replay (every rule, blobs too)
         return verify_published_reveal(log, generation, trusted, now, source=str(source))
     folder = Path(source)
     if not folder.is_dir():
@@ -286,7 +286,7 @@ def check_reveal(store: Store, generation: str, *, source: str | None, pinned: P
             report = verify_public_log(log, expected_id=ledger_id or log.ledger_id)
             policy.evaluate(log.latest_checkpoint(), origin=report.origin)
         else:
-            verify_public_log(log, check_blobs=False)
+            verify_public_log(log)
         manifest = log.seal_bytes(f"{generation}.seal.json")
         return verify_published_reveal(log, generation, trusted_for(manifest), now, source=str(source))
     if source is not None:

@@ -163,8 +163,8 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
         at_basis = f"the time of the ledger's last entry ({export.size - 1}); give --at to build as of another time"
     keys = _ledger_keys(export)
     entries = list(export.entries())
-    facts = LedgerFacts.of(export)  # read once: the export does not change during a build
-    generations = load_generations(entries, at)
+    facts = LedgerFacts.of(export, export.blobs)  # read once: the export does not change during a build
+    generations = load_generations(entries, at, blobs=export.blobs)
     supersessions = load_supersessions(entries)
     entry_types = {index: str(entry.get("type")) for index, entry in entries}
     _check_seal_files(export, entries)

@@ -216,13 +216,20 @@ def _issuer_key(site: SiteData, record: PassportRecord) -> tuple[int, TrustedKey
 def lapse_entries(site: SiteData, record: PassportRecord) -> list[int]:
     """The entries that decide the passport's standing beyond its own: its generation's seal and the retire (or
     early reveal) that counts for it, the supersession of its spec version that counts, and the key entry that
-    declares its issuer (the first of each, as the CLI reads the log; none of any other passport)."""
+    declares its issuer (the first of each, as the CLI reads the log; none of any other passport), and the
+    model's first bundle on the generation outside the passport's checkpoint, dated by the reference time."""
     wanted: set[int] = set()
     generation = site.generations.get(record.generation)
     if generation is not None:
         wanted.add(generation.seal_index)
         if generation.retire_index is not None:
             wanted.add(generation.retire_index)
+        passport = record.verdict.passport
+        size = int(((passport.heldout or {}).get("checkpoint") or {}).get("size") or 0)
+        newer = next((b.index for b in generation.bundles
+                      if b.model_id == passport.model_id and b.index >= size and b.created <= site.at), None)
+        if newer is not None:
+            wanted.add(newer)
     supersession = site.supersessions.get(record.verdict.passport.spec_version)
     if supersession is not None and supersession.index is not None:
         wanted.add(int(supersession.index))

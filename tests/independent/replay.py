@@ -19,7 +19,9 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
+import stat
 import struct
 import zipfile
 from dataclasses import dataclass, field
@@ -96,6 +98,79 @@ TASK_TABLE = {
 MEDMNIST_CLASSES = {"bloodmnist": 8, "breastmnist": 2, "dermamnist": 7, "octmnist": 4, "organamnist": 11,
                     "organcmnist": 11, "organsmnist": 11, "pathmnist": 9, "pneumoniamnist": 2, "retinamnist": 5,
                     "tissuemnist": 8}
+
+#: The bounds of FORMATS section 17 ("Reading"), by the file's place in the export.
+KiB, MiB = 1024, 1024 * 1024
+
+
+def _bound_of(relative: str) -> int:
+    if relative.startswith("blobs/"):
+        return 256 * MiB
+    if relative.startswith(("checkpoints/", "keys/")):
+        return 64 * KiB
+    if relative.startswith("seals/"):
+        return 32 * MiB
+    return 256 * MiB  # export.json, entries.jsonl
+
+
+#: The charge of a full-release evaluation (FORMATS section 5): members that cost nothing, with all under them;
+#: (low, high, decimals, cap) of each member whose numbers cost log2(values + 1) bits; the categorical strings.
+FREE_MEMBERS = {"seed", "n_test", "n_cases", "n_classes", "n_specs", "runtime_s", "timestamp", "cost", "limitations",
+                "code_fingerprint", "spec_version", "kind", "task", "task_name", "modality", "domain", "device",
+                "split_origin", "basis", "caveat", "spec", "has_real_metadata", "dimensions_scored",
+                "not_scored_reason", "not_applicable", "n_train_available"}
+PROPORTIONS = ["auc", "balanced_accuracy", "ci95", "clean_reference_cc", "mean_agreement", "mean_retention",
+               "worst_retention", "ece", "mean_confidence", "overconfidence", "best_chance_corrected",
+               "worst_chance_corrected", "chance_corrected", "retention", "spread_balanced_accuracy",
+               "worst_class_recall", "risk_coverage_auc", "full_data_chance_corrected", "per_fraction",
+               "retention_by_fraction"]
+CHARGE_RULES: dict[str, tuple[float, float, int, str | int | None]] = {
+    "score": (0, 100, 6, None), "index": (0, 100, 6, None), "coverage": (0, 1, 6, 512),
+    **{name: (0, 1, 6, "n_test") for name in ("accuracy", "full_accuracy", "selective_acc_at_50",
+                                              "selective_acc_at_80")},
+    "agreement_by_severity": (0, 1, 4, "n_cases"), "retention_by_severity": (0, 1, 4, None),
+    "mean_kappa": (-1, 1, 6, None), "brier": (0, 2, 6, None), **{name: (0, 1, 6, None) for name in PROPORTIONS},
+}
+CATEGORICAL = {"best_spec": 6, "worst_spec": 6}
+#: The optional dimensions of the reference harness's model families (FORMATS rule 10).
+FAMILY_DIMENSIONS = {"foundation": {"spec_sensitivity"}, "trained_baseline": {"limited_data"},
+                     "linear_probe": {"limited_data"}, "baseline": {"limited_data"}}
+
+
+def evaluation_charge(evaluation: dict[str, Any]) -> float:
+    """FORMATS section 5's charge of a full-release evaluation object, rounded to 6 decimals."""
+    n_test = evaluation.get("n_test")
+    caps = {"n_test": n_test, "n_cases": min(n_test, 1200)} if type(n_test) is int and n_test > 0 else {}
+
+    def number_bits(rule: tuple[float, float, int, str | int | None] | None) -> float:
+        if rule is None:
+            return 64.0
+        low, high, decimals, cap = rule
+        values = round((high - low) * 10 ** decimals) + 1
+        if isinstance(cap, str) and cap in caps:
+            values = min(values, caps[cap] + 1)
+        elif isinstance(cap, int):
+            values = min(values, cap)
+        return math.log2(values + 1)
+
+    def bits(value: Any, name: str | None, rule: tuple[float, float, int, str | int | None] | None) -> float:
+        if name in FREE_MEMBERS:
+            return 0.0
+        rule = CHARGE_RULES.get(name, rule) if name is not None else rule
+        if isinstance(value, bool):
+            return 1.0
+        if isinstance(value, (int, float)) or (value is None and rule is not None):
+            return number_bits(rule)
+        if isinstance(value, dict):
+            return sum(bits(item, key, rule) for key, item in value.items())
+        if isinstance(value, list):
+            return sum(bits(item, None, rule) for item in value)
+        if isinstance(value, str) and name in CATEGORICAL:
+            return math.log2(CATEGORICAL[name])
+        return 0.0
+
+    return round(math.fsum(bits(item, key, None) for key, item in evaluation.items()), 6)
+
 
 REQUIRED: dict[str, dict[str, str]] = {
     "genesis": {"name": TEXT, "key": KEY, "created_utc": TIME, "nonce": HEX},
@@ -615,11 +690,54 @@ class _Replay:
         self.seal_entries: dict[str, tuple[int, dict[str, Any]]] = {}
         self.reveal_docs: dict[str, dict[str, Any]] = {}
 
-    def read(self, relative: str) -> bytes:
-        path = self.folder / relative
-        if not path.is_file():
+    def read(self, relative: str, limit: int | None = None) -> bytes:
+        """A file of the export: reached without a symbolic link, a regular file, within its bound (FORMATS
+        sections 15 and 17); anything else in its place is a fault of that file."""
+        bound = limit if limit is not None else _bound_of(relative)
+        found = self.lstat(relative)
+        if found is None:
             raise ReplayFailure(relative, "layout", "missing")
-        return path.read_bytes()
+        path, mode = found
+        if not stat.S_ISREG(mode):
+            raise ReplayFailure(relative, "layout", "not a regular file")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            raise ReplayFailure(relative, "layout", f"cannot be read ({exc.strerror})") from None
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ReplayFailure(relative, "layout", "not a regular file")
+            data = handle.read(bound + 1)
+        if len(data) > bound:
+            raise ReplayFailure(relative, "layout", f"larger than its bound ({bound} bytes)")
+        return data
+
+    def listing(self, relative: str) -> list[str]:
+        """The names in a folder of the export (none when it is absent); the folder is a real one, reached
+        without a symbolic link."""
+        found = self.lstat(relative)
+        if found is None:
+            return []
+        if not stat.S_ISDIR(found[1]):
+            raise ReplayFailure(relative, "layout", "not a folder")
+        return sorted(os.listdir(found[0]))
+
+    def lstat(self, relative: str) -> tuple[Path, int] | None:
+        """The path of ``relative`` in the export and its mode, every step taken without following a symbolic
+        link (a link anywhere on the way is a fault); None when it is absent."""
+        path = self.folder
+        mode = 0
+        for part in relative.split("/"):
+            path = path / part
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise ReplayFailure(relative, "layout", f"cannot be read ({exc.strerror})") from None
+            if stat.S_ISLNK(mode):
+                raise ReplayFailure(relative, "layout", "a symbolic link, not a file or folder of the export")
+        return path, mode
 
     def blob(self, digest: str, index: int, what: str) -> bytes | None:
         """The blob's bytes (already hash-checked) or None when the manifest lists it missing."""
@@ -700,15 +818,14 @@ class _Replay:
 
     # R4, R5 --------------------------------------------------------------------------------------------
     def checkpoints(self) -> None:
-        folder = self.folder / "checkpoints"
         notes: dict[int, Note] = {}
-        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-            relative = f"checkpoints/{path.name}"
-            stem, _, suffix = path.name.partition(".")
+        for name in self.listing("checkpoints"):
+            relative = f"checkpoints/{name}"
+            stem, _, suffix = name.partition(".")
             if suffix != "note" or not SIZE_LINE.match(stem):
                 raise ReplayFailure(relative, "layout", "not a checkpoint file name <size>.note")
             try:
-                text = path.read_bytes().decode("utf-8")
+                text = self.read(relative).decode("utf-8")
             except UnicodeDecodeError:
                 raise ReplayFailure(relative, "checkpoint", "not UTF-8") from None
             note = verify_note(text, relative, self.ledger_key, self.origin)
@@ -741,20 +858,19 @@ class _Replay:
 
     # R6 ------------------------------------------------------------------------------------------------
     def key_files(self) -> None:
-        folder = self.folder / "keys"
         found: dict[str, Key] = {}
-        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-            relative = f"keys/{path.name}"
-            if not path.name.endswith(".pub.json"):
+        for name in self.listing("keys"):
+            relative = f"keys/{name}"
+            if not name.endswith(".pub.json"):
                 raise ReplayFailure(relative, "layout", "not a public key file <key_id>.pub.json")
-            body = canonical_document(relative, path.read_bytes(), newline=True)
+            body = canonical_document(relative, self.read(relative), newline=True)
             if not isinstance(body, dict) or set(body) != {"algo", "key_id", "name", "public_key_b64", "fingerprint",
                                                            "note_verifier_key"}:
                 raise ReplayFailure(relative, "key-file", "members are not those of a public key file")
             if body["algo"] != "Ed25519":
                 raise ReplayFailure(relative, "key-file", "algo is not Ed25519")
             key = _key_member(body, relative, relative)
-            if key.key_id != path.name[: -len(".pub.json")]:
+            if key.key_id != name[: -len(".pub.json")]:
                 raise ReplayFailure(relative, "key-file", "key_id is not the file name")
             if body["fingerprint"] != hashlib.sha256(key.public_key).hexdigest():
                 raise ReplayFailure(relative, "key-file", "fingerprint is not SHA-256 of the key")
@@ -771,15 +887,13 @@ class _Replay:
 
     # R7 ------------------------------------------------------------------------------------------------
     def blobs(self) -> None:
-        root = self.folder / "blobs" / "sha256"
-        for path in sorted(root.rglob("*")) if root.is_dir() else []:
-            if path.is_dir():
-                continue
-            relative = path.relative_to(self.folder).as_posix()
-            name = path.name
-            if not HEX64.match(name) or path.parent.name != name[:2] or path.parent.parent != root:
+        found = [(prefix, name) for prefix in self.listing("blobs/sha256")
+                 for name in self.listing(f"blobs/sha256/{prefix}")]
+        for prefix, name in found:
+            relative = f"blobs/sha256/{prefix}/{name}"
+            if not HEX64.match(name) or prefix != name[:2]:
                 raise ReplayFailure(relative, "layout", "not a blob path blobs/sha256/<hh>/<sha256>")
-            data = path.read_bytes()
+            data = self.read(relative)
             if hashlib.sha256(data).hexdigest() != name:
                 raise ReplayFailure(relative, "blob", "content does not hash to its name")
             self.blob_files[name] = data
@@ -835,11 +949,11 @@ class _Replay:
                     isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in tasks.values()):
                 raise ReplayFailure(ENTRIES, "seal", f"seal entry {index} lacks its task counts")
             self.seal_entries[name] = (index, entry)
-        folder = self.folder / "seals"
-        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-            generation, _, suffix = path.name.partition(".")
+        for name in self.listing("seals"):
+            generation, _, suffix = name.partition(".")
             if suffix not in ("seal.json", "reveal.json") or generation not in self.seal_entries:
-                raise ReplayFailure(f"seals/{path.name}", "layout", "not a manifest or reveal of a sealed generation")
+                raise ReplayFailure(f"seals/{name}", "layout", "not a manifest or reveal of a sealed generation")
+            self.read(f"seals/{name}")  # a regular file, within its bound
         for name, (index, entry) in self.seal_entries.items():
             file = f"seals/{name}.seal.json"
             data = self.read(file)
@@ -948,17 +1062,17 @@ class _Replay:
             digest = entry["reveal_sha256"]
             file = f"blobs/sha256/{digest[:2]}/{digest}"
             data = self.blob(digest, index, "reveal_sha256")
-            published = self.folder / "seals" / f"{name}.reveal.json"
-            if published.is_file() and published.read_bytes() != data:
+            published = f"seals/{name}.reveal.json"
+            if published in (f"seals/{n}" for n in self.listing("seals")) and self.read(published) != data:
                 raise ReplayFailure(f"seals/{name}.reveal.json", "reveal", f"is not the reveal entry {index} names")
             if data is None:
                 continue
             doc = canonical_document(file, data, newline=False)
             self.check_reveal(file, name, doc, entry, index)
             self.reveal_docs[name] = doc
-        for path in sorted((self.folder / "seals").glob("*.reveal.json")):
-            if path.name.split(".")[0] not in self.reveal_docs:
-                raise ReplayFailure(f"seals/{path.name}", "reveal", "published, but no reveal entry names it")
+        for published_name in self.listing("seals"):
+            if published_name.endswith(".reveal.json") and published_name.split(".")[0] not in self.reveal_docs:
+                raise ReplayFailure(f"seals/{published_name}", "reveal", "published, but no reveal entry names it")
 
     def check_reveal(self, file: str, name: str, doc: Any, entry: dict[str, Any], index: int) -> None:
         manifest = self.seal_docs[name]
@@ -1138,9 +1252,16 @@ class _Replay:
         return round(math.fsum(charges), 6) + round(float(entry.get("leakage_bits", 0.0)), 6) > budget + 1e-9
 
     def bundles(self) -> None:
+        model_dimensions: dict[str, tuple[int, set[str]]] = {}  # a model's first published evaluation's
+        runs: dict[tuple[str, str, str, str, str], int] = {}  # (model, generation, task, predictions, spec)
         for index, entry in enumerate(self.entries):
             if entry["type"] != "bundle":
                 continue
+            run = (entry["model_id"], entry["generation"], entry["task"], entry["predictions_sha256"],
+                   str(entry.get("spec_version")))
+            if runs.setdefault(run, index) != index:
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index} logs the predictions of entry {runs[run]} "
+                                    "again (same model, generation, task and spec version)")
             name = entry["generation"]
             seal = self.seal_entries.get(name)
             if seal is None or seal[0] > index:
@@ -1149,9 +1270,15 @@ class _Replay:
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} is on {name} after its retirement")
             if entry["task"] not in (seal[1].get("tasks") or {}):
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} is on a task {name}'s seal does not list")
+            release = entry.get("release")
+            budgeted = isinstance(seal[1].get("budget_bits"), (int, float))
+            if budgeted and not isinstance(entry.get("leakage_bits"), (int, float)):
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index} states no leakage_bits on {name}, which has a "
+                                    "leakage budget")
+            if budgeted and isinstance(release, dict) and release.get("bits") != entry["leakage_bits"]:
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: leakage_bits is not its release's bits")
             if self.over_budget(index):
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was admitted past {name}'s leakage budget")
-            release = entry.get("release")
             if (seal[1].get("release") or {}).get("mode") == "thresholdout" and isinstance(release, dict):
                 earlier = [j for j, e in enumerate(self.entries[:index]) if e["type"] == "bundle"
                            and e["generation"] == "public" and e["model_id"] == entry["model_id"]
@@ -1173,6 +1300,19 @@ class _Replay:
             if data is not None:
                 file = f"blobs/sha256/{entry['evaluation_sha256'][:2]}/{entry['evaluation_sha256']}"
                 evaluation = canonical_document(file, data, newline=False)
+                dimensions = evaluation.get("dimensions")
+                if isinstance(dimensions, dict):
+                    optional = {d for d in ("limited_data", "spec_sensitivity") if dimensions.get(d) is not None}
+                    first = model_dimensions.setdefault(entry["model_id"], (index, optional))
+                    if optional != first[1]:
+                        raise ReplayFailure(file, "bundle", f"entry {index}: the evaluation's optional dimensions are "
+                                            f"not those of its model's first bundle (entry {first[0]})")
+                    if optional != FAMILY_DIMENSIONS.get(entry.get("family"), optional):
+                        raise ReplayFailure(file, "bundle", f"entry {index}: the evaluation's optional dimensions are "
+                                            f"not a {entry.get('family')} model's")
+                full = (seal[1].get("release") or {}).get("mode", "full") == "full"
+                if budgeted and full and evaluation_charge(evaluation) != round(float(entry["leakage_bits"]), 6):
+                    raise ReplayFailure(file, "bundle", f"evaluation charge is not entry {index}'s leakage_bits")
                 for member in ("task", "n_test", "seed", "spec_version", "split_origin", "code_fingerprint",
                                "device"):
                     if member in entry and evaluation.get(member) != entry[member]:
@@ -1390,7 +1530,6 @@ class _Replay:
         m = self.manifest
         present = sorted(self.blob_files)
         referenced = sorted(set(self.referenced) - set(self.blob_files))
-        seals_folder = self.folder / "seals"
         claims = {
             "ledger_id": self.ledger_id,
             "origin": self.origin,
@@ -1401,7 +1540,7 @@ class _Replay:
             "blobs": present,
             "missing_blobs": referenced,
             "keys": sorted(self.key_files_found),
-            "seals": sorted(p.name for p in seals_folder.iterdir()) if seals_folder.is_dir() else [],
+            "seals": self.listing("seals"),
             "entries": {"file": ENTRIES, "count": len(self.lines),
                         "sha256": hashlib.sha256(self.read(ENTRIES)).hexdigest()},
         }
@@ -1441,3 +1580,26 @@ def replay_export(folder: Path, ledger_id: str) -> Summary:
     return Summary(ledger_id=r.ledger_id, size=len(r.lines), root=r.root, checkpoints=sorted(r.notes),
                    entry_types=types, blobs_checked=len(r.blob_files), seals=sorted(r.seal_docs),
                    reveals=sorted(r.reveal_docs), passports=passports, missing_blobs=sorted(r.missing))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python tests/independent/replay.py EXPORT_DIR LEDGER_ID``: exit 0 and a one-line summary when the export
+    replays, exit 1 and the first broken rule when it does not, exit 2 for a wrong command line."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python tests/independent/replay.py EXPORT_DIR LEDGER_ID", file=sys.stderr)
+        return 2
+    try:
+        summary = replay_export(Path(args[0]), args[1])
+    except ReplayFailure as failure:
+        print(f"replay FAILED: {failure}", file=sys.stderr)
+        return 1
+    print(f"replay OK: ledger {summary.ledger_id}, {summary.size} entries, {len(summary.checkpoints)} checkpoints, "
+          f"{summary.blobs_checked} blobs, {len(summary.passports)} passports")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -888,6 +888,17 @@
       return { state: "lapsed",
         reason: `spec ${passport.specVersion} superseded by ${superseded.by} from ${formatUtc(superseded.effective)}` };
     }
+    // A bundle of the model on the generation outside the passport's checkpoint, dated by the reference time: the
+    // passport no longer stands for the model's latest evaluations (the page carries the first one).
+    for (const [index, entry] of proven) {
+      if (get(entry, "type") === "bundle" && index >= checkpoint.size && get(entry, "model_id") === passport.modelId &&
+          String(get(entry, "generation")) === generationName &&
+          parseUtc(String(entry.created_utc), `entry ${index} created_utc`) <= at) {
+        return { state: "lapsed", reason: `${passport.modelId} was evaluated on ${generationName} again after this ` +
+          `passport's evidence (bundle entry ${index}, ${entry.created_utc}): a passport stands for the model's ` +
+          "latest evaluations" };
+      }
+    }
     return null;
   }
 
