@@ -190,6 +190,9 @@ class BundleEntry(EntryRecord):
     RUN_MEMBERS: ClassVar[tuple[str, ...]] = ("seed", "model_name", "family", "params", "behaviour_version",
                                               "code_fingerprint")
 
+    #: The spec versions that fix the evaluation seed, and that seed (MedEval-1 v0.2's amendment A1, in
+    #: docs/MEDEVAL-1.2.md: "one integer per evaluation cycle", never chosen per evaluation).
+    SPEC_SEEDS: ClassVar[Mapping[str, int]] = {"MedEval-1 v0.2": 20260727}
     #: The optional dimensions (MEDEVAL-1): ``limited_data`` is scored exactly for a model with a training
     #: step, ``spec_sensitivity`` exactly for one that takes a text prompt; null otherwise (not applicable).
     OPTIONAL_DIMENSIONS: ClassVar[tuple[str, ...]] = ("limited_data", "spec_sensitivity")
@@ -243,6 +246,12 @@ class BundleEntry(EntryRecord):
         dated = self._evaluation_time_disagreement(evaluation.get("timestamp"), sealed)
         if dated is not None:
             return dated
+        version, seed = evaluation.get("spec_version"), evaluation.get("seed")
+        fixed = self.SPEC_SEEDS.get(version) if isinstance(version, str) else None
+        if fixed is not None and (type(seed) is not int or seed != fixed):
+            return EvaluationDisagreement("seed", fixed, seed, (
+                f"its evaluation's seed is {seed!r}: under {version} every evaluation uses the one seed {fixed} (a "
+                "seed chosen per evaluation could be ground for a better interval)"))
         expected_dimensions = self.FAMILY_DIMENSIONS.get(str(self.get("family")))
         found_dimensions = optional_dimensions(evaluation)
         if expected_dimensions is not None and found_dimensions != expected_dimensions:

@@ -709,12 +709,13 @@ def test_attack_a_bundle_under_a_spec_no_supersession_has_put_in_force(fixture: 
     from seals import sha256_hex
 
     entry, evaluation, npz, labels = _a_gen2_bundle(fixture)
-    meta = replace(EvaluationMeta.from_recorded(evaluation), numpy_version=None)
+    # v0.2's one seed (amendment A1), so that the spec's date is the only rule the bundle breaks
+    meta = replace(EvaluationMeta.from_recorded(evaluation), numpy_version=None, seed=20260727)
     later = parse_json_object(evaluation_bytes(metrics_for("MedEval-1 v0.2").build_evaluation(
         meta, StoredPredictions.from_npz_bytes(npz), labels)), what="v0.2 evaluation")
     assert later["spec_version"] == "MedEval-1 v0.2"
     bundle = {k: v for k, v in entry.items() if k != "leakage_bits"}
-    bundle.update(model_id="chooser", created_utc=LATER, spec_version="MedEval-1 v0.2",
+    bundle.update(model_id="chooser", created_utc=LATER, spec_version="MedEval-1 v0.2", seed=20260727,
                   evaluation_sha256=sha256_hex(evaluation_bytes(later)))
     st = Store.open(fixture.store)
     with open_ledger(st) as ledger, \
@@ -1152,3 +1153,39 @@ def test_attack_the_models_best_run_logged_again_to_be_its_latest(fixture: Audit
         assert code == 1
         assert any("logs the stored predictions of entry" in m for m in findings_at(report, index)), report
     _independent_replay_refuses(fixture, tmp_path, f"entry {index} logs the predictions of entry")
+
+
+def test_attack_a_v02_evaluation_under_a_seed_ground_for_a_better_interval(fixture: AuditFixture,
+                                                                          tmp_path: Path) -> None:
+    """The seed decides the bootstrap interval (the leaderboard's second key, v0.2's skill gate) and, past 1,200
+    cases, the robustness subset. The operator re-derives the evaluation off the ledger under many seeds (ms each)
+    and logs the best. MedEval-1 v0.2 fixes the seed (amendment A1): the operator's command refuses another, and
+    both audits and the independent replay name a bundle logged with one."""
+    from dataclasses import replace
+
+    from harness.metrics import StoredPredictions, evaluation_bytes
+    from harness.metrics.evaluation import EvaluationMeta
+    from harness.metrics.registry import metrics_for
+    from heldout.generations.budget import charge_bits
+    from keys import MalformedInput
+    from seals import sha256_hex
+
+    assert cli_at("spec", "supersede", "MedEval-1 v0.1", "--by", "MedEval-1 v0.2", "--effective",
+                  "2026-09-01T12:00:00Z", "--store", fixture.store, at="2026-09-01T06:00:00Z").exit_code == 0
+    entry, evaluation, npz, labels = _a_gen2_bundle(fixture)
+    ground = parse_json_object(evaluation_bytes(metrics_for("MedEval-1 v0.2").build_evaluation(
+        replace(EvaluationMeta.from_recorded(evaluation), numpy_version=None, seed=1080),
+        StoredPredictions.from_npz_bytes(npz), labels)), what="a v0.2 evaluation under seed 1080")
+    bundle = {**entry, "model_id": "ground", "created_utc": LATER, "spec_version": "MedEval-1 v0.2", "seed": 1080,
+              "evaluation_sha256": sha256_hex(evaluation_bytes(ground)), "leakage_bits": charge_bits(ground)}
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        with pytest.raises(MalformedInput, match="uses the one seed 20260727"):
+            heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, ground, npz,
+                                             now=parse_utc(LATER))
+        BlobStore(st.blobs).put(evaluation_bytes(ground))
+        index = ledger.append(bundle, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("uses the one seed 20260727" in m for m in findings_at(report, index)), report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, f"entry {index}: a MedEval-1 v0.2 evaluation's seed is not")

@@ -1300,6 +1300,10 @@ class _Replay:
             if data is not None:
                 file = f"blobs/sha256/{entry['evaluation_sha256'][:2]}/{entry['evaluation_sha256']}"
                 evaluation = canonical_document(file, data, newline=False)
+                if evaluation.get("spec_version") == "MedEval-1 v0.2" and (
+                        type(evaluation.get("seed")) is not int or evaluation.get("seed") != 20260727):
+                    raise ReplayFailure(file, "bundle", f"entry {index}: a MedEval-1 v0.2 evaluation's seed is not "
+                                        "20260727")
                 dimensions = evaluation.get("dimensions")
                 if isinstance(dimensions, dict):
                     optional = {d for d in ("limited_data", "spec_sensitivity") if dimensions.get(d) is not None}
