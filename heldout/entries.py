@@ -14,6 +14,7 @@ Importing :mod:`heldout` registers the types, so every command and the audit see
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -36,6 +37,38 @@ from ledger.errors import EntryRejected
 from seals import CLOCK_TOLERANCE, format_utc, parse_utc
 
 _BASE_MEMBERS = frozenset({"type", "v"})
+
+
+# The forms of the optional members (FORMATS section 3's table). A member a verifier reads must have one form
+# for all of them: Python takes ``false`` for 0 and ``1.0`` for 1 where JavaScript or a stricter reader does
+# not, so a value of another JSON type would get two verdicts (one verifier charges ``"leakage_bits": false``
+# as 0 bits, another as missing). Checked on append and on replay, as the required members are.
+def _check_bits(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return "a finite number >= 0 (bits)"
+    return None
+
+
+def _check_bits_or_null(value: Any) -> str | None:
+    return None if value is None else _check_bits(value)
+
+
+def _check_seed(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+        return "an integer in [0, 2^53)"
+    return None
+
+
+def _check_words(value: Any) -> str | None:  # a description, bounded by the entry's own size (64 KiB)
+    return None if isinstance(value, str) and value else "a non-empty string"
+
+
+def _check_object(value: Any) -> str | None:
+    return None if isinstance(value, dict) else "a JSON object"
+
+
+def _check_membership(value: Any) -> str | None:
+    return None if value in ("sealed", "public") and isinstance(value, str) else '"sealed" or "public"'
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,6 +159,8 @@ class IntentEntry(EntryRecord):
         "created_utc": check_utc,
     }
 
+    OPTIONAL: ClassVar[Mapping[str, Check]] = {"release": _check_object}
+
     generation: str
     tasks: Mapping[str, int]
     pools: Mapping[str, int]
@@ -140,6 +175,11 @@ class SealEntry(EntryRecord):
     MEMBERS: ClassVar[Mapping[str, Check]] = {
         "generation": check_text, "manifest_sha256": check_hex64, "set_hash": check_hex64, "expiry_utc": check_utc,
         "created_utc": check_utc,
+    }
+    OPTIONAL: ClassVar[Mapping[str, Check]] = {
+        "membership": _check_membership, "tasks": check_per_task, "n_cases": check_positive_int,
+        "budget_bits": _check_bits_or_null, "statement_bits": _check_bits, "release": _check_object,
+        "sources": _check_object, "guarantee": _check_object,
     }
 
     generation: str
@@ -169,6 +209,13 @@ class BundleEntry(EntryRecord):
     MEMBERS: ClassVar[Mapping[str, Check]] = {
         "generation": check_text, "model_id": check_text, "task": check_text, "evaluation_sha256": check_hex64,
         "predictions_sha256": check_hex64, "created_utc": check_utc,
+    }
+    OPTIONAL: ClassVar[Mapping[str, Check]] = {
+        **dict.fromkeys(("model_name", "family", "params", "behaviour_version", "split_origin", "device",
+                         "code_fingerprint"), _check_words),
+        "spec_version": check_text,
+        "seed": _check_seed, "n_test": check_positive_int, "n_cases": check_positive_int,
+        "labels_hash": check_hex64, "leakage_bits": _check_bits, "release": _check_object,
     }
 
     generation: str
@@ -313,6 +360,7 @@ class RevealEntry(EntryRecord):
     MEMBERS: ClassVar[Mapping[str, Check]] = {
         "generation": check_text, "reveal_sha256": check_hex64, "created_utc": check_utc,
     }
+    OPTIONAL: ClassVar[Mapping[str, Check]] = {"n_cases": check_positive_int, "image_blobs": _check_object}
 
     generation: str
     reveal_sha256: str

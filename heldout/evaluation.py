@@ -41,7 +41,14 @@ from heldout.generations import (
 from heldout.generations.budget import full_evaluation_bits
 from heldout.generations.ledgers import generations_lock
 from heldout.generations.release import THRESHOLDOUT
-from heldout.specs import Supersession, current_spec_version, load_supersessions, require_not_superseded
+from heldout.specs import (
+    BundleRun,
+    Supersession,
+    bundle_run,
+    current_spec_version,
+    load_supersessions,
+    require_not_superseded,
+)
 from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import ExpiredError, MalformedInput, Signer, UsageError
@@ -218,7 +225,8 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
         since_seal: dict[str, dict[str, Transcript]] = {}
         entries: list[dict[str, Any]] = []
         withheld: list[bool] = []
-        logged_runs = _logged_runs(ledger, [generations.get(str(entry["generation"])) for entry, _, _ in bundles])
+        logged_runs = _logged_runs(ledger, [generations.get(str(entry["generation"])) for entry, _, _ in bundles],
+                                   supersessions)
         for position, (entry, evaluation, predictions_npz) in enumerate(bundles):
             name = str(entry["generation"])
             state = generations.get(name)
@@ -228,9 +236,13 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
             require_current_by_witnesses(witnessed, state, supersessions, str(evaluation.get("spec_version")))
             require_not_superseded(supersessions, str(evaluation.get("spec_version")), now)
             if evaluation.get("spec_version") != current or entry.get("spec_version") != current:
-                raise UsageError(f"new evaluations use the current spec, {current}; this one is "
-                                 f"{evaluation.get('spec_version')!r}", field="spec_version", expected=current,
-                                 found=evaluation.get("spec_version"))
+                said = [f"its {what} says {value!r}" for what, value in (
+                    ("evaluation", evaluation.get("spec_version")), ("entry", entry.get("spec_version")))
+                    if value != current]
+                raise UsageError(f"new evaluations use the current spec, {current}; {' and '.join(said)}",
+                                 field="spec_version", expected=current,
+                                 found=evaluation.get("spec_version") if evaluation.get("spec_version") != current
+                                 else entry.get("spec_version"))
             logged = BundleEntry.from_entry(entry)
             assert isinstance(logged, BundleEntry)
             disagreement = logged.evaluation_disagreement(evaluation, cases_for=n_cases_for, sealed=state.created)
@@ -239,8 +251,7 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                                      f"{disagreement.found!r}, where {disagreement.expected!r} is expected)",
                                      field=disagreement.member, expected=disagreement.expected,
                                      found=disagreement.found, position=position)
-            run = (str(entry["model_id"]), name, str(entry["task"]), sha256_hex(predictions_npz),
-                   str(entry.get("spec_version")))
+            run = (str(entry["model_id"]), name, str(entry["task"]), sha256_hex(predictions_npz), current)
             if run in logged_runs:  # the same stored predictions logged again would become the "latest" run
                 raise UsageError(f"bundle {position}: these predictions of {run[0]} on {name}/{run[2]} are already "
                                  f"logged under {run[4]} (entry {logged_runs[run]}): a run is logged once (the "
@@ -301,17 +312,16 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
 
 
 
-def _logged_runs(ledger: Ledger, states: Sequence[GenerationState | None]
-                 ) -> dict[tuple[str, str, str, str, str], int]:
-    """(model, generation, task, predictions SHA-256, spec version) of every bundle logged on the generations of
+def _logged_runs(ledger: Ledger, states: Sequence[GenerationState | None],
+                 supersessions: Mapping[str, Supersession]) -> dict[BundleRun, int]:
+    """The run (:func:`bundle_run`, as every verifier keys it) of every bundle logged on the generations of
     ``states``, with its index (one pass from the earliest of their seals). The same predictions evaluated under
     a new spec version are a new evaluation (what a supersession asks for)."""
     names = {state.name: state for state in states if state is not None}
     if not names:
         return {}
     start = min(state.seal_index for state in names.values())
-    return {(bundle.model_id, bundle.generation, bundle.task, bundle.predictions_sha256,
-             str(bundle.get("spec_version"))): int(bundle.index or 0)
+    return {bundle_run(bundle, supersessions): int(bundle.index or 0)
             for bundle in records(ledger.entries(start), BundleEntry) if bundle.generation in names}
 
 

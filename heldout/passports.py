@@ -8,8 +8,9 @@ RFC 9162 inclusion proof, so anyone holding the ledger (or an export) can check 
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -88,13 +89,21 @@ def passport_path(store: Store, model_id: str, generation: str) -> Path:
     return store.passports / f"{model_id}__{generation}.passport.json"
 
 
-def load_clean_audit(store: Store, ledger: Ledger) -> tuple[dict[str, Any], bytes]:
-    """The operator's latest audit report, refused unless it is clean and at the current head."""
+def load_clean_audit(store: Store, ledger: Ledger, *,
+                     clean_reports: Collection[str] | None = None) -> tuple[dict[str, Any], bytes]:
+    """The operator's latest audit report, refused unless it is clean and at the current head; with
+    ``clean_reports`` (the SHA-256s of the clean reports the auditor recorded as it wrote them,
+    ``heldout.audit.report.ReportRecord``), unless it is byte for byte one of them: a report altered or damaged
+    at rest since the audit wrote it would otherwise be cited by the passport as the audit's."""
     path = audit_report_path(store, ledger.ledger_id)
     data = read_in(store.root, str(path.relative_to(store.root)), limit=DOCUMENT_LIMIT, what="audit report")
     if data is None:
         raise AuditRequired(f"no audit of ledger {ledger.ledger_id} yet: run python audit.py {ledger.ledger_id}",
                             file=str(path))
+    if clean_reports is not None and sha256_hex(data) not in clean_reports:
+        raise AuditRequired(f"{path} is not a clean report the audit recorded writing (altered or damaged since, "
+                            f"or written by another auditor): run python audit.py {ledger.ledger_id}",
+                            file=str(path), found=sha256_hex(data))
     report = parse_json_object(data, what=str(path))
     head = ledger.root().hex()
     if report.get("ledger_entries") != ledger.size or report.get("ledger_head") != head:
@@ -144,17 +153,18 @@ class IssuedPassport:
 
 
 def issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, *, generation: str | None,
-                   now: datetime) -> IssuedPassport:
+                   now: datetime, clean_reports: Collection[str] | None = None) -> IssuedPassport:
     """Build, sign, log and write the passport of ``model_id``. Refuses (writing nothing) without a clean
-    audit at the head, on a generation that is not current, or when a blob it draws on fails its hash. Takes
-    the generations lock."""
+    audit at the head (with ``clean_reports``, one the auditor recorded: :func:`load_clean_audit`), on a
+    generation that is not current, or when a blob it draws on fails its hash. Takes the generations lock."""
     with generations_lock(ledger, store):
-        return _issue_passport(store, ledger, signer, model_id, generation=generation, now=now)
+        return _issue_passport(store, ledger, signer, model_id, generation=generation, now=now,
+                               clean_reports=clean_reports)
 
 
 def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str, *, generation: str | None,
-                    now: datetime) -> IssuedPassport:
-    report, report_bytes = load_clean_audit(store, ledger)
+                    now: datetime, clean_reports: Collection[str] | None) -> IssuedPassport:
+    report, report_bytes = load_clean_audit(store, ledger, clean_reports=clean_reports)
     blobs = BlobStore(store.blobs)
     generations = load_generations(ledger, now, blobs=blobs)
     state = _choose_generation(generations, model_id, ledger, generation, now)
@@ -191,11 +201,17 @@ def _issue_passport(store: Store, ledger: Ledger, signer: Signer, model_id: str,
     proofs = {"seal": _tlog_proof(ledger, state.seal_index, witnessed),
               "bundles": [_tlog_proof(ledger, ref["index"], witnessed) for ref in cited]}
     manifest_file = manifest_path(store, state.name)
+    manifest_sha256 = sha256_hex(require_in(store.root, str(manifest_file.relative_to(store.root)),
+                                            limit=DOCUMENT_LIMIT, what="seal manifest"))
+    if manifest_sha256 != state.manifest_sha256:  # damaged or altered since it was sealed: a source the passport
+        # names must be the document its ledger logs, as every blob it cites is
+        raise VerificationError(f"{manifest_file} is not the seal manifest of {state.name} that seal entry "
+                                f"{state.seal_index} logs", file=str(manifest_file), index=state.seal_index,
+                                expected=state.manifest_sha256, found=manifest_sha256)
     sources = [
         {"path": str(audit_report_path(store, ledger.ledger_id).relative_to(store.root)),
          "sha256": sha256_hex(report_bytes)},
-        {"path": str(manifest_file.relative_to(store.root)), "sha256": sha256_hex(require_in(
-            store.root, str(manifest_file.relative_to(store.root)), limit=DOCUMENT_LIMIT, what="seal manifest"))},
+        {"path": str(manifest_file.relative_to(store.root)), "sha256": manifest_sha256},
         *sources,
     ]
     first = latest[sorted(latest)[0]][1]
@@ -561,7 +577,7 @@ def subject_of(bundles: Sequence[BundleEntry]) -> dict[str, Any]:
     :data:`SUBJECT_MEMBERS` as the first cited entry states it (the entries of one model may differ by task:
     a classifier's parameter count grows with its task's classes), and the code fingerprints the entries name
     (sorted, distinct; ``code_fingerprint`` the last). Raises :class:`UsageError` for entries that name the
-    model differently (:data:`SUBJECT_IDENTITY`) or a fingerprint that is not text."""
+    model differently (:data:`SUBJECT_IDENTITY`)."""
     first = bundles[0] if bundles else None
     subject: dict[str, Any] = {member: None if first is None else first.get(member) for member in SUBJECT_MEMBERS}
     for member in SUBJECT_IDENTITY:
@@ -570,11 +586,8 @@ def subject_of(bundles: Sequence[BundleEntry]) -> dict[str, Any]:
             raise UsageError(f"the bundles a passport would cite name the model differently ({member}: "
                              f"{', '.join(repr(v) for v in values.values())})", field=f"subject.{member}",
                              found=[bundle.get(member) for bundle in bundles])
-    named = [bundle.get("code_fingerprint") for bundle in bundles if "code_fingerprint" in bundle]
-    if any(type(value) is not str for value in named):
-        raise UsageError("a bundle a passport would cite names a code_fingerprint that is not text",
-                         field="subject.code_fingerprints", found=[repr(value)[:40] for value in named])
-    fingerprints = sorted(set(named))
+    # (a record's code_fingerprint is text: the entry's member form, checked by its constructor)
+    fingerprints = sorted({str(bundle.get("code_fingerprint")) for bundle in bundles if "code_fingerprint" in bundle})
     subject["code_fingerprints"] = fingerprints
     subject["code_fingerprint"] = fingerprints[-1] if fingerprints else None
     return subject
@@ -862,10 +875,19 @@ def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | No
     try:
         found = resolve_ledger_id(store, ledger_id)
     except HeldoutError:
+        if _store_knows(store, ledger_id):  # its ledger lost or damaged: no verdict (exit 2), never the offline
+            raise  # check's, which would pass a passport its ledger lapses
         return None
     with open_ledger(store, found, read_only=True) as ledger:
         ledger.verify(expected_id=ledger_id)
         return AnchoredLedger(LedgerFacts.of(ledger, BlobStore(store.blobs)), ledger.cosigned_checkpoint())
+
+
+def _store_knows(store: Store, ledger_id: str) -> bool:
+    """Whether ``store`` has held the ledger ``ledger_id``: it is the store's default, or the store has audited
+    it. A damaged default setting is no answer: its error (exit 2) is raised."""
+    default = store.default_ledger_id() if os.path.lexists(store.default_ledger_file) else None
+    return default == ledger_id or (store.audit / ledger_id).is_dir()
 
 
 def witnessed_head(anchored: AnchoredLedger, policy: Policy) -> Witnessed:

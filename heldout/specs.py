@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from harness.metrics.registry import BASE_SPEC_VERSION, METRICS
-from heldout.entries import SpecEntry, records
+from heldout.entries import BundleEntry, SpecEntry, records
 from heldout.generations.ledgers import generations_lock, ledger_signer
 from heldout.store import Store
 from keys import LapsedError, Signer, UsageError, VerificationError
@@ -102,6 +102,19 @@ def spec_in_force(supersessions: Mapping[str, Supersession], at: datetime, *, be
             raise VerificationError(f"the spec supersessions form a cycle through {version}", found=version)
         seen.add(version)
     return version
+
+
+#: What makes two bundles one run (FORMATS rule 10): model, generation, task, stored predictions, spec.
+BundleRun = tuple[str, str, str, str, str]
+
+
+def bundle_run(bundle: BundleEntry, supersessions: Mapping[str, Supersession]) -> BundleRun:
+    """The run a logged bundle is of: its model, generation, task and stored predictions, and the spec in force
+    for it at its date (:func:`spec_in_force`, the supersessions logged before it), read from the ledger alone,
+    never from the entry's optional copy or a blob a third party may not hold, so that every verifier and the
+    operator's own command key a run alike (a copy that differs is a finding of its own)."""
+    return (bundle.model_id, bundle.generation, bundle.task, bundle.predictions_sha256,
+            spec_in_force(supersessions, bundle.created, before=int(bundle.index or 0)))
 
 
 def require_spec_in_force(supersessions: Mapping[str, Supersession], what: str, index: int, spec_version: Any,

@@ -145,10 +145,20 @@ class Store:
     def default_ledger_id(self) -> str:
         """The id in ``ledgers/DEFAULT``; a usage error (run ``heldout init``) when there is none."""
         path = self.default_ledger_file
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise UsageError(f"no default ledger in the store at {self.root}; run: heldout init "
                              "(or name one with --ledger)", store=str(self.root))
-        data = read_in(self.root, "ledgers/DEFAULT", limit=1024, what="default ledger file")
+        return self._setting("ledgers/DEFAULT", "default ledger file")
+
+    def _setting(self, name: str, what: str) -> str:
+        """The text of one of the store's own setting files (``ledgers/DEFAULT``, ``ledgers/DATABASE``), bounded
+        and read without following links. A damaged one (oversized, a link, not a plain file) is a fault of the
+        store's setup, as a missing one is (exit 2), not evidence about any ledger."""
+        try:
+            data = read_in(self.root, name, limit=1024, what=what)
+        except MalformedInput as exc:
+            raise UsageError(f"{exc.message}: the store's {what} {self.root / name} is damaged; rewrite it (heldout "
+                             "init writes it)", store=str(self.root), file=name) from None
         return (data or b"").decode("utf-8", "replace").strip()
 
     @property
@@ -159,7 +169,16 @@ class Store:
 
     def database_url(self) -> str | None:
         path = self.database_file
-        return path.read_text().strip() or None if path.is_file() else None
+        # (present in any form, a folder, a link or emptied too, it is read: a damaged one is an error, never
+        # "none set", which would send appends to a local file instead of the configured server)
+        if not os.path.lexists(path):
+            return None
+        url = self._setting("ledgers/DATABASE", "database file")
+        if not url:
+            raise UsageError(f"the store's database file {path} is empty: it names the PostgreSQL server holding the "
+                             "store's ledgers (heldout init --database writes it)", store=str(self.root),
+                             file="ledgers/DATABASE")
+        return url
 
     def set_database_url(self, url: str) -> None:
         self.ledgers.mkdir(parents=True, exist_ok=True)

@@ -57,7 +57,7 @@ from sqlite_utils import Database  # noqa: E402  (after the import above, which 
 from sqlite_utils.migrations import Migrations  # noqa: E402
 
 from keys.names import ASCII_DIGITS  # noqa: E402
-from ledger.errors import LedgerStorageError, LedgerUsageError, database_error  # noqa: E402
+from ledger.errors import LedgerIntegrityError, LedgerStorageError, LedgerUsageError, database_error  # noqa: E402
 
 SCHEMA_VERSION = 2
 #: Interior tree levels below this are not stored (rehashed from at most 15 leaf hashes when needed).
@@ -165,6 +165,18 @@ def connect(path: Path, *, create: bool = False, read_only: bool = False) -> Dat
     db = Database(path, strict=True)
     conn = db.conn
     try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not create and not {"meta", "entries", "nodes", "checkpoints"} <= tables:
+            # An existing file with no ledger schema (emptied, or another database) is damage or a mistake to
+            # report, not a new ledger to build: the migrations below would write a schema into it, over the
+            # evidence, before any check refused it.
+            db.close()
+            raise LedgerIntegrityError(f"{path} is not a ledger database: it has no ledger schema (an empty or "
+                                       "foreign file)", path=str(path))
+        if not create:  # a schema this code does not read is refused before the pragmas below rewrite its header
+            stored = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if stored is None or not readable_schema(stored[0]):
+                return _checked_version(db, path, stored)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if str(mode).lower() != "wal":

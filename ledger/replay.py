@@ -455,6 +455,29 @@ def _fault(datas: list[bytes] | dict[int, bytes], first: int,
         f"internal: entry {first + offset} failed to decode in a worker but not here", index=first + offset)
 
 
+def forkserver_context(preload: list[str]) -> Any:
+    """multiprocessing's forkserver context, its server (one per process) started without the folder the command
+    runs from on its path. The server imports ``preload`` before any worker forks from it, and Python puts the
+    working folder first on the path of the server it starts (``python -c``): a user's file there named like one
+    of the project's packages (``harness.py``) would be imported in its place, and every worker would inherit
+    it. ``PYTHONSAFEPATH`` (Python 3.11) leaves the folder out; each worker still takes this process's path as it
+    starts (a preload that cannot be imported from the server's path is only skipped)."""
+    import multiprocessing.forkserver
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(preload)
+    saved = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONSAFEPATH"]
+        else:
+            os.environ["PYTHONSAFEPATH"] = saved
+    return context
+
+
 def available_cpus() -> int:
     """Every core this process may run on."""
     try:
@@ -497,8 +520,7 @@ class _DecoderPool:
         if threading.active_count() == 1 or "forkserver" not in methods:
             context = multiprocessing.get_context("fork")
         else:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([__name__])
+            context = forkserver_context([__name__])
         workers: list[tuple[Any, _Channel]] = []
         pool = cls(workers)
         try:

@@ -6,6 +6,7 @@ Used by the audit, passport and tamper tests and by ``bench/audit_bench.py``."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -109,18 +110,27 @@ def add_bundle(store: Path, generation: str, model_id: str, *, seed: int, skill:
     return outcome.index
 
 
+def copy_fixture(base: AuditFixture, target: Path) -> AuditFixture:
+    """A private copy of ``base``'s store and data at ``target``, for one test to damage or forge in."""
+    shutil.copytree(base.store.parent, target, symlinks=True)
+    return AuditFixture(store=target / "store", ledger_id=base.ledger_id, data_root=target / "data",
+                        key_b64=base.key_b64)
+
+
 def log_withheld_bundle(store: Path, generation: str, model_id: str, *, seed: int, skill: float,
-                        release: Callable[[Ledger, GenerationState], dict[str, Any]], at: str = NOW) -> int:
-    """Log a bundle on a ladder / Thresholdout generation as a dishonest operator would: a real evaluation,
-    its blobs withheld as the evaluate command withholds them, but the ``release`` record (and its charge)
-    that ``release(ledger, state)`` chooses. Returns its ledger index."""
+                        release: Callable[[Ledger, GenerationState], dict[str, Any]], at: str = NOW,
+                        edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None, prompts: bool = False) -> int:
+    """Log a bundle on a ladder / Thresholdout generation as a dishonest operator would: a real evaluation
+    (``edit`` and ``prompts`` as for :func:`synthetic_result`), its blobs withheld as the evaluate command withholds
+    them, but the ``release`` record (and its charge) that ``release(ledger, state)`` chooses. Returns its ledger
+    index."""
     st = Store.open(store)
     now = parse_utc(at)
     with open_ledger(st) as ledger:
         state = load_generations(ledger, now)[generation]
         labels = np.asarray(generation_cases(st, generation, TASK, ledger=ledger).labels, dtype=np.int64)
         result = synthetic_result(model_id, labels, generation=generation, seed=seed, skill=skill, now=now,
-                                  split_origin=state.split_origin(TASK))
+                                  split_origin=state.split_origin(TASK), edit=edit, prompts=prompts)
         entry = bundle_entry(result, generation=generation, created_utc=now)
         entry["release"] = release(ledger, state)
         entry["leakage_bits"] = entry["release"]["bits"]

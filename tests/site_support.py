@@ -139,7 +139,7 @@ def build_hostile_store(root: Path) -> HostileFixture:
     def nbundles(ledger: object) -> int:
         return sum(1 for _, e in ledger.entries() if e.get("type") == "bundle")  # type: ignore[attr-defined]
 
-    def clean_audit(store: object, ledger: object) -> tuple[dict[str, object], bytes]:
+    def clean_audit(store: object, ledger: object, **_: object) -> tuple[dict[str, object], bytes]:
         return ({"audit_command": "python audit.py x", "bundles": nbundles(ledger),
                  "ledger_entries": ledger.size, "ledger_head": ledger.root().hex(),  # type: ignore[attr-defined]
                  "ledger_intact": True, "rederived": nbundles(ledger)}, b"{}")

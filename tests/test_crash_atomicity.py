@@ -249,9 +249,14 @@ def check_settled(store: Path, ledger_id: str, before: Picture, before_export: d
 
 # --- running and killing ----------------------------------------------------------------------------------
 
+#: The auditor's state folder of the prepared store's clean audit (its record of the reports it wrote, which
+#: ``passport issue`` requires of the report it cites): every killed command runs as that auditor.
+AUDITOR_STATE: dict[str, str] = {}
+
+
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HELDOUT_CRASH")}
-    env.update(PYTHONPATH=str(REPO), HELDOUT_NOW=NOW, HF_HUB_OFFLINE="1", **extra)
+    env.update(PYTHONPATH=str(REPO), HELDOUT_NOW=NOW, HF_HUB_OFFLINE="1", **AUDITOR_STATE, **extra)
     return env
 
 
@@ -291,7 +296,9 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Prepared:
     each operation (on a copy) to find its steps and timing."""
     root = tmp_path_factory.mktemp("crash")
     fixture = build_store(root, bundles_per_generation=1, n_public=40, per_task=20)
-    with command_clock(NOW):
+    AUDITOR_STATE["XDG_STATE_HOME"] = str(root / "auditor-state")
+    with command_clock(NOW), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", AUDITOR_STATE["XDG_STATE_HOME"])
         result = cli("audit", fixture.ledger_id, store=fixture.store)
     assert result.exit_code == 0, result.output
     before = picture(fixture.store, fixture.ledger_id)

@@ -90,7 +90,7 @@ def test_generic_entries_have_no_record_and_records_filter_by_type() -> None:
 
 
 def test_the_registry_refuses_a_redefinition() -> None:
-    register_entry_type("seal", SealEntry.MEMBERS)  # the same definition again: a no-op
+    register_entry_type("seal", SealEntry.MEMBERS, SealEntry.OPTIONAL)  # the same definition again: a no-op
     with pytest.raises(ValueError, match="another definition"):
         register_entry_type("seal", {"generation": SealEntry.MEMBERS["generation"]})
     with pytest.raises(ValueError, match="another definition"):

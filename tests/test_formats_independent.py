@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from heldout.cli import app
 from heldout.generations import ledger_signer, load_generations, open_ledger
 from heldout.generations.access import opening_bytes
 from heldout.store import Store
@@ -307,6 +309,41 @@ def test_an_operator_crafted_export_breaking_one_rule_is_refused(built: FormatsF
     assert failure.value.rule == rule and words in failure.value.message, str(failure.value)
     assert failure.value.file == file or (file == "blob" and failure.value.file.startswith("blobs/sha256/")), \
         str(failure.value)
+
+
+@pytest.mark.parametrize("member, value, form", [("leakage_bits", False, "bits"), ("leakage_bits", "0", "bits"),
+                                                  ("family", ["foundation"], "words"), ("seed", True, "seed"),
+                                                  ("spec_version", None, "text")])
+def test_attack_an_optional_member_of_another_json_type(built: FormatsFixture, tmp_path: Path, member: str,
+                                                        value: Any, form: str) -> None:
+    """The operator's own program, without the log's member checks, logs a bundle whose optional member has another
+    JSON type than FORMATS section 3 gives it. Python compares ``false`` equal to 0 and a JavaScript or stricter
+    reader does not: one verifier charged ``"leakage_bits": false`` as 0 bits, another as missing. Every
+    optional member has one form, checked as a required one (the append refuses it: test_ledger_entries): the
+    replay names the entry, and so do our audit and ledger verify of the crafted export."""
+    from ledger import entries as log_entries
+
+    def craft(st: Store, ledger: Ledger, signer: Signer) -> None:
+        _, entry = next((i, e) for i, e in _entries_of(ledger, "bundle") if e["generation"] == "public")
+        forged = {**entry, "model_id": "typed", member: value, "created_utc": ISSUE_AT}
+        ledger._append_encoded([("bundle", canonical_bytes(forged))], signer=signer, now=parse_utc(ISSUE_AT))
+
+    with pytest.MonkeyPatch.context() as patch:  # the operator's program: reads and writes without the checks
+        patch.setattr(log_entries, "_entry_is_valid", lambda entry, index: False)
+        patch.setattr(log_entries, "_entries_are_valid", lambda entries, first: False)
+        patch.setattr(log_entries, "validate_entry", lambda entry, *, index=None: str(entry["type"]))
+        export = _crafted_export(built, tmp_path, craft)
+    with pytest.raises(ReplayFailure) as failure:
+        replay_export(export, built.ledger_id)
+    assert failure.value.rule == "entry" and f"{member} is not a valid {form}" in failure.value.message, \
+        str(failure.value)
+    size = len(_entries(export))
+    for command in (["ledger", "verify", built.ledger_id, "--from", str(export)],
+                    ["audit", built.ledger_id, "--from", str(export), "--jobs", "1", "--out",
+                     str(tmp_path / "r.json")]):
+        result = CliRunner().invoke(app, command, env={"HELDOUT_NOW": ISSUE_AT})
+        assert result.exit_code == 1, (command, result.output)
+        assert f"entry {size - 1}" in result.output and member in result.output, result.output
 
 
 def _link_to_same_bytes(path: Path, outside: Path) -> None:

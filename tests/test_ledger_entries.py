@@ -83,6 +83,20 @@ def test_commit_then_draw_entries_are_checked(kind: str, member: str, value: Any
         encode_entry({**entry(kind), member: value})
 
 
+@pytest.mark.parametrize("kind, member, value", [
+    ("bundle", "leakage_bits", False), ("bundle", "leakage_bits", "0"), ("bundle", "leakage_bits", -1),
+    ("bundle", "family", ["foundation"]), ("bundle", "seed", True), ("bundle", "seed", 1.5),
+    ("bundle", "spec_version", None), ("bundle", "n_test", 0), ("bundle", "labels_hash", "AB" * 32),
+    ("bundle", "release", "ladder"), ("seal", "budget_bits", True), ("seal", "membership", "open"),
+    ("seal", "statement_bits", None), ("reveal", "n_cases", "60"),
+])
+def test_optional_members_have_one_json_type(kind: str, member: str, value: Any) -> None:
+    """An optional member, where present, has the form FORMATS section 3 gives it, as a required one does:
+    ``false`` where a number goes would be 0 to one verifier and not a number to another."""
+    with pytest.raises(EntryRejected, match=member):
+        encode_entry({**entry(kind), member: value})
+
+
 def test_impossible_dates_are_refused() -> None:
     with pytest.raises(EntryRejected, match="calendar"):
         encode_entry({**entry("retire"), "created_utc": "2026-02-30T00:00:00Z"})
@@ -168,8 +182,9 @@ def _mutated_entry(draw: st.DrawFn) -> tuple[Any, int | None]:
     value: Any = entry(kind)
     members = sorted(value)
     how = draw(st.sampled_from(["keep", "drop", "replace", "optional", "whole", "subclass"]))
-    if how == "optional":  # an optional member (a note's blob reference), well formed or not
-        value["blob_sha256"] = draw(st.sampled_from([hexhash("b"), hexhash("b")[:63], 7, None]))
+    if how == "optional":  # an optional member (a note's blob reference, a bundle's charge), well formed or not
+        member = draw(st.sampled_from(["blob_sha256", "leakage_bits", "seed", "family", "n_test"]))
+        value[member] = draw(st.sampled_from([hexhash("b"), hexhash("b")[:63], 7, 0, 1.5, -1, None, True, "x"]))
     elif how == "drop":
         del value[draw(st.sampled_from(members))]
     elif how == "replace":

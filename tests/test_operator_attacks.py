@@ -27,7 +27,7 @@ from heldout.store import Store
 from keys.files import read_private_file
 from ledger import BlobStore
 from seals import parse_json_object, parse_utc
-from tests.audit_support import NOW, TASK, AuditFixture, add_bundle, build_store, command_clock
+from tests.audit_support import NOW, TASK, AuditFixture, add_bundle, build_store, command_clock, copy_fixture
 
 runner = CliRunner()
 LATER = "2026-09-02T00:00:00Z"
@@ -41,10 +41,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> AuditFixture:
 @pytest.fixture
 def fixture(base: AuditFixture, tmp_path: Path) -> AuditFixture:
     """A private copy of the base store (public, gen1, gen2 with two bundles each) for one attack."""
-    root = base.store.parent
-    shutil.copytree(root, tmp_path / "copy", symlinks=True)
-    moved = tmp_path / "copy"
-    return AuditFixture(store=moved / "store", ledger_id=base.ledger_id, data_root=moved / "data", key_b64=base.key_b64)
+    return copy_fixture(base, tmp_path / "copy")
 
 
 def cli_at(*args: Any, at: str = LATER) -> Any:
@@ -105,7 +102,7 @@ def test_attack_bundles_logged_past_the_leakage_budget(fixture: AuditFixture, tm
     assert code == 1
     assert all(findings_at(third, i) for i in over)
     # A passport issued by skipping the clean-audit rule too does not verify.
-    with operator_skipping(passports, "load_clean_audit", lambda store, ledger: _claimed_audit(ledger)):
+    with operator_skipping(passports, "load_clean_audit", lambda store, ledger, **_: _claimed_audit(ledger)):
         path = issue(fixture, f"spender_{len(logged) - 1}", "gen3")
     result = cli_at("passport", "verify", path, "--store", fixture.store)
     assert result.exit_code == 1 and "past the leakage budget" in result.output, result.output
@@ -210,7 +207,7 @@ def test_attack_passport_claiming_an_audit_of_nothing(fixture: AuditFixture, tmp
         first_root = ledger.root(1).hex()
     vacuous = {"audit_command": "python audit.py", "bundles": 0, "ledger_entries": 1, "ledger_head": first_root,
                "ledger_intact": True, "rederived": 0}
-    with operator_skipping(passports, "load_clean_audit", lambda store, ledger: (vacuous, b"{}")):
+    with operator_skipping(passports, "load_clean_audit", lambda store, ledger, **_: (vacuous, b"{}")):
         path = issue(fixture, "model_0", "gen2")
     result = cli_at("passport", "verify", path, "--store", fixture.store)
     assert result.exit_code == 1 and "its audit covers 1 entries" in result.output, result.output
@@ -223,7 +220,7 @@ def test_attack_passport_claiming_an_audit_of_nothing(fixture: AuditFixture, tmp
 def test_attack_passport_claiming_an_audit_with_counts_the_log_refutes(fixture: AuditFixture,
                                                                       claim: dict[str, int]) -> None:
     with operator_skipping(passports, "load_clean_audit",
-                           lambda store, ledger: ({**_claimed_audit(ledger)[0], **claim}, b"{}")):
+                           lambda store, ledger, **_: ({**_claimed_audit(ledger)[0], **claim}, b"{}")):
         path = issue(fixture, "model_0", "gen2")
     result = cli_at("passport", "verify", path, "--store", fixture.store)
     assert result.exit_code == 1 and "does not claim every bundle below its size re-derived" in result.output
@@ -311,7 +308,7 @@ def _diverging(member: str) -> Any:
         elif member == "budget_bits":
             entry["budget_bits"] = 1e12
         elif member == "statement_bits":
-            entry["statement_bits"] = -1e6
+            entry["statement_bits"] = 1e6  # (of its form, a number >= 0: the log refuses another)
         elif member == "release":
             entry["release"] = {"mode": "full", "step": None}  # the manifest (and its intent) say ladder
         elif member == "tasks":
@@ -899,9 +896,10 @@ def test_attack_predictions_padded_with_classes_the_task_does_not_have(fixture: 
 def test_a_passport_subject_is_what_its_first_cited_bundle_says() -> None:
     """``subject_of``: the members the first cited entry states (a model's entries may differ by task: the demo's
     CNN has more parameters on a task with more classes), the sorted distinct code fingerprints; a fingerprint
-    that is not text refuses the issue."""
+    that is not text is no bundle record (the entry's member form)."""
     from heldout.entries import BundleEntry
     from keys import UsageError
+    from ledger.errors import EntryRejected
 
     def bundle(task: str, index: int, **members: Any) -> BundleEntry:
         entry = {"type": "bundle", "v": 1, "generation": "gen2", "model_id": "m", "task": task,
@@ -915,8 +913,8 @@ def test_a_passport_subject_is_what_its_first_cited_bundle_says() -> None:
                                     bundle("pathmnist", 6, code_fingerprint="aaa", params="1.1M")])
     assert subject == {"model_name": "M", "family": "cnn", "params": "1M", "behaviour_version": "1.0",
                        "code_fingerprints": ["aaa", "bbb"], "code_fingerprint": "bbb"}
-    with pytest.raises(UsageError, match="code_fingerprint that is not text"):
-        passports.subject_of([bundle("bloodmnist", 5, code_fingerprint=7)])
+    with pytest.raises(EntryRejected, match="code_fingerprint"):
+        bundle("bloodmnist", 5, code_fingerprint=7)
     for member in ("model_name", "family", "behaviour_version"):  # one model id named as two models
         with pytest.raises(UsageError, match=rf"name the model differently \({member}"):
             passports.subject_of([bundle("bloodmnist", 5), bundle("pathmnist", 6, **{member: "another"})])
@@ -1132,19 +1130,23 @@ def test_attack_a_passport_left_standing_after_the_models_later_worse_run(fixtur
             " ".join(after.output.split()), after.output
 
 
-def test_attack_the_models_best_run_logged_again_to_be_its_latest(fixture: AuditFixture, tmp_path: Path) -> None:
+@pytest.mark.parametrize("spec_copy", ["kept", "left out"])
+def test_attack_the_models_best_run_logged_again_to_be_its_latest(fixture: AuditFixture, tmp_path: Path,
+                                                                 spec_copy: str) -> None:
     """The operator ran a model on gen2 several times (every run charged and logged); a passport cites the
     latest. It logs the best run's stored predictions again, so that the best is the latest. A run is logged
     once (FORMATS rule 10): the operator's command refuses it, and both audits and the independent replay
-    name it when it is logged anyway."""
+    name it when it is logged anyway, also with the entry's optional copy of its spec left out (every verifier
+    keyed the run on that copy: an absent one made the same run a new one to all of them)."""
     from keys import UsageError
 
     entry, evaluation, npz, _ = _a_gen2_bundle(fixture)
-    again = {**entry, "created_utc": LATER}
+    again = {k: v for k, v in entry.items() if spec_copy == "kept" or k != "spec_version"}
+    again["created_utc"] = LATER
     st = Store.open(fixture.store)
     with open_ledger(st) as ledger:
         size = ledger.size
-        with pytest.raises(UsageError, match="are already logged"):
+        with pytest.raises(UsageError, match=r"are already logged|current spec"):
             heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), again, evaluation, npz,
                                              now=parse_utc(LATER))
         assert ledger.size == size  # nothing logged
@@ -1189,3 +1191,71 @@ def test_attack_a_v02_evaluation_under_a_seed_ground_for_a_better_interval(fixtu
         assert code == 1
         assert any("uses the one seed 20260727" in m for m in findings_at(report, index)), report["findings"]
     _independent_replay_refuses(fixture, tmp_path, f"entry {index}: a MedEval-1 v0.2 evaluation's seed is not")
+
+
+def test_attack_a_withheld_v02_bundle_under_a_seed_of_the_operators_choosing(fixture: AuditFixture,
+                                                                            tmp_path: Path) -> None:
+    """Under MedEval-1 v0.2, a ladder bundle whose evaluation (withheld until the generation retires) was run
+    under a seed of the operator's choosing. A third party holds no blob: it judges the entry's copy of the seed
+    (rule 10 makes it the evaluation's), as the operator's audit does, so both name it, and so does the
+    independent replay (it passed every public verifier before)."""
+    from heldout.generations.release import RELEASED_SCORE, Transcript, answer_bits, transcripts
+    from tests.audit_support import log_withheld_bundle
+
+    assert cli_at("spec", "supersede", "MedEval-1 v0.1", "--by", "MedEval-1 v0.2", "--effective",
+                  "2026-09-01T12:00:00Z", "--store", fixture.store, at="2026-09-01T06:00:00Z").exit_code == 0
+    assert cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "40", "--expires", "2027-05-01", "--budget-bits",
+                  "1e6", "--ladder-step", "5", "--store", fixture.store, at=LATER).exit_code == 0
+
+    def honest(ledger: Any, state: Any) -> dict[str, Any]:  # the first answer of the task: label-dependent
+        transcript = transcripts(ledger.entries(state.seal_index), state.name).get(TASK, Transcript())
+        return {"mode": "ladder", "value": None, "label_dependent": False, "score": RELEASED_SCORE,
+                "bits": answer_bits("ladder", transcript, False, 5.0)}
+
+    def under_v02(evaluation: dict[str, Any]) -> dict[str, Any]:
+        return {**evaluation, "spec_version": "MedEval-1 v0.2"}
+
+    index = log_withheld_bundle(fixture.store, "gen3", "seeded", seed=5, skill=0.3, release=honest, at=LATER,
+                                edit=under_v02)
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("states seed 5: under MedEval-1 v0.2 every evaluation uses the one seed 20260727" in m
+                   for m in findings_at(report, index)), report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, f"entry {index}: a MedEval-1 v0.2 evaluation's seed is not")
+
+
+def test_attack_a_withheld_first_bundle_as_the_models_dimensions_reference(fixture: AuditFixture,
+                                                                          tmp_path: Path) -> None:
+    """A model's optional dimensions are those of its first bundle. Were that a withheld (ladder) bundle, the
+    operator, who holds its evaluation, would judge the model's later public bundles by it, and a third party,
+    who does not until the reveal, by another: two verdicts on one log, and a reference that moves at the
+    reveal. The reference is the model's first bundle on a generation that releases in full (FORMATS rule 10):
+    the withheld bundle is judged by it, by the operator now and by a third party once it is revealed."""
+    from heldout.generations.release import RELEASED_SCORE, Transcript, answer_bits, transcripts
+    from tests.audit_support import log_withheld_bundle
+
+    assert cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "40", "--expires", "2027-05-01", "--budget-bits",
+                  "1e6", "--ladder-step", "5", "--store", fixture.store, at=NOW).exit_code == 0
+
+    def honest(ledger: Any, state: Any) -> dict[str, Any]:
+        transcript = transcripts(ledger.entries(state.seal_index), state.name).get(TASK, Transcript())
+        return {"mode": "ladder", "value": None, "label_dependent": False, "score": RELEASED_SCORE,
+                "bits": answer_bits("ladder", transcript, False, 5.0)}
+
+    withheld = log_withheld_bundle(fixture.store, "gen3", "mix", seed=31, skill=0.3, release=honest, at=NOW,
+                                   prompts=True)  # spec_sensitivity scored: a model that takes a prompt
+    public = add_bundle(fixture.store, "public", "mix", seed=32, at=NOW,  # neither: one that does not
+                        data_root=fixture.data_root)
+    words = "of the optional dimensions, and model mix's first bundle"
+    code, report = operator_audit(fixture)
+    assert code == 1
+    assert any(words in m and f"(entry {public})" in m for m in findings_at(report, withheld)), report["findings"]
+    assert not findings_at(report, public), report["findings"]
+    code, third = third_party_audit(fixture, tmp_path)
+    assert not findings_at(third, public) and not findings_at(third, withheld), third["findings"]
+    assert cli_at("retire", "gen3", "--reason", "expired", "--reveal", "--store", fixture.store).exit_code == 0
+    code, third = third_party_audit(fixture, tmp_path / "after-reveal")
+    assert code == 1
+    assert any(words in m and f"(entry {public})" in m for m in findings_at(third, withheld)), third["findings"]
+    _independent_replay_refuses(fixture, tmp_path, f"entry {withheld}: the evaluation's optional dimensions are "
+                                f"not those of its model's first bundle \\(entry {public}\\)")

@@ -224,3 +224,41 @@ def test_attack_a_passport_issued_days_before_the_cosignature_on_its_own_checkpo
     assert run("ledger", "export", fixture.ledger_id, str(export), "--store", str(fixture.store)).exit_code == 0
     with pytest.raises(ReplayFailure, match="more than a day before a cosignature on its checkpoint"):
         replay_export(export, fixture.ledger_id)
+
+
+@pytest.mark.parametrize("config", ["deleted", "folder"])
+def test_attack_a_seal_run_without_its_witnesses_to_grind_the_draw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  config: str) -> None:
+    """gen1 is drawn from the witnesses' cosignatures. For gen2 the operator deletes its witness configuration (or
+    it is damaged: a folder in its place, which read as "no witnesses"): its seal then drew from the checkpoint
+    root, a seed the operator knows before it logs, and every verifier accepted it. A damaged configuration is
+    now an error (exit 2, nothing written); a removed one gives a checkpoint-root draw that the audit under the
+    policy names: the policy's witnesses had cosigned the log before it."""
+    monkeypatch.setenv("HELDOUT_NOW", NOW)
+    store, ledger_id, _ = store_with_pools(tmp_path, ("bloodmnist",))
+    config_file = store / "witnesses" / "witnesses.json"
+    with witnesses(tmp_path, store, ledger_id):
+        assert gen_cli("seal", "gen1", "--tasks", "bloodmnist", "--per-task", "20", "--budget-bits", "5000",
+                       "--expires", EXPIRES, store=store).exit_code == 0
+        with open_ledger(Store.open(store), ledger_id) as ledger:
+            policy = policy_file(tmp_path, ledger)
+        saved = config_file.read_bytes()
+        config_file.unlink()
+        if config == "folder":
+            config_file.mkdir()
+            size = len(list((store / "ledgers").glob("*.sqlite")))
+            refused = gen_cli("seal", "gen2", "--tasks", "bloodmnist", "--per-task", "20", "--budget-bits", "5000",
+                              "--expires", EXPIRES, store=store)
+            assert refused.exit_code == 2 and "witness configuration is damaged" in refused.output, refused.output
+            assert not (store / "seals" / "gen2.seal.json").exists()
+            assert len(list((store / "ledgers").glob("*.sqlite"))) == size
+            return
+        assert gen_cli("seal", "gen2", "--tasks", "bloodmnist", "--per-task", "20", "--budget-bits", "5000",
+                       "--expires", EXPIRES, store=store).exit_code == 0
+        assert json.loads((store / "seals" / "gen2.seal.json").read_text())["draw"]["seed_source"] == "checkpoint-root"
+        config_file.write_bytes(saved)
+        report = json.loads(gen_cli("audit", ledger_id, "--json", "--policy", str(policy), store=store).stdout)
+    words = "is seeded by the root of checkpoint"
+    assert any(f["check"] == "draw" and words in f["message"] and "gen2" in f["message"]
+               for f in report["findings"]), report["findings"]
+    assert not any(words in f["message"] and "gen1" in f["message"] for f in report["findings"])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,8 +32,8 @@ from harness.metrics.registry import (
     numpy_release,
     streams_verified,
 )
-from keys import HeldoutError, IncompleteError, VerificationError
-from ledger.replay import available_cpus
+from keys import HeldoutError, IncompleteError, StorageError, VerificationError
+from ledger.replay import available_cpus, forkserver_context
 from seals import parse_json_object
 from seals.canonical import prepare
 
@@ -215,10 +216,25 @@ class _Batches:
 
     def send(self) -> None:
         if self.jobs:
-            future = self.pool.submit(rederive_bundles, tuple(self.jobs))
+            try:
+                future = self.pool.submit(rederive_bundles, tuple(self.jobs))
+            except (BrokenProcessPool, EOFError) as exc:  # (a worker died while an earlier batch ran, or
+                raise _worker_failure(exc) from None  # the forkserver that starts them)
             for pending in self.waiting:
                 pending.future = future
             self.jobs, self.waiting = [], []
+
+
+class WorkerDied(StorageError):
+    """A re-derivation worker ended without answering: the environment failed, not the evidence. The audit stops
+    with no verdict (exit 2), as for a source it cannot read: no finding is made of it."""
+
+
+def _worker_failure(exc: BaseException) -> WorkerDied:
+    return WorkerDied(
+        f"a re-derivation worker of the audit ended without answering ({exc}): killed, out of memory, or unable to "
+        "import heldout (a file named like one of its packages, such as harness.py, in the folder the audit runs "
+        "from shadows it); nothing was concluded. Run again, with --jobs 1 to see the cause")
 
 
 class _InBatch:
@@ -233,7 +249,10 @@ class _InBatch:
         if self.future is None:  # its batch is still being gathered: send it as it is
             self.batches.send()
         assert self.future is not None
-        return self.future.result()[self.position]
+        try:
+            return self.future.result()[self.position]
+        except (BrokenProcessPool, EOFError) as exc:  # (EOFError: the forkserver itself died at start)
+            raise _worker_failure(exc) from None
 
 
 Pending = _InBatch | _Done
@@ -250,9 +269,7 @@ def _pool_context() -> Any:
     and no fork of a process that runs threads, such as a progress bar's); spawn elsewhere."""
     methods = multiprocessing.get_all_start_methods()
     if "forkserver" in methods:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([__name__])
-        return context
+        return forkserver_context([__name__])
     return multiprocessing.get_context("spawn")  # pragma: no cover
 
 

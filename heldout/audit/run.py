@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 from harness.metrics import labels_bytes
 from harness.metrics.dimensions import n_cases_for
 from harness.metrics.registry import metrics_for
-from heldout.audit.rederive import Pending, RederiveJob, Submit, bundle_rederiver
+from heldout.audit.rederive import Pending, RederiveJob, Submit, WorkerDied, bundle_rederiver
 from heldout.audit.report import REPORT_FORMAT, REPORT_VERSION, AuditReport, Finding, SinceLink, Unrederived
 from heldout.audit.sources import AuditSource
 from heldout.entries import BundleEntry, EntryRecord, IntentEntry, PassportEntry, entry_record, optional_dimensions
@@ -72,10 +72,10 @@ from heldout.generations.draw import DrawRecord
 from heldout.generations.release import ReleaseLog, thresholdout_answer
 from heldout.generations.reveal import verify_draw
 from heldout.passports import LedgerFacts, check_passport_on_ledger
-from heldout.specs import Supersession, load_supersessions, require_spec_in_force
+from heldout.specs import BundleRun, Supersession, bundle_run, load_supersessions, require_spec_in_force
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError
 from ledger import SourceUnavailable, blob_references, verify_checkpoint
-from ledger.checkpoint import parse_checkpoint
+from ledger.checkpoint import Checkpoint, parse_checkpoint
 from ledger.cosignature import time_of
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.policy import Policy, WitnessedTimeError, WitnessedTimes
@@ -128,7 +128,8 @@ class _Context:
     _by_type: dict[type[EntryRecord], list[Any]] = field(default_factory=dict)
     _public_bundles: dict[tuple[str, str], list[int]] | None = None
     _model_bundles: dict[str, list[BundleEntry]] | None = None
-    #: Per model: (index, optional dimensions) of its first bundle whose evaluation is published
+    _first_runs: dict[BundleRun, int] | None = None
+    #: Per model: (index, optional dimensions) of its first bundle on a generation that releases in full
     model_dimensions: dict[str, tuple[int, frozenset[str]] | None] = field(default_factory=dict)
     _openings: dict[str, RevealDocument] = field(default_factory=dict)
 
@@ -174,9 +175,17 @@ class _Context:
                 self._model_bundles.setdefault(bundle.model_id, []).append(bundle)
         return self._model_bundles.get(model_id, [])
 
+    def first_run(self, bundle: BundleEntry) -> int:
+        """The index of the first bundle of ``bundle``'s run (:func:`bundle_run`), grouped once per audit."""
+        if self._first_runs is None:
+            self._first_runs = {}
+            for earlier in self.records(BundleEntry):
+                self._first_runs.setdefault(bundle_run(earlier, self.supersessions), int(earlier.index or 0))
+        return self._first_runs.get(bundle_run(bundle, self.supersessions), int(bundle.index or 0))
+
     def find(self, check: str, error: HeldoutError, *, index: int | None = None, file: str | None = None) -> None:
-        if isinstance(error, SourceUnavailable):  # the source could not be read: no finding, no verdict (exit 2)
-            raise error
+        if isinstance(error, (SourceUnavailable, WorkerDied)):  # the source could not be read, or a worker died:
+            raise error  # no finding, no verdict (exit 2)
         self.report.findings.append(Finding.from_error(check, error, index=index, file=file))
 
     def keep_entry(self, index: int, data: bytes, entry: dict[str, Any]) -> None:
@@ -264,17 +273,35 @@ def _check_times(ctx: _Context) -> None:
             previous = (index, stamp)
 
 
-def _check_draw_witnesses(ctx: _Context, policy: Policy) -> None:
+def _check_draw_witnesses(ctx: _Context, policy: Policy, checkpoints: list[Checkpoint]) -> None:
     """A draw seeded by witness cosignatures may count only lines of witnesses the policy lists: a line of any
     other key (one the operator holds) can be re-made with another timestamp at will, so the seed, and the
-    cases drawn, could be ground until they suit."""
+    cases drawn, could be ground until they suit. And once the policy's witnesses cosign the log, a draw is
+    seeded by them: one seeded by the checkpoint root after that (the operator's seal run with its witness
+    configuration removed or damaged) has a seed the operator computes before it logs, and can grind."""
+    witnessed_since: int | None = None  # the smallest size the policy's witnesses cosigned
+    for checkpoint in checkpoints:
+        try:
+            if policy.cosignatures(checkpoint):
+                witnessed_since = checkpoint.size
+                break
+        except HeldoutError:
+            continue  # (named by the witnessing check)
     for name, manifest in ctx.manifests.items():
         if manifest.draw is None:
             continue
         draw = DrawRecord.from_json(manifest.draw)
-        if draw.seed_source != "witness-cosignatures":
-            continue
         state = ctx.generations[name]
+        if draw.seed_source != "witness-cosignatures":
+            drawn_at = draw.checkpoint_size
+            if witnessed_since is not None and witnessed_since <= drawn_at:
+                ctx.find("draw", VerificationError(
+                    f"the draw of {name} is seeded by the root of checkpoint {drawn_at}, though the policy's "
+                    f"witnesses cosigned the log from checkpoint {witnessed_since} on: a checkpoint-root seed is "
+                    "known to the operator before it logs, so it could be ground (a seal run without its "
+                    "witnesses)", index=state.seal_index, field="draw.seed_source", expected="witness-cosignatures",
+                    found=draw.seed_source))
+            continue
         try:
             listed = {c.line.rstrip("\n") for c in policy.cosignatures(
                 parse_checkpoint(draw.checkpoint_note.encode())).values()}
@@ -304,7 +331,7 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
         ctx.count("witnessed checkpoints")
     except HeldoutError as exc:
         ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(latest.size))
-    _check_draw_witnesses(ctx, policy)
+    _check_draw_witnesses(ctx, policy, checkpoints)
     cosigned: list[tuple[int, list[datetime]]] = []  # per checkpoint, its verified cosignature times
     for checkpoint in checkpoints:
         try:
@@ -585,6 +612,9 @@ def _check_intents(ctx: _Context) -> None:
                 f"the seal intent of {name} was logged {len(indices)} times (entries {listed}): its draw was "
                 "retried", generation=name, intents=indices), index=indices[-1])
             continue
+        sealed = ctx.generations.get(name)
+        if sealed is not None and name not in ctx.manifests:
+            continue  # sealed, but its manifest failed (a finding of its own): which intent it draws from is unknown
         if indices[0] not in used:
             ctx.find("draw", VerificationError(
                 f"the seal intent of {name} at entry {indices[0]} was never sealed: a draw was abandoned",
@@ -793,10 +823,8 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
     over_budget = state.budget_error(index)
     if over_budget is not None:
         raise over_budget
-    run = (name, entry.task, entry.predictions_sha256, entry.get("spec_version"))
-    again = next((int(b.index or 0) for b in ctx.model_bundles(entry.model_id) if int(b.index or 0) < index
-                  and (b.generation, b.task, b.predictions_sha256, b.get("spec_version")) == run), None)
-    if again is not None:  # the latest bundle is what a passport cites: an earlier run logged again would be it
+    again = ctx.first_run(entry)
+    if again < index:  # the latest bundle is what a passport cites: an earlier run logged again would be it
         # (a finding of its own: the bundle's other checks still run)
         ctx.find("bundle", VerificationError(
             f"bundle entry {index} logs the stored predictions of entry {again} again (model {entry.model_id}, "
@@ -807,6 +835,7 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
     if withholding:
         if "spec_version" in entry:  # (the evaluation may be withheld: its spec is known from the entry's copy)
             require_spec_in_force(ctx.supersessions, "bundle", index, entry.get("spec_version"), created)
+        _check_entry_seed(ctx, index, entry)
         _check_release_record(ctx, index, entry, state)
         for member, digest in (("evaluation_sha256", entry.evaluation_sha256),
                                ("predictions_sha256", entry.predictions_sha256)):
@@ -847,15 +876,34 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
     return _Started(entry=entry, state=state, evaluation=evaluation, pending=submit(job))
 
 
+def _check_entry_seed(ctx: _Context, index: int, entry: BundleEntry) -> None:
+    """The entry's copy of its evaluation's seed, where the spec of its run fixes the seed (MedEval-1 v0.2's
+    amendment A1): judged from the entry, so that a withheld evaluation (no blob for a third party) is judged
+    alike by every verifier."""
+    spec = bundle_run(entry, ctx.supersessions)[-1]
+    fixed = BundleEntry.SPEC_SEEDS.get(spec)
+    if fixed is not None and "seed" in entry and entry["seed"] != fixed:
+        raise VerificationError(
+            f"bundle entry {index} states seed {entry['seed']!r}: under {spec} every evaluation uses the one seed "
+            f"{fixed} (a seed chosen per evaluation could be ground for a better interval)", index=index,
+            field="seed", expected=fixed, found=entry["seed"])
+
+
 def _check_model_dimensions(ctx: _Context, index: int, entry: BundleEntry, evaluation: Mapping[str, Any]) -> None:
     """A model trains or not, takes a text prompt or not, in every evaluation: its optional dimensions
-    (``limited_data``, ``spec_sensitivity``) are those of its first bundle whose evaluation is published
-    (FORMATS rule 10). Otherwise the operator leaves a dimension out of the bundles it would lower."""
+    (``limited_data``, ``spec_sensitivity``) are those of its first bundle on a generation that releases in full
+    (FORMATS rule 10). Otherwise the operator leaves a dimension out of the bundles it would lower. (A
+    withholding generation's evaluations are published only at its retirement: were one the reference, the
+    operator, who holds it, and a third party, who does not yet, would judge by two references, and the
+    reference would change at the reveal.)"""
     found = optional_dimensions(evaluation)
     if entry.model_id not in ctx.model_dimensions:
         ctx.model_dimensions[entry.model_id] = None
         for earlier in ctx.model_bundles(entry.model_id):
             at = int(earlier.index or 0)
+            state = ctx.generations.get(earlier.generation)
+            if state is None or state.release_mode in WITHHOLDING_MODES:
+                continue
             if at == index:
                 first: Mapping[str, Any] = evaluation
             elif ctx.source.has_blob(earlier.evaluation_sha256):

@@ -107,7 +107,12 @@ def issue(
     opened = open_ledger(st, ledger)
     try:
         signer = ledger_signer(st, opened)
-        issued = issue_passport(st, opened, signer, model_id, generation=generation, now=now)
+        from heldout.audit.report import ReportRecord  # (here: only issue needs it)
+        from heldout.store import auditor_state_path
+
+        # the report must be one the audit recorded writing clean (the record --since trusts, the auditor's own)
+        recorded = ReportRecord.of(auditor_state_path(), opened.ledger_id, "operator").digests()
+        issued = issue_passport(st, opened, signer, model_id, generation=generation, now=now, clean_reports=recorded)
     finally:
         opened.close()
     if as_json:

@@ -38,6 +38,7 @@ from heldout.witness.operator import (
     load_endpoints,
     set_policy,
     store_policy,
+    witness_file,
     witness_folder,
     witnessed_head,
 )
@@ -219,10 +220,11 @@ def policy(file: Annotated[Path | None, typer.Argument(help="A C2SP tlog-policy 
     st = open_store(store)
     path = witness_folder(st) / POLICY_FILE
     if file is None:
-        configured = path.is_file()
-        text = path.read_text() if configured else default_policy_text(load_endpoints(st))
+        data = witness_file(path, "witness policy")
+        text = data.decode("utf-8", "replace") if data is not None else default_policy_text(load_endpoints(st))
+        parsed = parse_policy(text)  # (printed or not: a damaged policy is said, never shown as if in force)
         if as_json:
-            print_json({**_policy_json(parse_policy(text), text), "path": str(path) if configured else None})
+            print_json({**_policy_json(parsed, text), "path": str(path) if data is not None else None})
         else:
             console.print(text, end="", highlight=False)
         return

@@ -8,6 +8,7 @@ points to, and can never be mistaken for the real opening.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -75,7 +76,7 @@ def check_opening(reveal: RevealDocument, state: GenerationState) -> RevealDocum
 
 def load_opening(store: Store, ledger_id: str, state: GenerationState) -> RevealDocument:
     path = opening_path(store, ledger_id, state.name, state.set_hash)
-    if not path.is_file():
+    if not os.path.lexists(path):  # (present in another form, a folder or a FIFO: refused below, exit 2)
         raise IncompleteError(f"the private opening of {state.name} is not in this store ({path})",
                               path=str(path), index=state.seal_index)
     reveal = parse_reveal(parse_json_object(read_private_file(path), what=f"opening of {state.name}"),

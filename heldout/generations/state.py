@@ -30,8 +30,8 @@ from heldout.entries import BundleEntry, EntryRecord, RetireEntry, RevealEntry, 
 from heldout.generations.budget import TOLERANCE as BUDGET_TOLERANCE
 from heldout.generations.budget import charge_bits, implied_eps
 from heldout.generations.release import WITHHOLDING_MODES
-from keys import ExpiredError, IncompleteError, LapsedError, VerificationError
-from ledger.errors import EntryRejected
+from keys import ExpiredError, HeldoutError, IncompleteError, LapsedError, VerificationError
+from ledger.errors import EntryRejected, SourceUnavailable
 from ledger.log import LogReader
 from seals import format_utc, parse_json_object
 
@@ -386,9 +386,21 @@ def load_generations(ledger: LogReader | Iterable[tuple[int, Mapping[str, Any] |
                         "entry on, so it counts as retired here", index=index, field="type", found=kind))
                     done.update(retire_index=index, retire_reason=REVEALED_EARLY, retired_at=record.created)
         elif isinstance(record, BundleEntry) and record.generation in states:
+            try:
+                bits = _bundle_bits(index, record, blobs)
+            except SourceUnavailable:  # the source could not be read: no verdict (exit 2)
+                raise
+            except HeldoutError as exc:  # (a withheld or missing evaluation): one entry's fault, not every
+                # generation's; on a budgeted generation the entry breaks FORMATS section 5 and that is said
+                bits = 0.0
+                if states[record.generation].budget_bits is not None:
+                    out.anomalies.append(VerificationError(
+                        f"bundle entry {index} states no leakage_bits and its evaluation cannot be read to charge "
+                        f"it ({exc.message}): the budget of {record.generation} is judged after it without its "
+                        "charge", index=index, field="leakage_bits"))
             bundles[record.generation].append(BundleRecord(
                 index=index, model_id=record.model_id, task=record.task, created=record.created,
-                leakage_bits=_bundle_bits(index, record, blobs), label_dependent=_label_dependent(record)))
+                leakage_bits=bits, label_dependent=_label_dependent(record)))
     for name, state in states.items():
         out[name] = replace(state, **updates[name], bundles=tuple(bundles[name]))
     return out

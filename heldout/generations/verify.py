@@ -254,7 +254,7 @@ def verify_published_reveal(log: PublicLog, generation: str, trusted: PublicKey 
                             source: str) -> RevealVerdict:
     """A reveal in a published ledger (export or tiles): the manifest from its ``seals/``, the reveal from
     ``seals/<gen>.reveal.json`` or the blob its ``reveal`` entry names, both bound to its entries."""
-    state = _revealed_state(load_generations(log, now), generation)
+    state = _revealed_state(load_generations(log, now, blobs=log.blobs), generation)
     name = f"{generation}.reveal.json"
     reveal_data = log.seal_bytes(name) if log.has_seal(name) else log.blob(str(state.reveal_sha256))
     return _verify(log.seal_bytes(f"{generation}.seal.json"), reveal_data, trusted, state=state, ledger=log,

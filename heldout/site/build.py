@@ -24,6 +24,7 @@ from heldout.site.pages import generations_page, keys_page, leaderboard, ledger_
 from heldout.site.paths import blob_path, check_output_path
 from keys import HeldoutError, UsageError
 from keys.files import exchange_paths, remove_stale_leftovers
+from keys.safeio import DOCUMENT_LIMIT, read_named
 from seals import canonical_bytes, format_utc, parse_json_object
 
 SITE_FORMAT = "heldout-site"
@@ -165,8 +166,8 @@ def render(site: SiteData, progress: ProgressFn = _quiet) -> dict[str, bytes]:
 
 
 def _is_previous_site(out: Path) -> bool:
-    try:
-        manifest = parse_json_object((out / MANIFEST).read_bytes(), what=MANIFEST)
+    try:  # (bounded, a regular file only: a FIFO or a link to a device is refused, never read or waited on)
+        manifest = parse_json_object(read_named(out / MANIFEST, limit=DOCUMENT_LIMIT, what=MANIFEST), what=MANIFEST)
     except (OSError, HeldoutError):  # unreadable or not JSON: not a site of ours, so the caller refuses
         return False
     return manifest.get("format") == SITE_FORMAT

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -30,6 +31,7 @@ from urllib.parse import urlsplit
 from heldout.store import Store
 from keys import HeldoutError, MalformedInput, UsageError
 from keys.files import write_atomic
+from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger import Checkpoint, Ledger
 from ledger.cosignature import Cosignature, Cosigner, with_cosignatures
 from ledger.policy import Policy, QuorumError, Witnessed, parse_policy
@@ -68,12 +70,26 @@ def check_url(url: str) -> str:
     return url.rstrip("/")
 
 
+def witness_file(path: Path, what: str) -> bytes | None:
+    """The bytes of one of the store's witness files (its configuration, its policy); None when there is none.
+    Present in any other form (a folder, a FIFO, a link to a device, oversized) it is an error (exit 2), never
+    "not configured": a witnessed store would silently stop answering to its witnesses (a seal would draw its
+    seed from the checkpoint root, which the operator can grind, and the audit would apply no quorum)."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        return read_named(path, limit=DOCUMENT_LIMIT, what=what)
+    except MalformedInput as exc:
+        raise UsageError(f"the store's {what} is damaged: {exc.message}", path=str(path)) from None
+
+
 def load_endpoints(store: Store) -> list[WitnessEndpoint]:
     path = witness_folder(store) / CONFIG_FILE
-    if not path.is_file():
+    data = witness_file(path, "witness configuration")
+    if data is None:
         return []
     try:
-        body = parse_json_object(path.read_bytes(), what=str(path))
+        body = parse_json_object(data, what=str(path))
         return [WitnessEndpoint(check_url(str(item["url"])), Cosigner.from_vkey(str(item["vkey"])))
                 for item in body.get("witnesses") or []]
     except (HeldoutError, KeyError, TypeError) as exc:
@@ -113,8 +129,9 @@ def default_policy_text(endpoints: Sequence[WitnessEndpoint]) -> str:
 def store_policy(store: Store) -> Policy:
     """The store's witness policy: ``witnesses/policy`` when present, else a majority of the configured ones."""
     path = witness_folder(store) / POLICY_FILE
-    if path.is_file():
-        return parse_policy(path.read_bytes(), what=str(path))
+    data = witness_file(path, "witness policy")
+    if data is not None:
+        return parse_policy(data, what=str(path))
     return parse_policy(default_policy_text(load_endpoints(store)), what="default policy")
 
 
@@ -122,7 +139,7 @@ def configured_policy(store: Store) -> Policy | None:
     """The policy the store answers to when it is witnessed at all (a ``witnesses/policy`` file, or witnesses
     configured), else None. The policy file alone counts: deleting the witness list must not switch the policy
     off for the audit while ``witness status`` still applies it."""
-    if (witness_folder(store) / POLICY_FILE).is_file() or load_endpoints(store):
+    if os.path.lexists(witness_folder(store) / POLICY_FILE) or load_endpoints(store):
         return store_policy(store)
     return None
 

@@ -187,6 +187,25 @@ REQUIRED: dict[str, dict[str, str]] = {
     "intent": {"generation": TEXT, "tasks": "per-task", "pools": "per-task", "expiry_utc": TIME, "created_utc": TIME},
 }
 
+#: The optional members with a form (FORMATS section 3's table), checked where present, as the required ones:
+#: a member of another JSON type (``false`` for 0) would be read as a number by one verifier and not another.
+BITS, BITS_OR_NULL, SEED, OBJECT, MEMBERSHIP, WORDS = "bits", "bits or null", "seed", "object", "membership", "words"
+OPTIONAL: dict[str, dict[str, str]] = {
+    "intent": {"release": OBJECT},
+    "seal": {"membership": MEMBERSHIP, "tasks": "per-task", "n_cases": "count", "budget_bits": BITS_OR_NULL,
+             "statement_bits": BITS, "release": OBJECT, "sources": OBJECT, "guarantee": OBJECT},
+    "bundle": {**dict.fromkeys(("model_name", "family", "params", "behaviour_version", "split_origin", "device",
+                                "code_fingerprint"), WORDS), "spec_version": TEXT,
+               "seed": SEED, "n_test": "count", "n_cases": "count", "labels_hash": HEX, "leakage_bits": BITS,
+               "release": OBJECT},
+    "reveal": {"n_cases": "count", "image_blobs": OBJECT},
+    "note": {"blob_sha256": HEX},
+}
+
+
+def _bits(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
 
 class ReplayFailure(Exception):
     """A rule of FORMATS.md does not hold; ``file`` is the export file at fault (relative path)."""
@@ -799,11 +818,16 @@ class _Replay:
             raise ReplayFailure(ENTRIES, "entry", f"{where}: v is not a positive integer")
         if (index == 0) != (kind == "genesis"):
             raise ReplayFailure(ENTRIES, "entry", f"{where}: genesis is entry 0 and only entry 0")
-        for member, check in REQUIRED[kind].items():
+        for member, check in [*REQUIRED[kind].items(), *OPTIONAL.get(kind, {}).items()]:
             value = entry.get(member)
             if member not in entry:
-                raise ReplayFailure(ENTRIES, "entry", f"{where} lacks {member}")
+                if member in REQUIRED[kind]:
+                    raise ReplayFailure(ENTRIES, "entry", f"{where} lacks {member}")
+                continue
             ok = {TEXT: isinstance(value, str) and 0 < len(value) <= 256,
+                  BITS: _bits(value), BITS_OR_NULL: value is None or _bits(value),
+                  SEED: _count(value) and value < 2**53, OBJECT: isinstance(value, dict),
+                  MEMBERSHIP: value in ("sealed", "public"), WORDS: isinstance(value, str) and value != "",
                   HEX: isinstance(value, str) and bool(HEX64.match(value)),
                   TIME: isinstance(value, str) and _real_time(value),
                   KEY: True,
@@ -1251,14 +1275,39 @@ class _Replay:
             if e["type"] == "bundle" and e["generation"] == entry["generation"]]
         return round(math.fsum(charges), 6) + round(float(entry.get("leakage_bits", 0.0)), 6) > budget + 1e-9
 
+    def dimensions_reference(self, model_id: str, known: dict[str, tuple[int, set[str]] | None]
+                             ) -> tuple[int, set[str]] | None:
+        """(index, optional dimensions) of the model's first bundle, in index order, on a generation that
+        releases in full whose evaluation is exported and has a ``dimensions`` object (a withheld evaluation is
+        published only at its generation's retirement: it is never the reference); None when it has none."""
+        if model_id not in known:
+            known[model_id] = None
+            for index, entry in enumerate(self.entries):
+                if entry["type"] != "bundle" or entry["model_id"] != model_id:
+                    continue
+                seal = self.seal_entries.get(entry["generation"])
+                if seal is None or (seal[1].get("release") or {}).get("mode", "full") != "full":
+                    continue
+                data = self.blob_files.get(entry["evaluation_sha256"])
+                try:
+                    dimensions = json.loads(data).get("dimensions") if data is not None else None
+                except (ValueError, AttributeError):
+                    continue  # (that bundle's own checks name it)
+                if isinstance(dimensions, dict):
+                    known[model_id] = (index, {d for d in ("limited_data", "spec_sensitivity")
+                                               if dimensions.get(d) is not None})
+                    break
+        return known[model_id]
+
     def bundles(self) -> None:
-        model_dimensions: dict[str, tuple[int, set[str]]] = {}  # a model's first published evaluation's
+        model_dimensions: dict[str, tuple[int, set[str]] | None] = {}  # a model's first full-release evaluation's
         runs: dict[tuple[str, str, str, str, str], int] = {}  # (model, generation, task, predictions, spec)
         for index, entry in enumerate(self.entries):
             if entry["type"] != "bundle":
                 continue
-            run = (entry["model_id"], entry["generation"], entry["task"], entry["predictions_sha256"],
-                   str(entry.get("spec_version")))
+            # the spec of the run is the one in force at its date (the entry's copy may be left out)
+            spec = self.spec_in_force(index, entry["created_utc"])
+            run = (entry["model_id"], entry["generation"], entry["task"], entry["predictions_sha256"], spec)
             if runs.setdefault(run, index) != index:
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} logs the predictions of entry {runs[run]} "
                                     "again (same model, generation, task and spec version)")
@@ -1296,6 +1345,10 @@ class _Replay:
             if "spec_version" in entry and entry["spec_version"] != self.spec_in_force(index, entry["created_utc"]):
                 # (the entry's copy: its evaluation may be withheld or missing)
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made under a spec not in force then")
+            if spec == "MedEval-1 v0.2" and "seed" in entry and entry["seed"] != 20260727:
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: a MedEval-1 v0.2 evaluation's seed is not "
+                                    "20260727")  # (the entry's copy: its evaluation may be withheld)
+            full = (seal[1].get("release") or {}).get("mode", "full") == "full"
             data = self.blob(entry["evaluation_sha256"], index, "evaluation_sha256")
             if data is not None:
                 file = f"blobs/sha256/{entry['evaluation_sha256'][:2]}/{entry['evaluation_sha256']}"
@@ -1305,16 +1358,15 @@ class _Replay:
                     raise ReplayFailure(file, "bundle", f"entry {index}: a MedEval-1 v0.2 evaluation's seed is not "
                                         "20260727")
                 dimensions = evaluation.get("dimensions")
-                if isinstance(dimensions, dict):
-                    optional = {d for d in ("limited_data", "spec_sensitivity") if dimensions.get(d) is not None}
-                    first = model_dimensions.setdefault(entry["model_id"], (index, optional))
-                    if optional != first[1]:
-                        raise ReplayFailure(file, "bundle", f"entry {index}: the evaluation's optional dimensions are "
-                                            f"not those of its model's first bundle (entry {first[0]})")
-                    if optional != FAMILY_DIMENSIONS.get(entry.get("family"), optional):
-                        raise ReplayFailure(file, "bundle", f"entry {index}: the evaluation's optional dimensions are "
-                                            f"not a {entry.get('family')} model's")
-                full = (seal[1].get("release") or {}).get("mode", "full") == "full"
+                optional = ({d for d in ("limited_data", "spec_sensitivity") if dimensions.get(d) is not None}
+                            if isinstance(dimensions, dict) else set())
+                if optional != FAMILY_DIMENSIONS.get(entry.get("family"), optional):
+                    raise ReplayFailure(file, "bundle", f"entry {index}: the evaluation's optional dimensions are "
+                                        f"not a {entry.get('family')} model's")
+                reference = self.dimensions_reference(entry["model_id"], model_dimensions)
+                if reference is not None and isinstance(dimensions, dict) and optional != reference[1]:
+                    raise ReplayFailure(file, "bundle", f"entry {index}: the evaluation's optional dimensions are "
+                                        f"not those of its model's first bundle (entry {reference[0]})")
                 if budgeted and full and evaluation_charge(evaluation) != round(float(entry["leakage_bits"]), 6):
                     raise ReplayFailure(file, "bundle", f"evaluation charge is not entry {index}'s leakage_bits")
                 for member in ("task", "n_test", "seed", "spec_version", "split_origin", "code_fingerprint",
