@@ -262,10 +262,13 @@ def _entries_are_valid(entries: list[Any], first: int | None) -> bool:
         for member, check in required:
             if not _passes(check, list(map(dict.get, group, repeat(member), repeat(_ABSENT)))):
                 return False
-        for member, check in optional:
+        named = set().union(*map(dict.keys, group)) if optional else set()  # (one C pass: a type with many
+        for member, check in optional:  # optional members pays nothing for those no entry of the batch has)
+            if member not in named:
+                continue
             present = [value for value in map(dict.get, group, repeat(member), repeat(_ABSENT))
                        if value is not _ABSENT]
-            if present and not _passes(check, present):
+            if not _passes(check, present):
                 return False
     return True
 
