@@ -75,7 +75,7 @@ from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import BundleRun, Supersession, bundle_run, load_supersessions, require_spec_in_force
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError
 from ledger import SourceUnavailable, blob_references, verify_checkpoint
-from ledger.checkpoint import Checkpoint, parse_checkpoint
+from ledger.checkpoint import parse_checkpoint
 from ledger.cosignature import time_of
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.policy import Policy, WitnessedTimeError, WitnessedTimes
@@ -273,20 +273,13 @@ def _check_times(ctx: _Context) -> None:
             previous = (index, stamp)
 
 
-def _check_draw_witnesses(ctx: _Context, policy: Policy, checkpoints: list[Checkpoint]) -> None:
+def _check_draw_witnesses(ctx: _Context, policy: Policy, witnessed_since: int | None) -> None:
     """A draw seeded by witness cosignatures may count only lines of witnesses the policy lists: a line of any
     other key (one the operator holds) can be re-made with another timestamp at will, so the seed, and the
-    cases drawn, could be ground until they suit. And once the policy's witnesses cosign the log, a draw is
-    seeded by them: one seeded by the checkpoint root after that (the operator's seal run with its witness
-    configuration removed or damaged) has a seed the operator computes before it logs, and can grind."""
-    witnessed_since: int | None = None  # the smallest size the policy's witnesses cosigned
-    for checkpoint in checkpoints:
-        try:
-            if policy.cosignatures(checkpoint):
-                witnessed_since = checkpoint.size
-                break
-        except HeldoutError:
-            continue  # (named by the witnessing check)
+    cases drawn, could be ground until they suit. And once the policy's witnesses cosign the log (from size
+    ``witnessed_since`` on), a draw is seeded by them: one seeded by the checkpoint root after that (the
+    operator's seal run with its witness configuration removed or damaged) has a seed the operator computes
+    before it logs, and can grind."""
     for name, manifest in ctx.manifests.items():
         if manifest.draw is None:
             continue
@@ -331,13 +324,16 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
         ctx.count("witnessed checkpoints")
     except HeldoutError as exc:
         ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(latest.size))
-    _check_draw_witnesses(ctx, policy, checkpoints)
     cosigned: list[tuple[int, list[datetime]]] = []  # per checkpoint, its verified cosignature times
+    failed: list[tuple[int, HeldoutError]] = []  # (named after the draws, as before: one verification each)
     for checkpoint in checkpoints:
         try:
             cosigned.append((checkpoint.size, [time_of(c.timestamp) for c in policy.cosignatures(checkpoint).values()]))
         except HeldoutError as exc:
-            ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(checkpoint.size))
+            failed.append((checkpoint.size, exc))
+    _check_draw_witnesses(ctx, policy, next((size for size, times in cosigned if times), None))
+    for size, error in failed:
+        ctx.find("witnesses", error, file=ctx.source.checkpoint_file(size))
     window = WitnessedTimes(cosigned)
     _check_witnessed_dates(ctx, window)
     _rejudge_at_witnessed_times(ctx, window)
