@@ -243,7 +243,17 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                                  field="spec_version", expected=current,
                                  found=evaluation.get("spec_version") if evaluation.get("spec_version") != current
                                  else entry.get("spec_version"))
-            logged = BundleEntry.from_entry(entry)
+            if current in BundleEntry.SPEC_SEEDS and "seed" not in entry:  # (every verifier names it: rule 10)
+                raise MalformedInput(f"bundle {position}: under {current} a bundle entry states its evaluation's "
+                                     "seed", field="seed", expected=BundleEntry.SPEC_SEEDS[current], found=None,
+                                     position=position)
+            for member, data in (("evaluation_sha256", evaluation_bytes(evaluation)),
+                                 ("predictions_sha256", predictions_npz)):
+                if entry.get(member) != sha256_hex(data):  # (it would log a blob nothing stores)
+                    raise MalformedInput(f"bundle {position}: the entry's {member} is not the SHA-256 of the "
+                                         f"{member.split('_')[0]} given with it", field=member,
+                                         expected=sha256_hex(data), found=entry.get(member), position=position)
+            logged = BundleEntry.from_entry(entry, index=ledger.size + position)
             assert isinstance(logged, BundleEntry)
             disagreement = logged.evaluation_disagreement(evaluation, cases_for=n_cases_for, sealed=state.created)
             if disagreement is not None:  # every audit would report it: nothing is logged
@@ -251,14 +261,16 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
                                      f"{disagreement.found!r}, where {disagreement.expected!r} is expected)",
                                      field=disagreement.member, expected=disagreement.expected,
                                      found=disagreement.found, position=position)
-            run = (str(entry["model_id"]), name, str(entry["task"]), sha256_hex(predictions_npz), current)
+            run = bundle_run(logged, supersessions)  # (as every verifier keys it: the spec in force at its date)
             if run in logged_runs:  # the same stored predictions logged again would become the "latest" run
+                where = (f"entry {logged_runs[run]}" if logged_runs[run] < ledger.size
+                         else f"bundle {logged_runs[run] - ledger.size} of this batch")
                 raise UsageError(f"bundle {position}: these predictions of {run[0]} on {name}/{run[2]} are already "
-                                 f"logged under {run[4]} (entry {logged_runs[run]}): a run is logged once (the "
+                                 f"logged under {run[4]} ({where}): a run is logged once (the "
                                  "latest bundle is what a passport cites; logging an earlier run again would pick "
                                  "it)", field="predictions_sha256", found=run[3], index=logged_runs[run],
                                  position=position)
-            logged_runs[run] = -1
+            logged_runs[run] = ledger.size + position
             entry = dict(entry)
             if state.membership != "public":
                 # An unsalted hash of the sealed labels is a public statement about them: on a small task set

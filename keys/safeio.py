@@ -285,40 +285,51 @@ def open_named(path: Path, *, limit: int, what: str) -> IO[bytes]:
 # JSON depth ------------------------------------------------------------------------------------------------
 
 _STRING_B = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_STRING_S = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET_B = re.compile(rb"[^\[\]{}]+")
-_NOT_BRACKET_S = re.compile(r"[^\[\]{}]+")
+_NOT_BRACKET_BYTES = bytes(b for b in range(256) if b not in b"[]{}")
 _PAIR_B = re.compile(rb"\[\]|\{\}")
-_PAIR_S = re.compile(r"\[\]|\{\}")
+
+
+#: A document holds at most one array or object per this many characters, past :data:`JSON_CONTAINER_ALLOWANCE`
+#: of them. Parsing makes each a Python object of 56 bytes or more, so a text of empty ones (``[],[],...``, 3
+#: characters each) would cost 20-30 times its size in memory before any check of its shape could refuse it;
+#: heldout's own documents have one per 70 characters or more (an evaluation: about one per 75).
+JSON_CHARS_PER_CONTAINER = 16
+JSON_CONTAINER_ALLOWANCE = 4096
+
+
+def check_json_width(data: bytes | str, *, what: str) -> None:
+    """Refuse a JSON text with more arrays and objects than its size allows (:data:`JSON_CHARS_PER_CONTAINER`),
+    before parsing it: the memory a parse takes is then within a few times the text's size. Brackets inside
+    strings are counted too (an over-count, never an under-count)."""
+    opening = (data.count(b"[") + data.count(b"{")) if isinstance(data, bytes) else (data.count("[") + data.count("{"))
+    allowed = JSON_CONTAINER_ALLOWANCE + len(data) // JSON_CHARS_PER_CONTAINER
+    if opening > allowed:
+        raise MalformedInput(f"{what} holds {opening} arrays and objects in {len(data)} characters: more than one "
+                             f"per {JSON_CHARS_PER_CONTAINER} (past {JSON_CONTAINER_ALLOWANCE}), which no document "
+                             "here has (refused before parsing: each costs memory)", expected=f"<= {allowed}",
+                             found=opening)
 
 
 def check_json_depth(data: bytes | str, *, what: str, limit: int = MAX_JSON_DEPTH) -> None:
     """Refuse JSON text nested deeper than ``limit`` without recursing: strings are removed, then everything but
-    brackets, then innermost ``[]``/``{}`` pairs once per level. Each pass is linear and runs in C; after
-    ``limit`` passes a well-formed text within the limit is empty. Unbalanced text is left to the parser,
-    which names the position."""
+    brackets, then innermost ``[]``/``{}`` pairs once per level. Each pass is linear and runs in C, and none
+    makes an object per bracket (a text is also first held to :func:`check_json_width`, which bounds what the
+    passes see); after ``limit`` passes a well-formed text within the limit is empty. Unbalanced text is left to
+    the parser, which names the position."""
     opening = (data.count(b"[") + data.count(b"{")) if isinstance(data, bytes) else (data.count("[") + data.count("{"))
     if opening <= limit:
         return  # fewer openings than the limit cannot nest deeper (the common case: a ledger entry)
-    if isinstance(data, bytes):
-        brackets = _NOT_BRACKET_B.sub(b"", _STRING_B.sub(b"", data))
-        for _ in range(limit):
-            if not brackets:
-                return
-            brackets, replaced = _PAIR_B.subn(b"", brackets)
-            if not replaced:
-                return  # unbalanced: the parser reports it
-        deeper = bool(_PAIR_B.search(brackets))
-    else:
-        text = _NOT_BRACKET_S.sub("", _STRING_S.sub("", data))
-        for _ in range(limit):
-            if not text:
-                return
-            text, replaced = _PAIR_S.subn("", text)
-            if not replaced:
-                return
-        deeper = bool(_PAIR_S.search(text))
-    if deeper:
+    check_json_width(data, what=what)
+    # (as UTF-8: quotes, backslashes and brackets are single bytes there, which no other character's bytes are)
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    brackets = _STRING_B.sub(b"", raw).translate(None, _NOT_BRACKET_BYTES)
+    for _ in range(limit):
+        if not brackets:
+            return
+        brackets, replaced = _PAIR_B.subn(b"", brackets)
+        if not replaced:
+            return  # unbalanced: the parser reports it
+    if _PAIR_B.search(brackets):
         raise UnsafeFile(f"{what} is nested more than {limit} levels deep", expected=limit)
 
 

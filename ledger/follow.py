@@ -31,8 +31,8 @@ from ledger.entries import ledger_id_of, origin_of
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
 from ledger.export import CHECKPOINTS, ENTRIES, MANIFEST, LedgerExport, open_export
 from ledger.policy import Policy, Witnessed
-from ledger.public import PublicLog
-from ledger.tiles import CHECKPOINT, HttpFiles, http_get, is_tiles_dir, open_tiles
+from ledger.public import PublicLog, is_tiles_source
+from ledger.tiles import CHECKPOINT, HttpFiles, http_get, is_url, open_tiles
 from seals import parse_json_object
 
 FETCH_TIMEOUT_S = 30.0  # per socket operation
@@ -83,8 +83,7 @@ def follow(source: str, *, ledger_id: str, state: Path, key: str | None = None, 
     """One follow step (see the module docstring). ``key``: the ledger's checkpoint verifier key; default: the
     one pinned in the state, or on first use the one entry 0 of the export declares (whose hash must be
     ``ledger_id``)."""
-    if is_tiles_dir(Path(source)) or (source.startswith(("http://", "https://"))
-                                      and HttpFiles(source).exists(CHECKPOINT)):
+    if (is_url(source) and HttpFiles(source).exists(CHECKPOINT)) or (not is_url(source) and is_tiles_source(source)):
         return _follow(open_tiles(source), ledger_id=ledger_id, state=state, key=key, policy=policy,
                        evidence_dir=evidence_dir)
     if source.startswith(("http://", "https://")):

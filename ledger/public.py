@@ -64,6 +64,13 @@ class PublicLog(LogReader, Protocol):
         ...
 
 
+def _has_export_manifest(folder: Path) -> bool:
+    try:
+        return file_in(folder, EXPORT_MANIFEST, what="ledger export")
+    except UnsafeFile as exc:
+        raise LedgerIntegrityError(exc.message, **exc.evidence) from None
+
+
 def is_public_log(source: str | Path) -> bool:
     """An http(s) URL (of a tiles directory), an export directory, or a tiles directory."""
     text = str(source)
@@ -72,17 +79,30 @@ def is_public_log(source: str | Path) -> bool:
     folder = Path(text)
     if not folder.is_dir():
         return False
-    try:
-        exported = file_in(folder, EXPORT_MANIFEST, what="ledger export")
-    except UnsafeFile as exc:
-        raise LedgerIntegrityError(exc.message, **exc.evidence) from None
-    return exported or is_tiles_dir(folder)
+    return _has_export_manifest(folder) or is_tiles_dir(folder)
+
+
+def is_tiles_source(source: str | Path) -> bool:
+    """Whether ``--from`` names tiles (an http(s) URL, or a folder with ``checkpoint`` and ``tile/``) rather than
+    an export. A folder that is both (``export.json`` beside the tiles) is refused: it publishes two logs, and
+    one verifier would certify the one, another the other (FORMATS section 17)."""
+    text = str(source)
+    if is_url(text):
+        return True
+    folder = Path(text)
+    if not is_tiles_dir(folder):
+        return False
+    if _has_export_manifest(folder):
+        raise LedgerIntegrityError(f"{folder} holds both an export ({EXPORT_MANIFEST}) and tiles (checkpoint and "
+                                   "tile/): two logs in one folder, and readers would differ on which is published",
+                                   path=text, file=EXPORT_MANIFEST)
+    return True
 
 
 def open_public_log(source: str | Path) -> PublicLog:
     """Open what ``--from`` names: a tiles directory or URL, else an export directory."""
     text = str(source)
-    if is_url(text) or is_tiles_dir(Path(text)):
+    if is_tiles_source(text):
         return open_tiles(text)
     folder = Path(text)
     if not folder.is_dir():

@@ -792,6 +792,9 @@ def http_get(url: str, limit: int, *, method: str = "GET", timeout: float = FETC
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
         raise SourceUnavailable(f"cannot fetch {where}: {_reason(exc)}", path=where) from None
     with response:
+        if response.status != 200:  # 204, 206 (a range), ...: not the published file's bytes, whole
+            raise SourceUnavailable(f"cannot fetch {where}: HTTP {response.status} (a published file is served "
+                                    "whole, with 200)", path=where, found=response.status)
         coding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
         if coding != "identity":  # asked for identity: bytes in a coding are not the published file's bytes
             raise SourceUnavailable(f"cannot fetch {where}: the server sent it with Content-Encoding {coding[:40]!r}; "
@@ -826,6 +829,10 @@ class HttpFiles:
         self.timeout = timeout
         self.deadline = deadline  # None: FETCH_DEADLINE_S at each request
         self.opener = http_opener()
+        # What a GET found where HEAD said "absent", kept for the read that follows (one file), and the paths
+        # HEAD said are present: a GET that then finds nothing is the server contradicting itself.
+        self._confirmed: tuple[str, bytes] | None = None
+        self._present: set[str] = set()
 
     def where(self, rel: str) -> str:
         return f"{self.base}/{rel}"
@@ -836,10 +843,30 @@ class HttpFiles:
                         opener=self.opener, shown=rel)
 
     def read(self, rel: str, limit: int) -> bytes | None:
-        return self._get(rel, limit, "GET")
+        confirmed = self._confirmed  # (one read of the slot: reads run on several threads)
+        if confirmed is not None and confirmed[0] == rel and len(confirmed[1]) <= limit:
+            self._confirmed = None
+            return confirmed[1]
+        data = self._get(rel, limit, "GET")
+        if data is None and rel in self._present:
+            raise SourceUnavailable(f"cannot fetch {self.where(rel)}: the server answered HEAD with the file and GET "
+                                    "with 404 (its answers disagree: nothing can be judged from it)",
+                                    path=self.where(rel))
+        return data
 
     def exists(self, rel: str) -> bool:
-        return self._get(rel, 0, "HEAD") is not None
+        """HEAD, and where it says "absent" a GET too: the GET's answer is the one every read gets, so a server
+        whose HEAD answers differ from its GETs (a GET-only object store answers HEAD with 404) is judged by
+        what it serves, never "missing" on one verifier's HEAD and present on another's GET."""
+        if self._get(rel, 0, "HEAD") is not None:
+            self._present.add(rel)
+            return True
+        data = self._get(rel, BLOB_LIMIT, "GET")
+        if data is None:
+            return False
+        self._confirmed = (rel, data)
+        self._present.add(rel)
+        return True
 
     def listing(self, rel: str) -> list[str] | None:
         return None  # HTTP has no listing: what the manifest names is fetched instead

@@ -438,7 +438,9 @@ def parse_json(data: bytes | str, *, what: str = "document") -> Any:
                              expected=DOCUMENT_LIMIT, found=len(data))
     if not data.strip():
         raise MalformedInput(f"{what} is empty")
-    check_json_depth(data, what=what)  # before json recurses: deep nesting is a refusal, not a RecursionError
+    # before json recurses (deep nesting is a refusal, not a RecursionError) and builds (a text of empty
+    # containers would cost 20 times its size): check_json_depth holds the text to check_json_width too
+    check_json_depth(data, what=what)
     try:
         return json.loads(
             data, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant, parse_int=_parse_int,

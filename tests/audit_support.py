@@ -119,11 +119,12 @@ def copy_fixture(base: AuditFixture, target: Path) -> AuditFixture:
 
 def log_withheld_bundle(store: Path, generation: str, model_id: str, *, seed: int, skill: float,
                         release: Callable[[Ledger, GenerationState], dict[str, Any]], at: str = NOW,
-                        edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None, prompts: bool = False) -> int:
+                        edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None, prompts: bool = False,
+                        edit_entry: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
     """Log a bundle on a ladder / Thresholdout generation as a dishonest operator would: a real evaluation
     (``edit`` and ``prompts`` as for :func:`synthetic_result`), its blobs withheld as the evaluate command withholds
-    them, but the ``release`` record (and its charge) that ``release(ledger, state)`` chooses. Returns its ledger
-    index."""
+    them, but the ``release`` record (and its charge) that ``release(ledger, state)`` chooses, and the entry as
+    ``edit_entry`` leaves it. Returns its ledger index."""
     st = Store.open(store)
     now = parse_utc(at)
     with open_ledger(st) as ledger:
@@ -134,6 +135,8 @@ def log_withheld_bundle(store: Path, generation: str, model_id: str, *, seed: in
         entry = bundle_entry(result, generation=generation, created_utc=now)
         entry["release"] = release(ledger, state)
         entry["leakage_bits"] = entry["release"]["bits"]
+        if edit_entry is not None:
+            entry = edit_entry(entry)
         withheld = BlobStore(withheld_blobs_path(st, ledger.ledger_id))
         withheld.put(evaluation_bytes(result.evaluation))
         withheld.put(result.predictions_npz)

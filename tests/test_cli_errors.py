@@ -440,3 +440,20 @@ def test_every_ledger_user_reports_a_failing_database_in_one_line_with_exit_2(
     argv = [a if a != "1" else ("0" if i and args[i - 1] == "--index" else "1") for i, a in enumerate(args)]
     line = assert_one_line_error(invoke(*argv, "--store", str(built.store)))
     assert "disk I/O error" in line, line
+
+
+def test_running_out_of_memory_is_exit_2_in_one_line_never_a_verdict(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hostile input that outgrows the machine's memory limit is the environment's limit, not a finding about
+    the data: exit 2 in one line (it was a rich traceback and exit 1, the tamper verdict)."""
+    import heldout.cli.ledger_cmd
+
+    def exhausted(source: object) -> object:
+        raise MemoryError
+
+    monkeypatch.setattr(heldout.cli.ledger_cmd, "open_public_log", exhausted)
+    (tmp_path / "export").mkdir()
+    result = CliRunner().invoke(app, ["ledger", "verify", "a" * 20, "--from", str(tmp_path / "export")])
+    assert result.exit_code == 2, result.output
+    assert "not enough memory" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output

@@ -16,6 +16,7 @@ caps the number of (file, shape) cases, spread evenly.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -204,6 +205,15 @@ def deep_json(path: Path, outside: Path) -> None:
     _replace(path, DEEP_JSON)
 
 
+#: 24 MiB of empty arrays: within every document bound, and about 20 times its size in memory once parsed (the
+#: readers refuse it before parsing, FORMATS section 2; they once used 850 MB and died under the limit below).
+WIDE_JSON = b'{"blobs":[' + b"[]," * (8 * 1024 * 1024) + b'[]]}\n'
+
+
+def wide_json(path: Path, outside: Path) -> None:
+    _replace(path, WIDE_JSON)
+
+
 def npy_claim(path: Path, outside: Path) -> None:
     _replace(path, huge_npy_claim())
 
@@ -224,7 +234,7 @@ def truncated(path: Path, outside: Path) -> None:
 
 SHAPES: dict[str, Callable[[Path, Path], None]] = {
     "fifo": fifo, "symlink out of the export": symlink_out, "symlinked parent folder": symlinked_parent,
-    "directory": directory, "2 GB sparse file": sparse, "deeply nested JSON": deep_json,
+    "directory": directory, "2 GB sparse file": sparse, "deeply nested JSON": deep_json, "wide JSON": wide_json,
     "npy header claiming 116 TiB": npy_claim, "zip bomb": bomb, "truncated": truncated,
 }
 
@@ -305,6 +315,67 @@ def test_hostile_file_is_refused_cleanly(fixture: Fixture, tmp_path: Path, kind:
     for command in READERS[kind] or COMMANDS:
         result = run(command, fixture, export, passport, work)
         check_clean_failure(command, result, must_fail=command in READERS[kind])
+
+
+def test_attack_a_wide_export_manifest_is_refused_before_it_is_parsed(fixture: Fixture, tmp_path: Path) -> None:
+    """Empty arrays, 3 bytes each, within the document bounds: every reader refuses the text by its count of
+    arrays and objects before parsing it, in one line, under the memory limit (whatever the case knob)."""
+    export = tmp_path / "export"
+    shutil.copytree(fixture.export, export, symlinks=True)
+    wide_json(export / target_files(fixture)["manifest"], tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    for command in COMMANDS:
+        result = run(command, fixture, export, fixture.passport, work)
+        check_clean_failure(command, result, must_fail=True)
+        assert "arrays and objects" in result.stderr + result.stdout, (command, result.stderr[-800:])
+
+
+def _padded_note(export: Path) -> None:
+    """The latest checkpoint note past 16 KiB, with signature lines of keys nobody knows (which anyone may add:
+    a verifier ignores them)."""
+    size = json.loads((export / "export.json").read_bytes())["size"]
+    note = export / "checkpoints" / f"{size}.note"
+    text = note.read_text(encoding="utf-8")
+    number = 0
+    while len(text.encode("utf-8")) <= 16 * 1024:
+        text += f"\u2014 stranger{number} {base64.b64encode(bytes(68)).decode()}\n"
+        number += 1
+    note.write_text(text, encoding="utf-8")
+
+
+LAYOUT_EDGES: dict[str, tuple[Callable[[Path], object], bool]] = {
+    # (how the export is changed, whether it is refused)
+    "hidden file among the seals": (lambda e: shutil.copyfile(e / "seals" / "gen1.seal.json",
+                                                              e / "seals" / ".gen1.seal.json"), False),
+    "empty folder that is not a blob prefix": (lambda e: (e / "blobs" / "sha256" / "zz").mkdir(), True),
+    "checkpoint note over 16 KiB": (_padded_note, True),
+    "tiles beside the export": (lambda e: ((e / "checkpoint").write_bytes(
+        (e / "checkpoints" / f"{json.loads((e / 'export.json').read_bytes())['size']}.note").read_bytes()),
+        (e / "tile").mkdir()), True),
+}
+
+
+@pytest.mark.parametrize("edge", sorted(LAYOUT_EDGES))
+def test_attack_layout_edges_have_one_verdict_from_heldout_and_the_independent_replay(fixture: Fixture,
+                                                                                     tmp_path: Path, edge: str) -> None:
+    """Each of these once had two verdicts: heldout's readers and tests/independent/replay.py differed on a
+    hidden seal file (FORMATS rule 8 sets hidden names aside), an empty folder under blobs/sha256 named like no
+    prefix (rule 7), a note past section 7's 16 KiB (the replay did not bound it), and a folder that is both an
+    export and tiles (each took it for another log; section 17 refuses it)."""
+    from tests.independent.replay import ReplayFailure, replay_export
+
+    export = _copy(fixture, tmp_path)
+    change, refused = LAYOUT_EDGES[edge]
+    change(export)
+    result = run("ledger verify", fixture, export, fixture.passport, tmp_path / "work")
+    check_clean_failure("ledger verify", result, must_fail=refused)
+    assert result.returncode == (1 if refused else 0), (result.stdout[-400:], result.stderr[-800:])
+    if refused:
+        with pytest.raises(ReplayFailure):
+            replay_export(export, fixture.ledger_id)
+    else:
+        replay_export(export, fixture.ledger_id)
 
 
 def test_every_kind_of_export_file_is_covered(fixture: Fixture) -> None:

@@ -1157,6 +1157,28 @@ def test_attack_the_models_best_run_logged_again_to_be_its_latest(fixture: Audit
     _independent_replay_refuses(fixture, tmp_path, f"entry {index} logs the predictions of entry")
 
 
+def test_one_run_twice_in_one_batch_and_an_entry_naming_other_blobs_are_refused(fixture: AuditFixture) -> None:
+    """Bad input to the operation that logs bundles, refused before anything is written: the same run twice in
+    one batch (named by its place in the batch), and an entry whose blob hashes are not those of the evaluation
+    and predictions given with it (it would log blobs nothing stores)."""
+    from keys import MalformedInput, UsageError
+
+    entry, evaluation, npz, _ = _a_gen2_bundle(fixture)
+    fresh = {**entry, "model_id": "twice", "created_utc": LATER}
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        size, signer = ledger.size, ledger_signer(st, ledger)
+        with pytest.raises(UsageError, match=r"already logged under MedEval-1 v0.1 \(bundle 0 of this batch\)"):
+            heldout.evaluation.record_bundles(st, ledger, signer, [(fresh, evaluation, npz), (fresh, evaluation, npz)],
+                                              now=parse_utc(LATER))
+        for member in ("evaluation_sha256", "predictions_sha256"):
+            with pytest.raises(MalformedInput, match=f"the entry's {member} is not the SHA-256") as caught:
+                heldout.evaluation.record_bundle(st, ledger, signer, {**fresh, member: "ab" * 32}, evaluation, npz,
+                                                 now=parse_utc(LATER))
+            assert caught.value.evidence["found"] == "ab" * 32
+        assert ledger.size == size  # nothing logged
+
+
 def test_attack_a_v02_evaluation_under_a_seed_ground_for_a_better_interval(fixture: AuditFixture,
                                                                           tmp_path: Path) -> None:
     """The seed decides the bootstrap interval (the leaderboard's second key, v0.2's skill gate) and, past 1,200
@@ -1185,6 +1207,10 @@ def test_attack_a_v02_evaluation_under_a_seed_ground_for_a_better_interval(fixtu
         with pytest.raises(MalformedInput, match="uses the one seed 20260727"):
             heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), bundle, ground, npz,
                                              now=parse_utc(LATER))
+        unstated = {member: value for member, value in bundle.items() if member != "seed"}
+        with pytest.raises(MalformedInput, match="states its evaluation's seed"):
+            heldout.evaluation.record_bundle(st, ledger, ledger_signer(st, ledger), unstated, ground, npz,
+                                             now=parse_utc(LATER))
         BlobStore(st.blobs).put(evaluation_bytes(ground))
         index = ledger.append(bundle, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
     for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
@@ -1193,12 +1219,14 @@ def test_attack_a_v02_evaluation_under_a_seed_ground_for_a_better_interval(fixtu
     _independent_replay_refuses(fixture, tmp_path, f"entry {index}: a MedEval-1 v0.2 evaluation's seed is not")
 
 
+@pytest.mark.parametrize("stated", ["seed 5", "no seed"])
 def test_attack_a_withheld_v02_bundle_under_a_seed_of_the_operators_choosing(fixture: AuditFixture,
-                                                                            tmp_path: Path) -> None:
+                                                                            tmp_path: Path, stated: str) -> None:
     """Under MedEval-1 v0.2, a ladder bundle whose evaluation (withheld until the generation retires) was run
     under a seed of the operator's choosing. A third party holds no blob: it judges the entry's copy of the seed
     (rule 10 makes it the evaluation's), as the operator's audit does, so both name it, and so does the
-    independent replay (it passed every public verifier before)."""
+    independent replay (it passed every public verifier before). An entry that leaves its copy out is named
+    alike: otherwise its seed would wait for the reveal."""
     from heldout.generations.release import RELEASED_SCORE, Transcript, answer_bits, transcripts
     from tests.audit_support import log_withheld_bundle
 
@@ -1215,13 +1243,18 @@ def test_attack_a_withheld_v02_bundle_under_a_seed_of_the_operators_choosing(fix
     def under_v02(evaluation: dict[str, Any]) -> dict[str, Any]:
         return {**evaluation, "spec_version": "MedEval-1 v0.2"}
 
+    def without_seed(entry: dict[str, Any]) -> dict[str, Any]:
+        return {member: value for member, value in entry.items() if member != "seed"}
+
     index = log_withheld_bundle(fixture.store, "gen3", "seeded", seed=5, skill=0.3, release=honest, at=LATER,
-                                edit=under_v02)
+                                edit=under_v02, edit_entry=without_seed if stated == "no seed" else None)
+    finding = ("states seed 5: under MedEval-1 v0.2 every evaluation uses the one seed 20260727" if stated == "seed 5"
+               else "states no seed: under MedEval-1 v0.2 an entry states its evaluation's seed")
     for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
         assert code == 1
-        assert any("states seed 5: under MedEval-1 v0.2 every evaluation uses the one seed 20260727" in m
-                   for m in findings_at(report, index)), report["findings"]
-    _independent_replay_refuses(fixture, tmp_path, f"entry {index}: a MedEval-1 v0.2 evaluation's seed is not")
+        assert any(finding in m for m in findings_at(report, index)), report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, f"entry {index}: a MedEval-1 v0.2 " + (
+        "evaluation's seed is not" if stated == "seed 5" else "bundle entry states no seed"))
 
 
 def test_attack_a_withheld_first_bundle_as_the_models_dimensions_reference(fixture: AuditFixture,

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from keys.safeio import UnsafeFile, check_json_depth, file_in, list_in, npy_header, read_in, read_named, require_in
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ax,:'),
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ax,:\u00e9\u2028'),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\a'), children,
                                                                        max_size=3),
     max_leaves=40,
@@ -34,8 +34,9 @@ def depth(value: Any) -> int:
 
 @given(json_values, st.integers(0, 8))
 def test_the_linear_depth_check_agrees_with_the_recursive_depth(value: Any, limit: int) -> None:
-    """Brackets inside strings (escaped quotes too) do not count; nesting up to the limit passes."""
-    text = json.dumps(value)
+    """Brackets inside strings (escaped quotes too) do not count; nesting up to the limit passes; the text as
+    str or as its UTF-8 bytes, its other characters written as they are or escaped."""
+    text = json.dumps(value, ensure_ascii=bool(limit % 2))
     if depth(value) <= limit:
         check_json_depth(text, what="doc", limit=limit)
         check_json_depth(text.encode(), what="doc", limit=limit)
@@ -44,6 +45,34 @@ def test_the_linear_depth_check_agrees_with_the_recursive_depth(value: Any, limi
             check_json_depth(text, what="doc", limit=limit)
         with pytest.raises(UnsafeFile, match="nested more than"):
             check_json_depth(text.encode(), what="doc", limit=limit)
+
+
+def test_a_wide_text_is_refused_before_it_is_parsed_and_within_a_few_times_its_size() -> None:
+    """Empty arrays, 3 bytes each, cost a parser about 20 times their text (FORMATS section 2 bounds the count:
+    4,096 + length / 16). The refusal comes before parsing, so it costs about the text's size; a text at the
+    bound parses."""
+    import tracemalloc
+
+    from keys import MalformedInput
+    from keys.safeio import JSON_CHARS_PER_CONTAINER, JSON_CONTAINER_ALLOWANCE
+    from seals import parse_json
+
+    wide = b"[" + b"[]," * 2_000_000 + b"[]]"
+    tracemalloc.start()
+    try:
+        with pytest.raises(MalformedInput, match="arrays and objects"):
+            parse_json(wide, what="doc")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(wide), peak
+    padding = b" " * (JSON_CHARS_PER_CONTAINER - 3)
+    count = 100_000
+    at_bound = b"[" + (b"[]," + padding) * count + b"[]]"
+    assert at_bound.count(b"[") <= JSON_CONTAINER_ALLOWANCE + len(at_bound) // JSON_CHARS_PER_CONTAINER
+    assert len(parse_json(at_bound, what="doc")) == count + 1
+    with pytest.raises(MalformedInput, match="arrays and objects"):
+        parse_json(b"[" + b"[]," * (2 * JSON_CONTAINER_ALLOWANCE) + b"[]]", what="doc")
 
 
 def test_deep_nesting_within_64_kib_is_refused_without_recursion() -> None:

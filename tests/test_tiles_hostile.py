@@ -389,6 +389,67 @@ def test_attack_a_garbage_answer_to_head_is_a_fetch_failure(published: Published
         refused(fetch(published, command, server.url, tmp_path), 2, "cannot fetch", server.url)
 
 
+class HeadAnswerServer(RawServer):
+    """Serves the files of a folder to GET honestly, and answers every HEAD with ``head_status`` (200: "there",
+    for files it does not have too; 404: "absent", as a GET-only object store answers)."""
+
+    def __init__(self, folder: Path, head_status: int) -> None:
+        def answer(request: bytes, connection: socket.socket, stop: threading.Event) -> None:
+            method, path = request.split(b" ")[:2]
+            if method == b"HEAD":
+                connection.sendall(b"HTTP/1.0 %d X\r\nContent-Length: 0\r\n\r\n" % head_status)
+                return
+            target = folder / path.decode().lstrip("/")
+            if not target.is_file():
+                connection.sendall(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                return
+            data = target.read_bytes()
+            connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+
+        super().__init__(answer)
+
+
+@pytest.mark.parametrize("head_status", [200, 404])
+def test_attack_a_server_whose_head_and_get_disagree_gets_no_tamper_verdict(published: Published, tmp_path: Path,
+                                                                            head_status: int) -> None:
+    """HEAD decides only "is it there"; a server whose HEAD answers differ from its GETs made a missing-file
+    verdict (exit 1) for one verifier and none for another. What a GET serves is what counts: a HEAD "absent" is
+    checked by a GET (a GET-only object store verifies as the honest server does), and a GET that finds nothing
+    where HEAD said "there" is the server contradicting itself (exit 2, no report), never tampering."""
+    with FileServer(published.tiles) as server:
+        honest = _audit_from(published, server.url, tmp_path / "honest.json").exit_code
+    with HeadAnswerServer(published.tiles, head_status) as server:
+        assert verify(published, server.url).exit_code == 0
+        report = tmp_path / "report.json"
+        result = _audit_from(published, server.url, report)
+    if head_status == 404:
+        assert result.exit_code == honest, result.output
+    else:
+        refused(result, 2, "answered HEAD with the file and GET with 404")
+        assert not report.exists()
+
+
+@pytest.mark.parametrize("status", [204, 206])
+def test_attack_a_success_answer_other_than_200_is_a_fetch_failure(published: Published, tmp_path: Path,
+                                                                    status: int) -> None:
+    """204 (no content) or 206 (a range of the file) is not the published file, whole: a fetch problem (exit 2),
+    not bytes to judge (they were read as the file: exit 1, "altered")."""
+    with RawServer(head_is_404(reply(b"HTTP/1.1 %d X\r\nContent-Length: 3\r\n\r\nabc" % status))) as server:
+        refused(verify(published, server.url), 2, "cannot fetch", f"HTTP {status}")
+
+
+def test_attack_a_folder_that_is_both_an_export_and_tiles_is_refused(published: Published, tmp_path: Path) -> None:
+    """Two logs in one folder (``export.json`` beside ``checkpoint`` and ``tile/``): readers took it for the
+    tiles, the independent replay for the export, so each certified another log. Every reader refuses it."""
+    folder = copy(published.tiles, tmp_path)
+    for path in published.export.iterdir():
+        if path.is_file():
+            shutil.copyfile(path, folder / path.name)
+    refused(verify(published, folder), 1, "holds both an export", "and tiles")
+    refused(cli("ledger", "follow", published.ledger_id, "--from", str(folder), "--state",
+                str(tmp_path / "state.json")), 1, "holds both an export")
+
+
 @pytest.mark.parametrize("url", ["http://127.0.0.1:notaport", "http://[::1", "http://"])
 @pytest.mark.parametrize("command", COMMANDS)
 def test_attack_an_invalid_url_is_a_fetch_failure(published: Published, tmp_path: Path, command: str,

@@ -878,7 +878,12 @@ def _check_entry_seed(ctx: _Context, index: int, entry: BundleEntry) -> None:
     alike by every verifier."""
     spec = bundle_run(entry, ctx.supersessions)[-1]
     fixed = BundleEntry.SPEC_SEEDS.get(spec)
-    if fixed is not None and "seed" in entry and entry["seed"] != fixed:
+    if fixed is not None and "seed" not in entry:  # (else a withheld evaluation's seed waits for the reveal)
+        raise VerificationError(
+            f"bundle entry {index} states no seed: under {spec} an entry states its evaluation's seed, the one "
+            f"seed {fixed} (a withheld evaluation is otherwise judged only once its generation is retired)",
+            index=index, field="seed", expected=fixed, found=None)
+    if fixed is not None and entry["seed"] != fixed:
         raise VerificationError(
             f"bundle entry {index} states seed {entry['seed']!r}: under {spec} every evaluation uses the one seed "
             f"{fixed} (a seed chosen per evaluation could be ground for a better interval)", index=index,

@@ -208,7 +208,8 @@ def as_heldout_error(exc: BaseException) -> HeldoutError | None:
     """The project's error for ``exc``: itself, a file-system error as :class:`keys.StorageError` (exit 2), a
     database error through :func:`ledger.errors.database_error` (SQLite) or :func:`ledger.postgres.server_error`
     (PostgreSQL), a number too large for the database as a
-    usage error; None for anything else (a bug, which must show)."""
+    usage error, running out of memory as :class:`keys.StorageError`; None for anything else (a bug, which must
+    show)."""
     if isinstance(exc, HeldoutError):
         return exc
     if isinstance(exc, OSError):
@@ -221,6 +222,9 @@ def as_heldout_error(exc: BaseException) -> HeldoutError | None:
         return server_error(exc)
     if isinstance(exc, OverflowError) and "SQLite INTEGER" in str(exc):
         return UsageError("a number is too large (at most 2^63-1)")
+    if isinstance(exc, MemoryError):  # the machine's limit, not a verdict on the data: exit 2, as a full disk
+        return StorageError("not enough memory to finish this command (the memory limit of this process or "
+                            "machine was reached); nothing was judged")
     return None
 
 

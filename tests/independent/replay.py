@@ -251,7 +251,10 @@ def _int(text: str) -> int | float:
 
 
 def parse_json(data: bytes) -> Any:
-    """Strict JSON (FORMATS.md 2): UTF-8, no duplicate member names, no NaN or Infinity."""
+    """Strict JSON (FORMATS.md 2): UTF-8, no duplicate member names, no NaN or Infinity, at most 4,096 + len / 16
+    arrays and objects (counted before parsing: a text of empty arrays costs a parser 20 times its size)."""
+    if data.count(b"[") + data.count(b"{") > 4096 + len(data) // 16:
+        raise ValueError("more arrays and objects than FORMATS.md section 2 allows for its length")
     return json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
                       parse_int=_int)
 
@@ -539,7 +542,9 @@ class Note:
 
 
 def verify_note(text: str, file: str, key: Key, origin: str) -> Note:
-    """FORMATS.md 5: structure, origin, and a valid signature by the ledger key."""
+    """FORMATS.md 7: structure, origin, size, and a valid signature by the ledger key."""
+    if len(text.encode("utf-8", "surrogatepass")) > 16384:
+        raise ReplayFailure(file, "checkpoint", "the note is over 16 KiB")
     if not text.endswith("\n") or "\n\n" not in text:
         raise ReplayFailure(file, "checkpoint", "not a signed note (blank line, final newline)")
     if re.search(r"[\x00-\x09\x0b-\x1f\x7f]", text):
@@ -741,6 +746,10 @@ class _Replay:
             raise ReplayFailure(relative, "layout", "not a folder")
         return sorted(os.listdir(found[0]))
 
+    def seal_listing(self) -> list[str]:
+        """The names in ``seals/``, hidden ones (``.name``) aside: FORMATS rule 8."""
+        return [name for name in self.listing("seals") if not name.startswith(".")]
+
     def lstat(self, relative: str) -> tuple[Path, int] | None:
         """The path of ``relative`` in the export and its mode, every step taken without following a symbolic
         link (a link anywhere on the way is a fault); None when it is absent."""
@@ -769,6 +778,8 @@ class _Replay:
 
     # R1 ------------------------------------------------------------------------------------------------
     def manifest_file(self) -> None:
+        if self.lstat("checkpoint") is not None and self.lstat("tile") is not None:  # FORMATS section 17
+            raise ReplayFailure(MANIFEST, "layout", "the folder also holds tiles (checkpoint and tile/): two logs")
         value = canonical_document(MANIFEST, self.read(MANIFEST), newline=True)
         if not isinstance(value, dict) or set(value) != EXPORT_MEMBERS:
             raise ReplayFailure(MANIFEST, "export", "members are not exactly those of format version 1")
@@ -911,8 +922,11 @@ class _Replay:
 
     # R7 ------------------------------------------------------------------------------------------------
     def blobs(self) -> None:
-        found = [(prefix, name) for prefix in self.listing("blobs/sha256")
-                 for name in self.listing(f"blobs/sha256/{prefix}")]
+        prefixes = self.listing("blobs/sha256")
+        for prefix in prefixes:  # (an empty folder too: blobs/sha256 holds two-hex prefix folders only)
+            if re.fullmatch(r"[0-9a-f]{2}", prefix) is None:
+                raise ReplayFailure(f"blobs/sha256/{prefix}", "layout", "not a prefix folder blobs/sha256/<hh>")
+        found = [(prefix, name) for prefix in prefixes for name in self.listing(f"blobs/sha256/{prefix}")]
         for prefix, name in found:
             relative = f"blobs/sha256/{prefix}/{name}"
             if not HEX64.match(name) or prefix != name[:2]:
@@ -973,7 +987,7 @@ class _Replay:
                     isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in tasks.values()):
                 raise ReplayFailure(ENTRIES, "seal", f"seal entry {index} lacks its task counts")
             self.seal_entries[name] = (index, entry)
-        for name in self.listing("seals"):
+        for name in self.seal_listing():
             generation, _, suffix = name.partition(".")
             if suffix not in ("seal.json", "reveal.json") or generation not in self.seal_entries:
                 raise ReplayFailure(f"seals/{name}", "layout", "not a manifest or reveal of a sealed generation")
@@ -1087,14 +1101,14 @@ class _Replay:
             file = f"blobs/sha256/{digest[:2]}/{digest}"
             data = self.blob(digest, index, "reveal_sha256")
             published = f"seals/{name}.reveal.json"
-            if published in (f"seals/{n}" for n in self.listing("seals")) and self.read(published) != data:
+            if published in (f"seals/{n}" for n in self.seal_listing()) and self.read(published) != data:
                 raise ReplayFailure(f"seals/{name}.reveal.json", "reveal", f"is not the reveal entry {index} names")
             if data is None:
                 continue
             doc = canonical_document(file, data, newline=False)
             self.check_reveal(file, name, doc, entry, index)
             self.reveal_docs[name] = doc
-        for published_name in self.listing("seals"):
+        for published_name in self.seal_listing():
             if published_name.endswith(".reveal.json") and published_name.split(".")[0] not in self.reveal_docs:
                 raise ReplayFailure(f"seals/{published_name}", "reveal", "published, but no reveal entry names it")
 
@@ -1290,7 +1304,7 @@ class _Replay:
                     continue
                 data = self.blob_files.get(entry["evaluation_sha256"])
                 try:
-                    dimensions = json.loads(data).get("dimensions") if data is not None else None
+                    dimensions = parse_json(data).get("dimensions") if data is not None else None
                 except (ValueError, AttributeError):
                     continue  # (that bundle's own checks name it)
                 if isinstance(dimensions, dict):
@@ -1345,9 +1359,12 @@ class _Replay:
             if "spec_version" in entry and entry["spec_version"] != self.spec_in_force(index, entry["created_utc"]):
                 # (the entry's copy: its evaluation may be withheld or missing)
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made under a spec not in force then")
-            if spec == "MedEval-1 v0.2" and "seed" in entry and entry["seed"] != 20260727:
+            if spec == "MedEval-1 v0.2" and "seed" not in entry:
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: a MedEval-1 v0.2 bundle entry states no "
+                                    "seed")  # (the entry's copy: its evaluation may be withheld)
+            if spec == "MedEval-1 v0.2" and entry["seed"] != 20260727:
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: a MedEval-1 v0.2 evaluation's seed is not "
-                                    "20260727")  # (the entry's copy: its evaluation may be withheld)
+                                    "20260727")
             full = (seal[1].get("release") or {}).get("mode", "full") == "full"
             data = self.blob(entry["evaluation_sha256"], index, "evaluation_sha256")
             if data is not None:
@@ -1596,7 +1613,7 @@ class _Replay:
             "blobs": present,
             "missing_blobs": referenced,
             "keys": sorted(self.key_files_found),
-            "seals": self.listing("seals"),
+            "seals": self.seal_listing(),
             "entries": {"file": ENTRIES, "count": len(self.lines),
                         "sha256": hashlib.sha256(self.read(ENTRIES)).hexdigest()},
         }
