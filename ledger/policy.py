@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -31,7 +31,7 @@ from typing import Any
 
 from keys import HeldoutError, MalformedInput, PublicKey, UsageError, VerificationError, parse_verifier_key
 from ledger.checkpoint import Checkpoint, verify_checkpoint
-from ledger.cosignature import Cosignature, Cosigner, time_of, verified_cosignatures
+from ledger.cosignature import Cosignature, Cosigner, time_of, verified_cosignatures, verified_times
 from ledger.errors import LedgerError
 from seals import CLOCK_TOLERANCE, format_utc, parse_utc
 
@@ -124,6 +124,21 @@ class Policy:
                 if w.cosigner.name in by_cosigner
                 and by_cosigner[w.cosigner.name].key_id == w.cosigner.key_id}
 
+    def cosignature_times(self, checkpoint: Checkpoint) -> dict[str, tuple[datetime, datetime]]:
+        """(earliest, latest) verified cosignature time on ``checkpoint`` of each of this policy's witnesses that
+        cosigned it, keyed by policy name."""
+        by_cosigner = verified_times(checkpoint, [w.cosigner for w in self.witnesses.values()])
+        return {name: (time_of(by_cosigner[w.cosigner.name][0]), time_of(by_cosigner[w.cosigner.name][1]))
+                for name, w in self.witnesses.items() if w.cosigner.name in by_cosigner}
+
+    def attests(self, names: Iterable[str]) -> bool:
+        """Whether these witnesses together are what the policy trusts: they satisfy its quorum (with ``quorum
+        none``, any one witness)."""
+        cosigned = set(names)
+        if self.quorum is None:
+            return bool(cosigned)
+        return self.quorum in self._satisfied(cosigned)
+
     def check_log(self, checkpoint: Checkpoint, *, origin: str | None = None) -> None:
         """The checkpoint is signed by one of the policy's logs (when it lists any)."""
         if not self.logs:
@@ -174,45 +189,64 @@ class WitnessedTimeError(LedgerError, VerificationError):
     """An entry dated outside the window its policy's witnesses attest for it (more than the clock tolerance)."""
 
 
+#: Per checkpoint: its size and, per witness (by policy name), the (earliest, latest) time it cosigned it.
+CosignedTimes = tuple[int, Mapping[str, tuple[datetime, datetime]]]
+
+
+def _any_witness(names: frozenset[str]) -> bool:
+    return bool(names)
+
+
 class WitnessedTimes:
     """The window of time the witnesses of a policy attest for each entry of a log, from the checkpoints they
     cosigned: entry ``i`` is in every checkpoint of size ``s > i`` and in none of size ``s <= i``. So it was
     logged after the latest time they cosigned a checkpoint without it (:meth:`logged_after`), and by the
     earliest time they cosigned one with it (:meth:`logged_by`). An operator who holds the clock dates its
-    entries at will; the witnesses' clocks are not its own. ``cosigned`` is, per checkpoint the policy's
-    witnesses cosigned, (size, every verified cosignature time)."""
+    entries at will; the witnesses' clocks are not its own.
 
-    def __init__(self, cosigned: Iterable[tuple[int, list[datetime]]]) -> None:
-        ordered = sorted((size, min(times), max(times)) for size, times in cosigned if times)
-        self._sizes = [size for size, _, _ in ordered]
-        # by position: the latest time cosigned at or below that size, and the earliest at or above it
-        self._after: list[tuple[int, datetime]] = []
-        for size, _, latest in ordered:
-            best = self._after[-1] if self._after else None
-            self._after.append(best if best is not None and best[1] >= latest else (size, latest))
-        self._by: list[tuple[int, datetime]] = []
-        for size, earliest, _ in reversed(ordered):
-            best = self._by[-1] if self._by else None
-            self._by.append(best if best is not None and best[1] <= earliest else (size, earliest))
+    A bound is what the policy's quorum attests, not any one witness: the latest time T such that witnesses
+    satisfying the quorum each cosigned a checkpoint without the entry at T or later (and the earliest such time
+    for a checkpoint with it). One witness with a wrong clock, or a few fewer than a quorum, move no bound, as
+    they could not certify a checkpoint either. ``cosigned``: :data:`CosignedTimes` of every checkpoint;
+    ``attests``: whether a set of witnesses satisfies the quorum (default: any one witness)."""
+
+    def __init__(self, cosigned: Iterable[CosignedTimes],
+                 attests: Callable[[frozenset[str]], bool] = _any_witness) -> None:
+        ordered = sorted((size, dict(times)) for size, times in cosigned if times)
+        self._sizes = [size for size, _ in ordered]
+        # by position: the bound the quorum attests at or below that size (after), and at or above it (by)
+        self._after: list[tuple[int, datetime] | None] = []
+        latest: dict[str, tuple[datetime, int]] = {}  # witness -> its latest time so far, and the size
+        for size, times in ordered:
+            for name, (_, last) in times.items():
+                if name not in latest or last > latest[name][0]:
+                    latest[name] = (last, size)
+            self._after.append(_attested(latest, attests, latest_first=True))
+        self._by: list[tuple[int, datetime] | None] = []
+        earliest: dict[str, tuple[datetime, int]] = {}
+        for size, times in reversed(ordered):
+            for name, (first, _) in times.items():
+                if name not in earliest or first < earliest[name][0]:
+                    earliest[name] = (first, size)
+            self._by.append(_attested(earliest, attests, latest_first=False))
         self._by.reverse()
 
     @classmethod
     def of(cls, policy: Policy, checkpoints: Iterable[Checkpoint]) -> WitnessedTimes:
         """The window from every checkpoint's cosignatures by the policy's witnesses (each verified; one that
         does not verify raises, as :meth:`Policy.cosignatures` does)."""
-        cosigned = []
-        for checkpoint in checkpoints:
-            times = [time_of(c.timestamp) for c in policy.cosignatures(checkpoint).values()]
-            cosigned.append((checkpoint.size, times))
-        return cls(cosigned)
+        return cls([(checkpoint.size, policy.cosignature_times(checkpoint)) for checkpoint in checkpoints],
+                   policy.attests)
 
     def logged_after(self, index: int) -> tuple[int, datetime] | None:
-        """(size, time) of the latest-cosigned checkpoint that does not contain entry ``index``, or None."""
+        """(size, time): the latest time the quorum attests cosigning a checkpoint without entry ``index``, and
+        that checkpoint's size; None when no quorum cosigned one."""
         position = bisect_right(self._sizes, index) - 1
         return self._after[position] if position >= 0 else None
 
     def logged_by(self, index: int) -> tuple[int, datetime] | None:
-        """(size, time) of the earliest-cosigned checkpoint that contains entry ``index``, or None."""
+        """(size, time): the earliest time the quorum attests cosigning a checkpoint with entry ``index``, and that
+        checkpoint's size; None when no quorum cosigned one."""
         position = bisect_right(self._sizes, index)
         return self._by[position] if position < len(self._sizes) else None
 
@@ -246,6 +280,18 @@ class WitnessedTimes:
                 f"the log held it: checkpoint {by[0]} contains it and was cosigned {format_utc(by[1])}",
                 index=index, field="created_utc", expected=f"no more than a day after {format_utc(by[1])}",
                 found=stamp)
+
+
+def _attested(times: Mapping[str, tuple[datetime, int]], attests: Callable[[frozenset[str]], bool], *,
+              latest_first: bool) -> tuple[int, datetime] | None:
+    """The bound witnesses satisfying the quorum attest together: taking the witnesses from the latest time down
+    (``latest_first``; else from the earliest up) until those taken satisfy it, the last one's (size, time)."""
+    taken: set[str] = set()
+    for name, (moment, size) in sorted(times.items(), key=lambda item: item[1][0], reverse=latest_first):
+        taken.add(name)
+        if attests(frozenset(taken)):
+            return size, moment
+    return None
 
 
 def parse_policy(data: bytes | str, *, what: str = "policy") -> Policy:

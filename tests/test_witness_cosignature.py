@@ -313,11 +313,46 @@ def _at(day: int) -> datetime:
     return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=day)
 
 
+def test_the_witnessed_window_is_what_the_quorum_attests_not_any_one_witness() -> None:
+    """A 2-of-3 policy; witness c's clock is 400 days ahead (or a witness colluding with nobody lies): alone it
+    moves no bound, as alone it could not certify a checkpoint (an honest log's entries were named as dated
+    "before the witnesses attest it was logged"). Two witnesses agreeing do move it."""
+    ahead = timedelta(days=400)
+
+    def times(day: int, late: str | None = None) -> dict[str, tuple[datetime, datetime]]:
+        return {name: ((_at(day) + ahead, _at(day) + ahead) if name == late else (_at(day), _at(day)))
+                for name in ("a", "b", "c")}
+
+    def two_of_three(names: frozenset[str]) -> bool:
+        return len(names) >= 2
+
+    window = WitnessedTimes([(3, times(10, late="c")), (6, times(20, late="c"))], two_of_three)
+    assert window.logged_after(4) == (3, _at(10)) and window.logged_by(4) == (6, _at(20))
+    window.check_date(4, _at(15))  # honest: inside the quorum's window
+    with pytest.raises(WitnessedTimeError):
+        WitnessedTimes([(3, times(10, late="c")), (6, times(20, late="c"))]).check_date(4, _at(15))  # any one
+    colluding = {**times(10), "b": (_at(10) + ahead, _at(10) + ahead), "c": (_at(10) + ahead, _at(10) + ahead)}
+    assert WitnessedTimes([(3, colluding)], two_of_three).logged_after(4) == (3, _at(10) + ahead)
+    assert WitnessedTimes([(3, {"a": (_at(10), _at(10))})], two_of_three).logged_after(4) is None  # no quorum
+
+
+def test_a_witness_that_cosigned_a_checkpoint_twice_attests_both_times() -> None:
+    """Cosigned at day 10 and again at day 30 (C2SP lets a witness re-date): the log held the checkpoint by day
+    10 and had not grown past it by day 30; keeping only the later time let an entry in the checkpoint be dated
+    20 days after the witness first attested it."""
+    window = WitnessedTimes([(5, {"a": (_at(10), _at(30))})])
+    assert window.logged_by(4) == (5, _at(10)) and window.logged_after(5) == (5, _at(30))
+    with pytest.raises(WitnessedTimeError, match="after the witnesses attest the log held it"):
+        window.check_date(4, _at(20))
+
+
 def test_the_witnessed_window_of_an_entry_is_between_checkpoints_cosigned_without_and_with_it() -> None:
     """Checkpoints of sizes 3 (cosigned days 10 and 12), 5 (day 11: a witness with a slow clock) and 8 (days 20
     and 30): entry 4 was logged after day 12 (size 3 lacks it; the latest time it was cosigned) and by day 11
     (size 5 holds it, cosigned then): a window the tolerance makes [day 11, day 12]; entry 6 lies in (12, 20]."""
-    window = WitnessedTimes([(8, [_at(20), _at(30)]), (3, [_at(10), _at(12)]), (5, [_at(11)]), (6, [])])
+    window = WitnessedTimes([(8, {"a": (_at(20), _at(20)), "b": (_at(30), _at(30))}),
+                             (3, {"a": (_at(10), _at(10)), "b": (_at(12), _at(12))}),
+                             (5, {"a": (_at(11), _at(11))}), (6, {})])
     assert window.logged_after(2) is None and window.logged_by(2) == (3, _at(10))
     assert window.logged_after(4) == (3, _at(12)) and window.logged_by(4) == (5, _at(11))
     assert window.logged_after(6) == (3, _at(12)) and window.logged_by(6) == (8, _at(20))

@@ -76,9 +76,8 @@ from heldout.specs import BundleRun, Supersession, bundle_run, load_supersession
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError
 from ledger import SourceUnavailable, blob_references, verify_checkpoint
 from ledger.checkpoint import parse_checkpoint
-from ledger.cosignature import time_of
 from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
-from ledger.policy import Policy, WitnessedTimeError, WitnessedTimes
+from ledger.policy import CosignedTimes, Policy, WitnessedTimeError, WitnessedTimes
 from ledger.replay import locate_damage
 from ledger.verify import verify_consistency
 from seals import format_utc, parse_json_object, sha256_hex
@@ -324,17 +323,17 @@ def _check_witnessing(ctx: _Context, policy: Policy | None) -> None:
         ctx.count("witnessed checkpoints")
     except HeldoutError as exc:
         ctx.find("witnesses", exc, file=ctx.source.checkpoint_file(latest.size))
-    cosigned: list[tuple[int, list[datetime]]] = []  # per checkpoint, its verified cosignature times
+    cosigned: list[CosignedTimes] = []  # per checkpoint, its witnesses' verified cosignature times
     failed: list[tuple[int, HeldoutError]] = []  # (named after the draws, as before: one verification each)
     for checkpoint in checkpoints:
         try:
-            cosigned.append((checkpoint.size, [time_of(c.timestamp) for c in policy.cosignatures(checkpoint).values()]))
+            cosigned.append((checkpoint.size, policy.cosignature_times(checkpoint)))
         except HeldoutError as exc:
             failed.append((checkpoint.size, exc))
     _check_draw_witnesses(ctx, policy, next((size for size, times in cosigned if times), None))
     for size, error in failed:
         ctx.find("witnesses", error, file=ctx.source.checkpoint_file(size))
-    window = WitnessedTimes(cosigned)
+    window = WitnessedTimes(cosigned, policy.attests)
     _check_witnessed_dates(ctx, window)
     _rejudge_at_witnessed_times(ctx, window)
 
