@@ -160,14 +160,30 @@ def supersede_spec(store: Store, ledger: Ledger, spec_version: str, *, supersede
 
 def _append_supersession(ledger: Ledger, signer: Signer, spec_version: str, *, superseded_by: str,
                          effective: datetime, now: datetime) -> int:
+    from harness.metrics.registry import METRICS  # (the versions this code computes; imported when used)
+
     if superseded_by.strip() == spec_version.strip():
         raise UsageError("a spec version cannot supersede itself", found=spec_version)
+    for what, version in (("the superseded version", spec_version), ("--by", superseded_by)):
+        if version not in METRICS:  # a supersession cannot be undone: a typo would end every evaluation
+            raise UsageError(f"{what} {version[:60]!r} is not a spec version this code implements "
+                             f"({', '.join(METRICS)})", field="spec_version" if what != "--by" else "superseded_by",
+                             expected=list(METRICS), found=version[:60])
     if effective < now:
         raise UsageError("the supersession must take effect now or later", field="effective",
                          expected=f">= {format_utc(now)}", found=format_utc(effective))
-    existing = load_supersessions(ledger.entries()).get(spec_version)
+    supersessions = load_supersessions(ledger.entries())
+    existing = supersessions.get(spec_version)
     if existing is not None:
         raise UsageError(f"{spec_version} is already superseded (entry {existing.index})", index=existing.index)
+    successor, seen = superseded_by, {spec_version}
+    while successor not in seen and successor in supersessions:
+        seen.add(successor)
+        successor = supersessions[successor].superseded_by
+    if successor in seen:  # every verifier would ignore it and report it, for good
+        raise UsageError(f"{superseded_by} leads back to {spec_version} along the logged supersessions: a cycle "
+                         "would leave no current version (a version is never superseded by an earlier one)",
+                         field="superseded_by", found=superseded_by)
     entry = SpecEntry(spec_version=spec_version, superseded_by=superseded_by, effective_utc=format_utc(effective),
                       created_utc=format_utc(now))
     return ledger.append(entry.to_entry(), signer=signer, now=now)

@@ -181,7 +181,13 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
     elif seals is not None and seals.is_dir():
         for path in sorted(seals.iterdir()):
             if path.is_file() and not path.is_symlink() and not path.name.startswith("."):
-                data = path.read_bytes()
+                try:  # (bounded: a file past a seal document's bound is none the log vouches for)
+                    read = read_in(seals, path.name, limit=DOCUMENT_LIMIT, what="the store's seals")
+                except UnsafeFile:
+                    continue
+                if read is None:
+                    continue  # (gone since the listing)
+                data = read
                 # Only what an exported entry vouches for (a manifest_sha256, a reveal_sha256): a file that no
                 # entry names (left by a failed operation, or put there by hand) is never published.
                 if hashlib.sha256(data).hexdigest() in referenced:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keys import MalformedInput, PublicKey, parse_verifier_key
+from keys.safeio import DOCUMENT_LIMIT, UnsafeFile, read_named
 from ledger.checkpoint import Checkpoint
 from ledger.client import CheckpointClient
 from ledger.entries import ledger_id_of, origin_of
@@ -105,7 +106,11 @@ def _pinned_key(state: Path, key: str | None, export: PublicLog, ledger_id: str)
             raise LedgerUsageError(f"--key: {exc.message}", found=key[:120]) from None
         return name, public
     if state.is_file():
-        pinned = parse_json_object(state.read_bytes(), what=str(state)).get("key") or {}
+        try:
+            data = read_named(state, limit=DOCUMENT_LIMIT, what="client state")
+        except UnsafeFile as exc:
+            raise LedgerUsageError(exc.message, path=str(state)) from None
+        pinned = parse_json_object(data, what=str(state)).get("key") or {}
         try:
             return str(pinned.get("name")), PublicKey.from_b64(str(pinned.get("public_key_b64")))
         except MalformedInput as exc:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from keys import HeldoutError, MalformedInput, PublicKey, UsageError, VerificationError, parse_verifier_key
+from keys.safeio import UnsafeFile, read_named
 from ledger.checkpoint import Checkpoint, verify_checkpoint
 from ledger.cosignature import Cosignature, Cosigner, time_of, verified_cosignatures, verified_times
 from ledger.errors import LedgerError
@@ -402,4 +403,13 @@ def load_policy(path: Path) -> Policy:
     file = Path(path)
     if not file.is_file():
         raise PolicyError(f"no policy file at {file}", path=str(file))
-    return parse_policy(file.read_bytes(), what=str(file))
+    return parse_policy(read_policy_file(file), what=str(file))
+
+
+def read_policy_file(file: Path) -> bytes:
+    """A policy file's bytes, read bounded (:data:`MAX_POLICY_BYTES`: a larger file is refused before it is read,
+    never held in memory) and regular only; a usage error otherwise."""
+    try:
+        return read_named(file, limit=MAX_POLICY_BYTES, what="policy file")
+    except UnsafeFile as exc:
+        raise PolicyError(exc.message, path=str(file)) from None

@@ -297,11 +297,13 @@ def _previous(ledger: Ledger, out: Path) -> tuple[int, dict[str, Any]]:
         raise LedgerUsageError(f"{out} is not a tiles directory (it holds {foreign[0]!r})", path=str(out))
     if CHECKPOINT not in names:
         return 0, {}  # empty, or a first run that stopped before its checkpoint: immutable files are compared
-    manifest = _json_object((out / MANIFEST).read_bytes(), MANIFEST) if MANIFEST in names else {}
+    files = LocalFiles(out)  # (bounded, regular files only: the folder may hold anything)
+    held = files.read(MANIFEST, MANIFEST_LIMIT) if MANIFEST in names else None
+    manifest = _json_object(held, MANIFEST) if held is not None else {}
     if manifest.get("ledger_id") != ledger.ledger_id:
         raise LedgerUsageError(f"{out} publishes another ledger", path=str(out), expected=ledger.ledger_id,
                                found=manifest.get("ledger_id"))
-    published = verify_checkpoint((out / CHECKPOINT).read_bytes(), name=ledger.key.name,
+    published = verify_checkpoint(files.read(CHECKPOINT, NOTE_LIMIT) or b"", name=ledger.key.name,
                                   key=ledger.key.public_key, origin=ledger.origin)
     signed = ledger.checkpoint_at(published.size) if published.size <= ledger.size else None
     # The ledger's own signed checkpoint of that size, not only the stored tree: a database edited under the

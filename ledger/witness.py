@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -43,9 +44,10 @@ from keys import (
     verifier_key_string,
 )
 from keys.files import write_atomic
+from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger.checkpoint import Checkpoint, parse_checkpoint, verify_checkpoint
 from ledger.cosignature import Cosignature, cosign, timestamp_of
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, LedgerStorageError
 from ledger.verify import verify_consistency
 from seals import parse_json_object
 
@@ -357,12 +359,21 @@ LOGS_FILE = "logs.json"
 
 def load_logs(folder: Path) -> dict[str, WitnessedLog]:
     path = Path(folder) / LOGS_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return {}
-    body = parse_json_object(path.read_bytes(), what=str(path))
+    try:  # present in any form, it is read (bounded, a regular file) or refused: never "no logs followed"
+        body = parse_json_object(read_named(path, limit=DOCUMENT_LIMIT, what="the witness's logs file"),
+                                 what=str(path))
+    except MalformedInput as exc:
+        raise LedgerStorageError(f"{path}: {exc.message}", path=str(path)) from None
+    items = body.get("logs")
+    if not isinstance(items, list) or not all(isinstance(item, dict) and isinstance(item.get("origin"), str)
+                                              and isinstance(item.get("vkey"), str) for item in items):
+        raise LedgerStorageError(f"{path} is not a witness's logs file: its logs are not a list of {{origin, vkey}} "
+                           "objects", path=str(path), field="logs")
     logs = {}
-    for item in body.get("logs") or []:
-        log = WitnessedLog.from_vkey(str(item.get("origin")), str(item.get("vkey")))
+    for item in items:
+        log = WitnessedLog.from_vkey(item["origin"], item["vkey"])
         logs[log.origin] = log
     return logs
 

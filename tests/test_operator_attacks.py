@@ -1257,6 +1257,33 @@ def test_attack_a_withheld_v02_bundle_under_a_seed_of_the_operators_choosing(fix
         "evaluation's seed is not" if stated == "seed 5" else "bundle entry states no seed"))
 
 
+@pytest.mark.parametrize("value", [1_000_000.0, 50.5, -1.0])
+def test_attack_a_withheld_release_value_off_the_grid_or_out_of_range(fixture: AuditFixture, tmp_path: Path,
+                                                                      value: float) -> None:
+    """A ladder answer is charged gamma(gap) + log2(the levels above the best): what a value on the step grid in
+    [0, 100] can say. A released value far above 100 (on the grid, above the best), off the grid (the score to
+    more digits) or below 0 says more than it is charged for. The third party, who holds no withheld
+    evaluation, judges it from the entry (FORMATS rule 10), as the operator's audit and the independent replay
+    do; it passed every public verifier before."""
+    from heldout.generations.release import Transcript, answer_bits, transcripts
+    from tests.audit_support import log_withheld_bundle
+
+    assert cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "40", "--expires", "2027-05-01", "--budget-bits",
+                  "1e6", "--ladder-step", "1", "--store", fixture.store, at=NOW).exit_code == 0
+
+    def forged(ledger: Any, state: Any) -> dict[str, Any]:
+        transcript = transcripts(ledger.entries(state.seal_index), state.name).get(TASK, Transcript())
+        return {"mode": "ladder", "value": value, "label_dependent": True, "score": "dimensions.accuracy.score",
+                "bits": answer_bits("ladder", transcript, True, 1.0)}
+
+    index = log_withheld_bundle(fixture.store, "gen3", "forged", seed=5, skill=0.3, release=forged)
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("is not a multiple of the step 1.0 in [0, 100]" in m for m in findings_at(report, index)), \
+            report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, f"entry {index}: its released value .* is not a ladder answer")
+
+
 def test_attack_a_withheld_first_bundle_as_the_models_dimensions_reference(fixture: AuditFixture,
                                                                           tmp_path: Path) -> None:
     """A model's optional dimensions are those of its first bundle. Were that a withheld (ladder) bundle, the

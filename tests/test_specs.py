@@ -41,17 +41,52 @@ def test_supersession_is_logged_and_listed(fixture: AuditFixture) -> None:
     assert run(fixture, "audit", fixture.ledger_id).exit_code == 0
 
 
-@pytest.mark.parametrize(("effective", "by", "phrase"), [
-    ("2026-08-01T00:00:00Z", "MedEval-1 v0.2", "now or later"),
-    ("2026-12-01T00:00:00Z", SPEC, "cannot supersede itself"),
-    ("soon", "MedEval-1 v0.2", "ISO 8601"),
+@pytest.mark.parametrize(("effective", "by", "phrase", "version"), [
+    ("2026-08-01T00:00:00Z", "MedEval-1 v0.2", "now or later", SPEC),
+    ("2026-12-01T00:00:00Z", SPEC, "cannot supersede itself", SPEC),
+    ("soon", "MedEval-1 v0.2", "ISO 8601", SPEC),
+    # a supersession is logged for good: a version this code does not implement (a typo, a case variant) would
+    # end every evaluation, or supersede nothing that is ever in force
+    ("2026-12-01T00:00:00Z", "MedEval-1 v0.3", "--by 'MedEval-1 v0.3' is not a spec version this code", SPEC),
+    ("2026-12-01T00:00:00Z", "nonsense", "is not a spec version this code implements", SPEC),
+    ("2026-12-01T00:00:00Z", "MedEval-1 v0.2", "'medeval-1 v0.1' is not a spec version", "medeval-1 v0.1"),
 ])
 def test_bad_supersessions_are_refused_and_write_nothing(fixture: AuditFixture, effective: str, by: str,
-                                                          phrase: str) -> None:
+                                                          phrase: str, version: str) -> None:
     before = snapshot(fixture.store)
-    result = run(fixture, "spec", "supersede", SPEC, "--by", by, "--effective", effective)
-    assert result.exit_code == 2 and phrase in result.output
+    result = run(fixture, "spec", "supersede", version, "--by", by, "--effective", effective)
+    assert result.exit_code == 2 and phrase in " ".join(result.output.split()), result.output
     assert snapshot(fixture.store) == before
+
+
+def test_a_supersession_that_closes_a_cycle_is_refused_and_the_replay_reports_one_logged_anyway(
+        fixture: AuditFixture, tmp_path: Path) -> None:
+    """v0.1 -> v0.2 is logged; "v0.2 superseded by v0.1" would lead back (every verifier ignores such an entry and
+    reports it, for good): the command refuses it; logged anyway, the audit and the independent replay name it
+    (the replay passed it before: two verdicts on one log)."""
+    from heldout.generations import ledger_signer, open_ledger
+    from heldout.store import Store
+    from seals import parse_utc
+    from tests.independent.replay import ReplayFailure, replay_export
+
+    assert supersede(fixture, "2026-12-01T00:00:00Z").exit_code == 0
+    before = snapshot(fixture.store)
+    back = run(fixture, "spec", "supersede", "MedEval-1 v0.2", "--by", SPEC, "--effective", "2026-12-05T00:00:00Z")
+    assert back.exit_code == 2 and "leads back to MedEval-1 v0.2" in " ".join(back.output.split()), back.output
+    assert snapshot(fixture.store) == before
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        index = ledger.append({"type": "spec", "v": 1, "spec_version": "MedEval-1 v0.2", "superseded_by": SPEC,
+                               "effective_utc": "2026-12-05T00:00:00Z", "created_utc": "2026-09-02T00:00:00Z"},
+                              signer=ledger_signer(st, ledger), now=parse_utc("2026-09-02T00:00:00Z"))
+    audit = run(fixture, "audit", fixture.ledger_id, "--json")
+    assert audit.exit_code == 1 and any(f["index"] == index and "cycle" in f["message"]
+                                        for f in json.loads(audit.stdout)["findings"]), audit.output
+    export = tmp_path / "export"
+    assert run(fixture, "ledger", "export", fixture.ledger_id, str(export)).exit_code == 0
+    with pytest.raises(ReplayFailure, match=f"entry {index} supersedes MedEval-1 v0.2 by MedEval-1 v0.1, which "
+                                            "leads back"):
+        replay_export(export, fixture.ledger_id)
 
 
 def test_second_supersession_refused(fixture: AuditFixture) -> None:
@@ -131,9 +166,17 @@ def test_evaluation_uses_the_successor_once_superseded(fixture: AuditFixture,
 @pytest.mark.harness
 def test_evaluation_refused_when_the_current_spec_is_not_implemented(fixture: AuditFixture,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from heldout.generations import ledger_signer, open_ledger
+    from heldout.store import Store
+    from seals import parse_utc
+
     pytest.importorskip("torch")
-    result = run(fixture, "spec", "supersede", SPEC, "--by", "MedEval-1 v9", "--effective", "2026-09-03T00:00:00Z")
-    assert result.exit_code == 0, result.output
+    # (the command refuses a version it does not implement: this ledger was written by a later heldout)
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        ledger.append({"type": "spec", "v": 1, "spec_version": SPEC, "superseded_by": "MedEval-1 v9",
+                       "effective_utc": "2026-09-03T00:00:00Z", "created_utc": "2026-09-02T00:00:00Z"},
+                      signer=ledger_signer(st, ledger), now=parse_utc("2026-09-02T00:00:00Z"))
     monkeypatch.setenv("HELDOUT_NOW", "2026-09-04T00:00:00Z")
     before = snapshot(fixture.store)
     result = run(fixture, "evaluate", "majority", "--generation", "gen2", "--tasks", "bloodmnist",

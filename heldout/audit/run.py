@@ -69,7 +69,7 @@ from heldout.generations import (
 )
 from heldout.generations.access import check_opening
 from heldout.generations.draw import DrawRecord
-from heldout.generations.release import ReleaseLog, thresholdout_answer
+from heldout.generations.release import ReleaseLog, on_release_grid, thresholdout_answer
 from heldout.generations.reveal import verify_draw
 from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import BundleRun, Supersession, bundle_run, load_supersessions, require_spec_in_force
@@ -959,6 +959,10 @@ def _check_release_record(ctx: _Context, index: int, entry: BundleEntry, state: 
     if not isinstance(dependent, bool):
         raise VerificationError(f"bundle entry {index}: release.label_dependent is not a boolean", index=index,
                                 field="release.label_dependent")
+    if dependent and not on_release_grid(value, step):  # (else a value carries more bits than it is charged)
+        raise VerificationError(f"bundle entry {index}: its released value {value!r} is not a multiple of the step "
+                                f"{step} in [0, 100], what {state.release_mode} releases", index=index,
+                                field="release.value", found=value)
     if state.release_mode == "ladder":
         best = transcript.best()
         if dependent != (value is not None) or (value is not None and (

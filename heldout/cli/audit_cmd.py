@@ -28,6 +28,7 @@ from heldout.cli.common import (
     phase_progress,
     print_json,
     reference_time,
+    refuse_output_in_source,
     table,
 )
 from heldout.passports import audit_report_path
@@ -71,6 +72,8 @@ def audit_command(
     Example: heldout audit   (the store's ledger);  python audit.py LEDGER_ID --from ./public-export"""
     now = reference_time(at)
     out = output_file(out, "audit_report.json") if out is not None else None
+    if out is not None:
+        refuse_output_in_source(out, from_dir, "--out")
     policy = load_policy(policy_file) if policy_file is not None else None
     workers = jobs if jobs is not None else default_jobs()
     if since is not None and not since.is_file():

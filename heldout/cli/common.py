@@ -146,6 +146,17 @@ def output_file(path: Path, default_name: str) -> Path:
     return path
 
 
+def refuse_output_in_source(out: Path, source: str | Path | None, what: str) -> None:
+    """Refuse (exit 2, before any work) an output inside the local public log a command reads (``--from``): a
+    file written there changes what that export or tiles folder publishes, and every verifier then refuses it."""
+    if source is None or str(source).startswith(("http://", "https://")):
+        return
+    folder, target = Path(source).resolve(), Path(out).resolve()
+    if target == folder or folder in target.parents:
+        raise UsageError(f"{what} {out} is inside {source}, the public log this command reads: writing there would "
+                         "change what it publishes; write it elsewhere", path=str(out), found=str(source))
+
+
 def open_store(store: Path | None) -> Store:
     return Store.open(store)
 

@@ -16,6 +16,7 @@ from heldout.cli.common import (
     print_json,
     table,
 )
+from heldout.store import Store
 from keys import Signer, TrustedKey, UsageError, verifier_key_string
 from keys.signer import check_key_id, check_key_name
 
@@ -41,6 +42,8 @@ def init(
     if key_id is not None:
         check_key_id(key_id)
     st = open_store(store)
+    if key_id is not None:
+        _refuse_case_twin(st, key_id)
     st.create()
     signer = Signer.generate(name=name, key_id=key_id if key_id is not None else "pending")
     if key_id is None:
@@ -65,6 +68,17 @@ def init(
     else:
         console.print(f"created key {signer.key_id} ({signer.name}) in {st.root}")
         console.print(f"public key {signer.public_key.b64}")
+
+
+def _refuse_case_twin(st: Store, key_id: str) -> None:
+    """A key id that differs from one the store has only in letter case names another file on a case-blind file
+    system (a copy of the store, an export's ``keys/``): refused."""
+    for folder, suffix in ((st.keyring.folder, ".pub.json"), (st.private_keys, ".key")):
+        names = [path.name.removesuffix(suffix) for path in folder.glob(f"*{suffix}")] if folder.is_dir() else []
+        twin = next((name for name in names if name != key_id and name.lower() == key_id.lower()), None)
+        if twin is not None:
+            raise UsageError(f"key id {key_id!r} differs from the store's key {twin!r} only in letter case",
+                             field="key_id", found=key_id, expected=f"not {twin!r}")
 
 
 def _rename(signer: Signer, key_id: str) -> Signer:

@@ -29,6 +29,7 @@ from heldout.cli.common import (
     phase_progress,
     print_json,
     reference_time,
+    refuse_output_in_source,
     table,
 )
 from heldout.generations.ledgers import create_ledger, open_ledger
@@ -472,6 +473,9 @@ def follow(
         raise LedgerUsageError("follow pins the full ledger id (20 lowercase hex characters)", found=ledger[:80])
     policy = load_policy(policy_file) if policy_file is not None else None
     state_path = state or Path(f"{ledger.strip()}.follow.json")
+    refuse_output_in_source(state_path, source, "--state")
+    if evidence is not None:
+        refuse_output_in_source(evidence, source, "--evidence")
     result = follow_export(source, ledger_id=ledger.strip(), state=state_path, key=key, policy=policy,
                            evidence_dir=evidence)
     if as_json:

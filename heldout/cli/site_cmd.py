@@ -17,7 +17,9 @@ from heldout.cli.common import (
     phase_progress,
     print_json,
     reference_time,
+    refuse_output_in_source,
 )
+from keys import UsageError
 
 app = typer.Typer(help="The public transparency site, rendered from public data.", no_args_is_help=True)
 
@@ -41,6 +43,12 @@ def build(
     Example: heldout site build ./site --from ./public-export --release-tag v1"""
     from heldout.site import build_site
 
+    refuse_output_in_source(out, from_dir, "the site folder")
+    if release_tag is not None and (not release_tag.strip() or len(release_tag) > 128
+                                    or not all(char.isprintable() for char in release_tag)):
+        # (a byte that is not UTF-8 reaches here as an unprintable surrogate: bad input, exit 2)
+        raise UsageError("--release-tag is a label of at most 128 printable characters", field="release_tag",
+                         found=ascii(release_tag)[:80])
     moment = reference_time(at) if at or os.environ.get(NOW_ENV) else None
     if store is None and from_dir is None:
         from heldout.store import default_store_path

@@ -54,7 +54,7 @@ from heldout.witness.server import (
 from keys import MalformedInput, UsageError
 from ledger import Ledger
 from ledger.cosignature import Cosigner
-from ledger.policy import Policy, QuorumError, parse_policy
+from ledger.policy import Policy, QuorumError, parse_policy, read_policy_file
 from ledger.witness import WitnessedLog, trust_log
 
 app = typer.Typer(help="Witnesses (C2SP tlog-witness): run one, or have the ledger's checkpoints cosigned.",
@@ -230,7 +230,7 @@ def policy(file: Annotated[Path | None, typer.Argument(help="A C2SP tlog-policy 
         return
     if not file.is_file():
         raise UsageError(f"no policy file at {file}", path=str(file))
-    data = file.read_bytes()
+    data = read_policy_file(file)
     parsed = set_policy(st, data)
     if as_json:
         print_json({**_policy_json(parsed, data.decode()), "path": str(path)})

@@ -56,6 +56,10 @@ def create_ledger(store: Store, signer: Signer, *, name: str, now: datetime, dat
     """A new ledger of the store, on its backend (``database`` when given, as ``heldout init --database``);
     the generations lock file is made with a SQLite ledger (so later refusals never leave a new file
     behind)."""
+    if not name.strip() or len(name) > 128 or not all(char.isprintable() for char in name):
+        # (its genesis entry records it for good, and every page and terminal shows it)
+        raise UsageError("a ledger's name is at most 128 printable characters (no newline or control character)",
+                         field="name", found=ascii(name)[:80])
     backend = LedgerBackend(database=database) if database else ledger_backend(store)
     ledger = backend.create(signer, name=name, now=now)
     create_lock(ledger)

@@ -85,6 +85,15 @@ def levels(step: float, low: float = SCORE_LOW, high: float = SCORE_HIGH) -> int
     return math.floor((high - low) / step + TOLERANCE) + 1
 
 
+def on_release_grid(value: Any, step: float) -> bool:
+    """Whether ``value`` is what a ladder or Thresholdout answer releases: a number (not a boolean) in [0, 100]
+    that is a multiple of ``step`` written to 6 decimals. A value off the grid, or outside the range, describes
+    the score past what its charge, log2 of the grid's levels, pays for."""
+    if type(value) not in (int, float) or not math.isfinite(value):
+        return False
+    return SCORE_LOW - TOLERANCE <= value <= SCORE_HIGH + TOLERANCE and round(round(value / step) * step, 6) == value
+
+
 def _level_index(value: float, step: float) -> int:
     return round(value / step)
 

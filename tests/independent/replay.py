@@ -1234,6 +1234,21 @@ class _Replay:
                 counted[e["spec_version"]] = (index, e)
         return counted.get(spec_version) if isinstance(spec_version, str) else None
 
+    def supersessions(self) -> None:
+        """Section 5: a spec entry that does not count (a version superseded again, or one closing a cycle) or
+        that is dated to take effect before it was logged is reported (the audit reports each)."""
+        for index, e in enumerate(self.entries):
+            if e["type"] != "spec":
+                continue
+            if self.supersession(e["spec_version"], index + 1) != (index, e) \
+                    and self.supersession(e["spec_version"], index) is None:
+                raise ReplayFailure(ENTRIES, "spec", f"entry {index} supersedes {e['spec_version']} by "
+                                    f"{e['superseded_by']}, which leads back to it (a cycle; it does not count)")
+            if self.supersession(e["spec_version"], index) is not None:
+                raise ReplayFailure(ENTRIES, "spec", f"entry {index} supersedes {e['spec_version']} again")
+            if e["effective_utc"] < e["created_utc"]:
+                raise ReplayFailure(ENTRIES, "spec", f"entry {index} takes effect before it was logged")
+
     def supersession_time(self, spec_version: Any, before: int) -> str | None:
         """When the supersession that counts (:meth:`supersession`) takes effect: the later of its effective_utc
         and its created_utc (times in the one textual form compare as strings); None when there is none."""
@@ -1316,6 +1331,7 @@ class _Replay:
     def bundles(self) -> None:
         model_dimensions: dict[str, tuple[int, set[str]] | None] = {}  # a model's first full-release evaluation's
         runs: dict[tuple[str, str, str, str, str], int] = {}  # (model, generation, task, predictions, spec)
+        released_best: dict[tuple[str, str], float] = {}  # (generation, task) -> best label-dependent value
         for index, entry in enumerate(self.entries):
             if entry["type"] != "bundle":
                 continue
@@ -1342,6 +1358,18 @@ class _Replay:
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: leakage_bits is not its release's bits")
             if self.over_budget(index):
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was admitted past {name}'s leakage budget")
+            mode = (seal[1].get("release") or {}).get("mode", "full")
+            if mode in ("ladder", "thresholdout") and isinstance(release, dict) and release.get("label_dependent"):
+                # FORMATS rule 10: a label-dependent value is on the step grid in [0, 100]; a ladder's above the best
+                step, value = seal[1]["release"].get("step"), release.get("value")
+                best = released_best.get((name, entry["task"]))
+                if type(value) not in (int, float) or not isinstance(step, (int, float)) or not 0 <= value <= 100 \
+                        or round(round(value / step) * step, 6) != value \
+                        or (mode == "ladder" and best is not None and value < best + step - 1e-9):
+                    raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: its released value {value!r} is not a "
+                                        f"{mode} answer (a multiple of the step {step} in [0, 100]"
+                                        + (", above the best before it)" if mode == "ladder" else ")"))
+                released_best[(name, entry["task"])] = value if best is None else max(best, value)
             if (seal[1].get("release") or {}).get("mode") == "thresholdout" and isinstance(release, dict):
                 earlier = [j for j, e in enumerate(self.entries[:index]) if e["type"] == "bundle"
                            and e["generation"] == "public" and e["model_id"] == entry["model_id"]
@@ -1643,6 +1671,7 @@ def replay_export(folder: Path, ledger_id: str) -> Summary:
     r.blobs()             # R7
     r.seals()             # R8
     r.reveals()           # R9
+    r.supersessions()     # R10 (section 5)
     r.bundles()           # R10
     passports = r.passports()  # R11
     r.manifest_claims()   # R12
