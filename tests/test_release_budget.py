@@ -351,3 +351,29 @@ def test_a_sealed_generation_bundle_states_no_hash_of_its_labels(tmp_path: Path)
     assert "labels_hash" in _entry(store, public) and "labels_hash" not in _entry(store, sealed)
     with command_clock("2026-09-02T00:00:00Z"):
         assert cli("audit", ledger_id, "--json", store=store).exit_code == 0
+
+
+def test_attack_two_generations_sealed_with_one_thresholdout_noise_secret(tmp_path: Path) -> None:
+    """The Thresholdout draws are keyed by the secret, the task and the answer's place, not by the generation: a
+    secret used for two generations is the same noise for both, and the first retirement publishes it (anyone
+    could then read the second generation's held-out answers through it). Every reader of the log names a seal
+    entry that reuses another generation's noise_sha256 (FORMATS rule 8)."""
+    from heldout.generations import load_generations, open_ledger
+    from heldout.store import Store
+    from seals import parse_utc
+
+    store, _, _ = thresholdout_store(tmp_path)
+    with command_clock(NOW):
+        assert cli("seal", "gen2", "--tasks", TASK, "--per-task", "20", "--expires", "2027-03-01", "--budget-bits",
+                   "400", "--thresholdout", "--threshold", "4", "--sigma", "1", store=store).exit_code == 0
+    with open_ledger(Store.open(store)) as ledger:
+        entries = list(ledger.entries())
+    seals = {entry["generation"]: index for index, entry in entries if entry["type"] == "seal"}
+    honest = load_generations(entries, parse_utc(NOW))
+    assert not [a for a in honest.anomalies if "noise secret" in a.message]
+    first = entries[seals["gen1"]][1]["release"]["noise_sha256"]
+    index, second = entries[seals["gen2"]]
+    reused = [*entries[:index], (index, {**second, "release": {**second["release"], "noise_sha256": first}}),
+              *entries[index + 1:]]
+    found = [a for a in load_generations(reused, parse_utc(NOW)).anomalies if "noise secret" in a.message]
+    assert len(found) == 1 and found[0].evidence["index"] == index and "of gen1" in found[0].message

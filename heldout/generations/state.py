@@ -354,6 +354,14 @@ def load_generations(ledger: LogReader | Iterable[tuple[int, Mapping[str, Any] |
             except VerificationError as exc:
                 out.anomalies.append(VerificationError(f"{exc.message}; ignored", **exc.evidence))
                 continue
+            noise = states[name].release.get("noise_sha256")
+            reused = next((other for other in states.values() if other.name != name and noise is not None
+                           and other.release.get("noise_sha256") == noise), None)
+            if reused is not None:  # (the draws do not name the generation: the same secret, the same noise)
+                out.anomalies.append(VerificationError(
+                    f"entry {index} seals {name} with the Thresholdout noise secret of {reused.name} (noise_sha256 "
+                    f"{str(noise)[:16]}...): the first retirement publishes it, and with it the noise of both",
+                    index=index, field="release.noise_sha256", found=noise))
             bundles[name] = []
             updates[name] = {}
         elif isinstance(record, (RetireEntry, RevealEntry)):

@@ -986,6 +986,11 @@ class _Replay:
             if not isinstance(tasks, dict) or not tasks or not all(
                     isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in tasks.values()):
                 raise ReplayFailure(ENTRIES, "seal", f"seal entry {index} lacks its task counts")
+            noise = (entry.get("release") or {}).get("noise_sha256")
+            if noise is not None and any((e.get("release") or {}).get("noise_sha256") == noise
+                                         for _, e in self.seal_entries.values()):
+                raise ReplayFailure(ENTRIES, "seal", f"seal entry {index} reuses another generation's Thresholdout "
+                                    "noise secret (rule 8)")
             self.seal_entries[name] = (index, entry)
         for name in self.seal_listing():
             generation, _, suffix = name.partition(".")
