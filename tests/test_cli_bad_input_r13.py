@@ -52,7 +52,7 @@ def sparse_file(path: Path) -> Path:
 # --- 1. named files are read within their bound -----------------------------------------------------------------
 
 def test_a_huge_policy_file_is_refused_before_it_is_read(exported: tuple[Path, Path, str], tmp_path: Path) -> None:
-    store, export, ledger_id = exported
+    _, export, ledger_id = exported
     policy = sparse_file(tmp_path / "policy")
     for args in (["ledger", "verify", ledger_id, "--from", str(export), "--policy", str(policy)],
                  ["witness", "policy", str(policy), "--store", str(tmp_path / "witnessing-store")]):
