@@ -8,6 +8,7 @@ RFC 9162 inclusion proof, so anyone holding the ledger (or an export) can check 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -551,6 +552,11 @@ def _check_issued_after_evidence(passport: Passport, seal: SealEntry, bundles: S
                                 field="issued_utc", expected=f">= {latest.created_utc}",
                                 found=format_utc(passport.issued))
     witnessed = cosignature_times(checkpoint)
+    own = passport.heldout.get("checkpoint") if isinstance(passport.heldout, dict) else None
+    if isinstance(own, dict) and isinstance(own.get("note"), str):  # (its own note too: FORMATS rule 11)
+        # (a note that does not parse is named by the checks of the checkpoint itself)
+        with contextlib.suppress(HeldoutError):
+            witnessed += cosignature_times(parse_checkpoint(own["note"]))
     if witnessed and passport.issued < max(witnessed) - CLOCK_TOLERANCE:
         raise VerificationError(f"the passport states it was issued {format_utc(passport.issued)}, more than the "
                                 "clock tolerance (a day) before a witness cosigned the checkpoint it carries "

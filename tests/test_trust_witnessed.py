@@ -21,9 +21,9 @@ import pytest
 from heldout.generations import open_ledger
 from heldout.store import Store
 from heldout.witness.server import running
-from ledger import Checkpoint, Ledger
+from ledger import BlobStore, Checkpoint, Ledger
 from ledger.tlogproof import TlogProof
-from seals import canonical_bytes, sign_document
+from seals import canonical_bytes, sha256_hex, sign_document
 from tests.audit_support import AuditFixture
 from tests.conftest import seeded_signer
 from tests.generations_support import EXPIRES, NOW, store_with_pools
@@ -220,6 +220,42 @@ def test_attack_a_passport_issued_days_before_the_cosignature_on_its_own_checkpo
     assert offline.exit_code == 1, offline.output
     assert "more than the clock tolerance (a day) before a witness cosigned the checkpoint it carries" in \
         offline.output
+    export = tmp_path / "export"
+    assert run("ledger", "export", fixture.ledger_id, str(export), "--store", str(fixture.store)).exit_code == 0
+    with pytest.raises(ReplayFailure, match="more than a day before a cosignature on its checkpoint"):
+        replay_export(export, fixture.ledger_id)
+
+
+def test_attack_a_later_cosignature_only_on_the_passports_own_checkpoint_note(fixture: AuditFixture,
+                                                                              tmp_path: Path) -> None:
+    """The passport's own checkpoint note (``computed.heldout.checkpoint.note``) carries a cosignature dated days
+    after its ``issued_utc``; its proofs' notes carry none. FORMATS rule 11 dates a passport by the cosignatures
+    in its checkpoint note or its proofs' notes: the independent replay refused it while ``passport verify``,
+    which read the proofs' notes only, passed it (two verdicts on one document)."""
+    from ledger import parse_checkpoint
+    from ledger.cosignature import cosign, with_cosignatures
+    from tests.independent.replay import ReplayFailure, replay_export
+    from tests.witness_support import witness_signer
+
+    path = issued(fixture)
+    doc = json.loads(path.read_text())
+    own = doc["computed"]["heldout"]["checkpoint"]
+    checkpoint = parse_checkpoint(own["note"])
+    later = int(datetime(2026, 9, 20, tzinfo=UTC).timestamp())
+    own["note"] = with_cosignatures(checkpoint, [cosign(checkpoint, witness_signer(0), later).line]).note
+    forged = tmp_path / "forged.passport.json"
+    forged.write_bytes(canonical_bytes(sign_document({k: v for k, v in doc.items() if k not in ("issuer", "signature")},
+                                                     OPERATOR)) + b"\n")
+    offline = verify(forged, "--key", fixture.key_b64)
+    assert offline.exit_code == 1, offline.output
+    assert "before a witness cosigned the checkpoint it carries" in " ".join(offline.output.split())
+    with open_ledger(Store.open(fixture.store), fixture.ledger_id) as ledger:
+        ledger.append({"type": "passport", "v": 1, "model_id": doc["subject"]["model_id"],
+                       "generation": doc["computed"]["heldout"]["generation"],
+                       "passport_sha256": sha256_hex(canonical_bytes(json.loads(forged.read_text()))),
+                       "created_utc": "2026-09-03T00:00:00Z"}, signer=OPERATOR,
+                      now=datetime(2026, 9, 3, tzinfo=UTC))
+        BlobStore(Store.open(fixture.store).blobs).put(canonical_bytes(json.loads(forged.read_text())))
     export = tmp_path / "export"
     assert run("ledger", "export", fixture.ledger_id, str(export), "--store", str(fixture.store)).exit_code == 0
     with pytest.raises(ReplayFailure, match="more than a day before a cosignature on its checkpoint"):
