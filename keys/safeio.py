@@ -313,24 +313,35 @@ def check_json_width(data: bytes | str, *, what: str) -> None:
 def check_json_depth(data: bytes | str, *, what: str, limit: int = MAX_JSON_DEPTH) -> None:
     """Refuse JSON text nested deeper than ``limit`` without recursing: strings are removed, then everything but
     brackets, then innermost ``[]``/``{}`` pairs once per level. Each pass is linear and runs in C, and none
-    makes an object per bracket (a text is also first held to :func:`check_json_width`, which bounds what the
-    passes see); after ``limit`` passes a well-formed text within the limit is empty. Unbalanced text is left to
-    the parser, which names the position."""
+    makes an object per bracket; after ``limit`` passes a well-formed text within the limit is empty. Unbalanced
+    text is left to the parser, which names the position. A text within the depth is then held to
+    :func:`check_json_width` (every caller parses next)."""
     opening = (data.count(b"[") + data.count(b"{")) if isinstance(data, bytes) else (data.count("[") + data.count("{"))
     if opening <= limit:
         return  # fewer openings than the limit cannot nest deeper (the common case: a ledger entry)
+    if len(data) > _DEPTH_FIRST_UP_TO:  # the passes below hold a reference per bracket pair: bounded first
+        check_json_width(data, what=what)
+    if _nested_deeper(data, limit):
+        raise UnsafeFile(f"{what} is nested more than {limit} levels deep", expected=limit)
     check_json_width(data, what=what)
+
+
+#: Up to this size a text is checked for depth before width (the message names what is wrong with a deeply nested
+#: text, which is wide too); past it, width first, which bounds the memory of the depth passes.
+_DEPTH_FIRST_UP_TO = 1024 * 1024
+
+
+def _nested_deeper(data: bytes | str, limit: int) -> bool:
     # (as UTF-8: quotes, backslashes and brackets are single bytes there, which no other character's bytes are)
     raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
     brackets = _STRING_B.sub(b"", raw).translate(None, _NOT_BRACKET_BYTES)
     for _ in range(limit):
         if not brackets:
-            return
+            return False
         brackets, replaced = _PAIR_B.subn(b"", brackets)
         if not replaced:
-            return  # unbalanced: the parser reports it
-    if _PAIR_B.search(brackets):
-        raise UnsafeFile(f"{what} is nested more than {limit} levels deep", expected=limit)
+            return False  # unbalanced: the parser reports it
+    return _PAIR_B.search(brackets) is not None
 
 
 # npy / npz -------------------------------------------------------------------------------------------------
