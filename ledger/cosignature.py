@@ -189,21 +189,22 @@ def verified_cosignatures(checkpoint: Checkpoint, cosigners: list[Cosigner] | tu
 
 
 def verified_times(checkpoint: Checkpoint, cosigners: list[Cosigner] | tuple[Cosigner, ...]
-                   ) -> dict[str, tuple[int, int]]:
-    """The (earliest, latest) timestamp each given witness cosigned ``checkpoint`` at, by witness name, every line
-    verified as :func:`verified_cosignatures` verifies them. A witness that cosigned twice attests both times:
-    the log held the checkpoint by the earliest, and had not grown past it before the latest."""
+                   ) -> dict[tuple[str, bytes], tuple[int, int]]:
+    """The (earliest, latest) timestamp each given witness cosigned ``checkpoint`` at, by witness (name, key id):
+    two keys under one name are two witnesses. Every line is verified as :func:`verified_cosignatures` verifies
+    them. A witness that cosigned twice attests both times: the log held the checkpoint by the earliest, and had
+    not grown past it before the latest."""
     by_id = {(c.name, c.key_id): c for c in cosigners}
-    found: dict[str, tuple[int, int]] = {}
+    found: dict[tuple[str, bytes], tuple[int, int]] = {}
     for signature in checkpoint.signatures:
         cosigner = by_id.get((signature.name, signature.key_hash))
         if cosigner is None:
             continue
         cosignature = Cosignature.from_note_signature(signature)
         cosignature.verify(checkpoint, cosigner)
-        stamp = cosignature.timestamp
-        earliest, latest = found.get(cosigner.name, (stamp, stamp))
-        found[cosigner.name] = (min(earliest, stamp), max(latest, stamp))
+        stamp, who = cosignature.timestamp, (cosigner.name, cosigner.key_id)
+        earliest, latest = found.get(who, (stamp, stamp))
+        found[who] = (min(earliest, stamp), max(latest, stamp))
     return found
 
 

@@ -29,6 +29,7 @@ manifest member against the files: :meth:`LedgerExport.manifest_problems`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -67,6 +68,9 @@ MANIFEST_MEMBERS = frozenset({"format", "version", "ledger_id", "origin", "size"
                               "checkpoints", "blobs", "missing_blobs", "keys", "seals", "entries"})
 MANIFEST = "export.json"
 ENTRIES = "entries.jsonl"
+#: No entry is shorter than this (the smallest, a one-letter note, is 67 bytes with its newline): a file whose
+#: lines are shorter on average holds lines that are not entries.
+MIN_ENTRY_LINE = 40
 CHECKPOINTS = "checkpoints"
 BLOBS = Path("blobs") / "sha256"
 KEYS = "keys"
@@ -219,8 +223,10 @@ def logged_seal_bytes(seal_files: Mapping[str, str], *, seals: Path | None,
     copy in ``seals`` when it has that hash, else its blob (re-hashed); a file found in neither is left out (the
     readers then report it missing). What an export and a tiles directory publish under ``seals/``."""
     for name, expected in sorted(seal_files.items()):
-        path = seals / name if seals is not None else None
-        found = path.read_bytes() if path is not None and path.is_file() and not path.is_symlink() else None
+        found = None
+        if seals is not None and (seals / name).is_file() and not (seals / name).is_symlink():
+            with contextlib.suppress(UnsafeFile):  # (past a seal document's bound: not the logged bytes)
+                found = read_in(seals, name, limit=DOCUMENT_LIMIT, what="the store's seals")
         if (found is None or hashlib.sha256(found).hexdigest() != expected) and blobs is not None \
                 and blobs.has(expected):
             found = blobs.get(expected)  # re-hashed: the logged bytes themselves
@@ -288,6 +294,15 @@ class LedgerExport(EntryList):
                 raise LedgerIntegrityError(f"the export has no {ENTRIES}", file=str(path))
             if raw and not raw.endswith(b"\n"):
                 raise LedgerIntegrityError(f"{ENTRIES} does not end with a newline (truncated?)", file=str(path))
+            # counted before splitting, which makes an object per line: a file of short lines is refused unsplit
+            lines, claimed = raw.count(b"\n"), self.manifest.get("size")
+            if type(claimed) is int and lines != claimed:
+                raise LedgerIntegrityError(f"{ENTRIES} holds {lines} lines and the export manifest's size is "
+                                           f"{claimed}", file=str(path), expected=claimed, found=lines)
+            if lines * MIN_ENTRY_LINE > len(raw):
+                raise LedgerIntegrityError(f"{ENTRIES} holds {lines} lines in {len(raw)} bytes: lines shorter than "
+                                           f"any entry ({MIN_ENTRY_LINE} bytes and more)", file=str(path),
+                                           found=lines)
             self._entries = raw.split(b"\n")[:-1] if raw else []
         return self._entries
 

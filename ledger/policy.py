@@ -128,9 +128,9 @@ class Policy:
     def cosignature_times(self, checkpoint: Checkpoint) -> dict[str, tuple[datetime, datetime]]:
         """(earliest, latest) verified cosignature time on ``checkpoint`` of each of this policy's witnesses that
         cosigned it, keyed by policy name."""
-        by_cosigner = verified_times(checkpoint, [w.cosigner for w in self.witnesses.values()])
-        return {name: (time_of(by_cosigner[w.cosigner.name][0]), time_of(by_cosigner[w.cosigner.name][1]))
-                for name, w in self.witnesses.items() if w.cosigner.name in by_cosigner}
+        by_key = verified_times(checkpoint, [w.cosigner for w in self.witnesses.values()])
+        return {name: (time_of(times[0]), time_of(times[1])) for name, w in self.witnesses.items()
+                if (times := by_key.get((w.cosigner.name, w.cosigner.key_id))) is not None}
 
     def attests(self, names: Iterable[str]) -> bool:
         """Whether these witnesses together are what the policy trusts: they satisfy its quorum (with ``quorum

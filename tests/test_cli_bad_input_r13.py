@@ -104,6 +104,40 @@ def test_an_output_inside_the_export_it_reads_is_refused(exported: tuple[Path, P
     assert tree_state(export) == before
 
 
+def test_a_site_folder_that_holds_the_export_it_reads_is_refused(exported: tuple[Path, Path, str],
+                                                                 tmp_path: Path) -> None:
+    """``site build /www --from /www/export``: the build replaces /www, taking the export it read with it."""
+    import shutil
+
+    _, export, _ = exported
+    www = tmp_path / "www"
+    shutil.copytree(export, www / "export")
+    before = tree_state(www)
+    line = one_line_usage_error(runner.invoke(app, ["site", "build", str(www), "--from", str(www / "export"),
+                                                    "--at", AT]))
+    assert "is inside the site folder" in line
+    assert tree_state(www) == before
+
+
+def test_a_huge_file_in_the_stores_seals_is_never_read_whole(exported: tuple[Path, Path, str],
+                                                             tmp_path: Path) -> None:
+    """A working copy in ``seals/`` past a seal document's bound is not the logged document: the export and the
+    tiles publish the logged bytes from the blob store, and never read the file (it took 3.2 GB)."""
+    import shutil
+
+    store, _, ledger_id = exported
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    logged = (copy / "seals" / "gen1.seal.json").read_bytes()
+    sparse_file(copy / "seals" / "gen1.seal.json")
+    for command in (["ledger", "export", ledger_id, str(tmp_path / "export")],
+                    ["ledger", "tiles", ledger_id, str(tmp_path / "tiles")]):
+        result = runner.invoke(app, [*command, "--store", str(copy)])
+        assert result.exit_code == 0, result.output
+    assert (tmp_path / "export" / "seals" / "gen1.seal.json").read_bytes() == logged
+    assert (tmp_path / "tiles" / "seals" / "gen1.seal.json").read_bytes() == logged
+
+
 # --- 3. supersessions are of versions this code implements, and never lead back ---------------------------------
 # (tests/test_specs.py: test_bad_supersessions_are_refused_and_write_nothing, and the cycle's own test)
 

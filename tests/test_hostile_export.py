@@ -24,6 +24,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from seals import canonical_bytes
 from tests.audit_support import build_store, command_clock
 from tests.generations_support import cli
 
@@ -376,6 +378,33 @@ def test_attack_layout_edges_have_one_verdict_from_heldout_and_the_independent_r
             replay_export(export, fixture.ledger_id)
     else:
         replay_export(export, fixture.ledger_id)
+
+
+@pytest.mark.parametrize("lines", ["blank lines", "short lines, size edited", "bad entries, size edited"])
+def test_attack_an_entries_file_of_many_bad_lines_is_judged_in_bounded_time(fixture: Fixture, tmp_path: Path,
+                                                                           lines: str) -> None:
+    """entries.jsonl padded with lines that are no entries: the audit named each one (a million blank lines kept
+    it busy past two minutes and 1.7 GB), and every reader split the whole file first (23 times its size). The
+    lines are counted before the split (against the manifest's size, and against the shortest entry), and the
+    audit names at most 100 entries that do not decode, then says the rest is not judged."""
+    export = _copy(fixture, tmp_path)
+    manifest = json.loads((export / "export.json").read_bytes())
+    pad = {"blank lines": b"\n" * 200_000, "short lines, size edited": b"ab\n" * 200_000,
+           "bad entries, size edited": b'{"type":"note","v":1,"text":"not canonical" }\n' * 20_000}[lines]
+    with open(export / "entries.jsonl", "ab") as handle:
+        handle.write(pad)
+    if "size edited" in lines:
+        manifest["size"] += pad.count(b"\n")
+        (export / "export.json").write_bytes(canonical_bytes(manifest) + b"\n")
+    started = time.monotonic()
+    for command in COMMANDS:
+        check_clean_failure(command, run(command, fixture, export, fixture.passport, tmp_path / "work"),
+                            must_fail=True)
+    assert time.monotonic() - started < 120
+    if lines == "bad entries, size edited":
+        report = json.loads((tmp_path / "work" / "audit_report.json").read_bytes())
+        undecoded = [f for f in report["findings"] if f["check"] == "entry"]
+        assert len(undecoded) == 101 and "the entries after it are not judged" in undecoded[-1]["message"]
 
 
 def test_every_kind_of_export_file_is_covered(fixture: Fixture) -> None:

@@ -1284,6 +1284,32 @@ def test_attack_a_withheld_release_value_off_the_grid_or_out_of_range(fixture: A
     _independent_replay_refuses(fixture, tmp_path, f"entry {index}: its released value .* is not a ladder answer")
 
 
+@pytest.mark.parametrize("forgery", ["a value with nothing label-dependent", "a label-dependent answer for free"])
+def test_attack_a_withheld_release_record_the_mechanism_could_not_give(fixture: AuditFixture, tmp_path: Path,
+                                                                       forgery: str) -> None:
+    """A ladder release that says it is not label-dependent yet releases the score to six decimals, or a
+    label-dependent answer charged 0 bits: the third party's audit names both from the entry (FORMATS rule 10),
+    and so does the independent replay, which checked neither the value of a not-label-dependent answer nor any
+    answer's charge (two verdicts on one log)."""
+    from tests.audit_support import log_withheld_bundle
+
+    assert cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "40", "--expires", "2027-05-01", "--budget-bits",
+                  "1e6", "--ladder-step", "1", "--store", fixture.store, at=NOW).exit_code == 0
+    dependent = forgery == "a label-dependent answer for free"
+
+    def forged(ledger: Any, state: Any) -> dict[str, Any]:
+        return {"mode": "ladder", "value": 73.0 if dependent else 73.123457, "label_dependent": dependent,
+                "score": "dimensions.accuracy.score", "bits": 0.0}
+
+    index = log_withheld_bundle(fixture.store, "gen3", "forged", seed=5, skill=0.3, release=forged)
+    audit_words, replay_words = (("its charge is not the description length", "release's bits are not")
+                                 if dependent else ("is not a ladder answer", "releases nothing label-dependent"))
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any(audit_words in m for m in findings_at(report, index)), report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, f"entry {index}: .*{replay_words}")
+
+
 def test_attack_a_withheld_first_bundle_as_the_models_dimensions_reference(fixture: AuditFixture,
                                                                           tmp_path: Path) -> None:
     """A model's optional dimensions are those of its first bundle. Were that a withheld (ladder) bundle, the

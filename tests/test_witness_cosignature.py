@@ -336,6 +336,32 @@ def test_the_witnessed_window_is_what_the_quorum_attests_not_any_one_witness() -
     assert WitnessedTimes([(3, {"a": (_at(10), _at(10))})], two_of_three).logged_after(4) is None  # no quorum
 
 
+def test_two_keys_under_one_witness_name_are_two_witnesses_of_the_time_quorum(tmp_path: Path) -> None:
+    """A policy may list a witness's old and new key under one name (two policy witnesses). Only the key that
+    signed has its times: the time quorum took a witness by its name, so one witness (its clock 400 days ahead)
+    filled a 2-witness quorum alone and honest entries read as backdated; the checkpoint quorum counted it once."""
+    from ledger.cosignature import cosign, with_cosignatures
+    from tests.witness_support import witness_signer
+
+    ledger = new_ledger(tmp_path / "ledger", entries=2)
+    try:
+        checkpoint = ledger.latest_checkpoint()
+        honest, ahead = witness_signer(0), witness_signer(2)
+        renamed = seeded_signer(99, name=ahead.name, key_id="witness")  # the same name, another key: never signs
+        moment = int(T0.timestamp())
+        lines = [cosign(checkpoint, honest, moment).line,
+                 cosign(checkpoint, ahead, moment + 400 * 86_400).line]
+        cosigned = with_cosignatures(checkpoint, lines)
+        policy = parse_policy("".join(f"witness W{i} {Cosigner.of(s).vkey}\n" for i, s in
+                                      enumerate((honest, ahead, renamed))) + "group two 2 W0 W1 W2\nquorum two\n")
+        times = policy.cosignature_times(cosigned)
+        assert set(times) == {"W0", "W1"}  # W2's key signed nothing
+        window = WitnessedTimes.of(policy, [cosigned])
+        assert window.logged_after(checkpoint.size) == (checkpoint.size, T0)
+    finally:
+        ledger.close()
+
+
 def test_a_witness_that_cosigned_a_checkpoint_twice_attests_both_times() -> None:
     """Cosigned at day 10 and again at day 30 (C2SP lets a witness re-date): the log held the checkpoint by day
     10 and had not grown past it by day 30; keeping only the later time let an entry in the checkpoint be dated

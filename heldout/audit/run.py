@@ -514,12 +514,17 @@ def _walk_checkpoints(source: AuditSource) -> tuple[set[int], tuple[int, int] | 
         return None
 
 
+#: After a failed replay, how many entries that do not decode are named before the rest are left unjudged.
+MAX_DAMAGED_ENTRIES = 100
+
+
 def _decode_entries(ctx: _Context) -> None:
     """The entries as the intact replay decoded them (each entry is decoded once); after a failed replay, which
     stops at the first fault, every entry is read and decoded on its own so that each damaged one is named."""
     if not ctx.report.ledger_intact:
         ctx.entries.clear()
         ctx.entry_bytes.clear()
+        damaged = 0
         try:
             for index, data in ctx.source.log.entries_bytes():
                 ctx.entry_bytes[index] = data
@@ -527,6 +532,12 @@ def _decode_entries(ctx: _Context) -> None:
                     ctx.entries[index] = decode_entry(data, index=index)
                 except HeldoutError as exc:
                     ctx.find("entry", exc, index=index, file=ctx.source.entries_file)
+                    damaged += 1
+                    if damaged == MAX_DAMAGED_ENTRIES:  # a crafted file of bad lines: named up to here, no further
+                        ctx.find("entry", VerificationError(
+                            f"{MAX_DAMAGED_ENTRIES} entries do not decode, up to entry {index}: the entries after it "
+                            "are not judged", index=index), file=ctx.source.entries_file)
+                        break
         except HeldoutError as exc:
             ctx.find("entry", exc)
             return

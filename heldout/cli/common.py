@@ -147,14 +147,18 @@ def output_file(path: Path, default_name: str) -> Path:
 
 
 def refuse_output_in_source(out: Path, source: str | Path | None, what: str) -> None:
-    """Refuse (exit 2, before any work) an output inside the local public log a command reads (``--from``): a
-    file written there changes what that export or tiles folder publishes, and every verifier then refuses it."""
+    """Refuse (exit 2, before any work) an output inside the local public log a command reads (``--from``), or
+    one that holds it: a file written there changes what that export or tiles folder publishes (every verifier
+    then refuses it), and a site folder rebuilt around it would delete it."""
     if source is None or str(source).startswith(("http://", "https://")):
         return
     folder, target = Path(source).resolve(), Path(out).resolve()
     if target == folder or folder in target.parents:
         raise UsageError(f"{what} {out} is inside {source}, the public log this command reads: writing there would "
                          "change what it publishes; write it elsewhere", path=str(out), found=str(source))
+    if target in folder.parents:  # (a folder the command replaces would take the log it read with it)
+        raise UsageError(f"{source}, the public log this command reads, is inside {what} {out}: writing there "
+                         "would replace or change it; write it elsewhere", path=str(out), found=str(source))
 
 
 def open_store(store: Path | None) -> Store:

@@ -1333,10 +1333,47 @@ class _Replay:
                     break
         return known[model_id]
 
+    def check_release(self, index: int, entry: dict[str, Any], mode: str, step: Any,
+                      transcript: list[tuple[Any, bool]]) -> None:
+        """FORMATS rule 10 on a withheld bundle's release record, from the entry alone: its value is an answer the
+        mechanism could give after the task's earlier answers (label-dependent: a multiple of the step in [0,
+        100], on a ladder above the best; otherwise nothing on a ladder, the public estimate under Thresholdout),
+        and its bits are that answer's description length, gamma(gap) + log2(the values it could take)."""
+        release = entry.get("release")
+        if not isinstance(release, dict) or release.get("mode") != mode or not isinstance(step, (int, float)) \
+                or isinstance(step, bool) or not step > 0:
+            raise ReplayFailure(ENTRIES, "bundle", f"entry {index} lacks its {mode} release record")
+        dependent, value = release.get("label_dependent"), release.get("value")
+        if not isinstance(dependent, bool):
+            raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: release.label_dependent is not a boolean")
+        best = max((v for v, flag in transcript if flag), default=None)
+        levels = math.floor(100 / step + 1e-9) + 1
+        if dependent:
+            on_grid = type(value) in (int, float) and 0 <= value <= 100 \
+                and round(round(value / step) * step, 6) == value
+            if not on_grid or (mode == "ladder" and best is not None and value < best + step - 1e-9):
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: its released value {value!r} is not a {mode} "
+                                    f"answer (a multiple of the step {step} in [0, 100]"
+                                    + (", above the best before it)" if mode == "ladder" else ")"))
+            gap = len(transcript) - max((i for i, (_, flag) in enumerate(transcript) if flag), default=-1)
+            values = levels if mode == "thresholdout" or best is None else max(0, levels - (round(best / step) + 1))
+            bits = round(2 * (gap.bit_length() - 1) + 1 + math.log2(values), 6) if values > 0 else None
+        else:
+            if (mode == "ladder" and value is not None) or (mode == "thresholdout"
+                                                             and value != release.get("public_estimate")):
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: a {mode} answer that releases nothing "
+                                    "label-dependent releases " + ("a value" if mode == "ladder" else
+                                                                   "another value than the public estimate"))
+            bits = 0.0
+        if bits is None or release.get("bits") != bits:
+            raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: its release's bits are not the description length "
+                                f"of its answer ({bits})")
+        transcript.append((value, dependent))
+
     def bundles(self) -> None:
         model_dimensions: dict[str, tuple[int, set[str]] | None] = {}  # a model's first full-release evaluation's
         runs: dict[tuple[str, str, str, str, str], int] = {}  # (model, generation, task, predictions, spec)
-        released_best: dict[tuple[str, str], float] = {}  # (generation, task) -> best label-dependent value
+        transcripts: dict[tuple[str, str], list[tuple[Any, bool]]] = {}  # (generation, task) -> (value, dependent)
         for index, entry in enumerate(self.entries):
             if entry["type"] != "bundle":
                 continue
@@ -1364,17 +1401,9 @@ class _Replay:
             if self.over_budget(index):
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was admitted past {name}'s leakage budget")
             mode = (seal[1].get("release") or {}).get("mode", "full")
-            if mode in ("ladder", "thresholdout") and isinstance(release, dict) and release.get("label_dependent"):
-                # FORMATS rule 10: a label-dependent value is on the step grid in [0, 100]; a ladder's above the best
-                step, value = seal[1]["release"].get("step"), release.get("value")
-                best = released_best.get((name, entry["task"]))
-                if type(value) not in (int, float) or not isinstance(step, (int, float)) or not 0 <= value <= 100 \
-                        or round(round(value / step) * step, 6) != value \
-                        or (mode == "ladder" and best is not None and value < best + step - 1e-9):
-                    raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: its released value {value!r} is not a "
-                                        f"{mode} answer (a multiple of the step {step} in [0, 100]"
-                                        + (", above the best before it)" if mode == "ladder" else ")"))
-                released_best[(name, entry["task"])] = value if best is None else max(best, value)
+            if mode in ("ladder", "thresholdout"):
+                self.check_release(index, entry, mode, seal[1]["release"].get("step"),
+                                   transcripts.setdefault((name, entry["task"]), []))
             if (seal[1].get("release") or {}).get("mode") == "thresholdout" and isinstance(release, dict):
                 earlier = [j for j, e in enumerate(self.entries[:index]) if e["type"] == "bundle"
                            and e["generation"] == "public" and e["model_id"] == entry["model_id"]
