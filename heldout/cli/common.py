@@ -152,7 +152,8 @@ def refuse_output_in_source(out: Path, source: str | Path | None, what: str) -> 
     then refuses it), and a site folder rebuilt around it would delete it."""
     if source is None or str(source).startswith(("http://", "https://")):
         return
-    folder, target = Path(source).resolve(), Path(out).resolve()
+    # (os.path.realpath: a link loop is left to the command that opens the path, which names it)
+    folder, target = Path(os.path.realpath(source)), Path(os.path.realpath(out))
     if target == folder or folder in target.parents:
         raise UsageError(f"{what} {out} is inside {source}, the public log this command reads: writing there would "
                          "change what it publishes; write it elsewhere", path=str(out), found=str(source))
