@@ -18,6 +18,7 @@ the log's own signature.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -167,6 +168,20 @@ def cosign(checkpoint: Checkpoint, signer: Signer, timestamp: int) -> Cosignatur
                        signer.sign(message))
 
 
+def _verified(checkpoint: Checkpoint, cosigners: list[Cosigner] | tuple[Cosigner, ...]
+              ) -> Iterator[tuple[Cosigner, Cosignature]]:
+    """Each cosignature line on ``checkpoint`` by one of the given witnesses, verified (a line claiming to be by
+    one, same name and key id, that does not verify is refused); lines by other keys are skipped."""
+    by_id = {(c.name, c.key_id): c for c in cosigners}
+    for signature in checkpoint.signatures:
+        cosigner = by_id.get((signature.name, signature.key_hash))
+        if cosigner is None:
+            continue
+        cosignature = Cosignature.from_note_signature(signature)
+        cosignature.verify(checkpoint, cosigner)
+        yield cosigner, cosignature
+
+
 def verified_cosignatures(checkpoint: Checkpoint, cosigners: list[Cosigner] | tuple[Cosigner, ...]
                           ) -> dict[str, Cosignature]:
     """The cosignatures on ``checkpoint`` by the given witnesses, by witness name, each verified.
@@ -174,14 +189,8 @@ def verified_cosignatures(checkpoint: Checkpoint, cosigners: list[Cosigner] | tu
     Lines by other keys (the log's own, unknown witnesses) are ignored; a line that claims to be by a known
     witness (same name and key id) and does not verify is refused, as the signed-note rules require. When a
     witness signed twice, its latest timestamp is kept."""
-    by_id = {(c.name, c.key_id): c for c in cosigners}
     found: dict[str, Cosignature] = {}
-    for signature in checkpoint.signatures:
-        cosigner = by_id.get((signature.name, signature.key_hash))
-        if cosigner is None:
-            continue
-        cosignature = Cosignature.from_note_signature(signature)
-        cosignature.verify(checkpoint, cosigner)
+    for cosigner, cosignature in _verified(checkpoint, cosigners):
         known = found.get(cosigner.name)
         if known is None or cosignature.timestamp > known.timestamp:
             found[cosigner.name] = cosignature
@@ -194,14 +203,8 @@ def verified_times(checkpoint: Checkpoint, cosigners: list[Cosigner] | tuple[Cos
     two keys under one name are two witnesses. Every line is verified as :func:`verified_cosignatures` verifies
     them. A witness that cosigned twice attests both times: the log held the checkpoint by the earliest, and had
     not grown past it before the latest."""
-    by_id = {(c.name, c.key_id): c for c in cosigners}
     found: dict[tuple[str, bytes], tuple[int, int]] = {}
-    for signature in checkpoint.signatures:
-        cosigner = by_id.get((signature.name, signature.key_hash))
-        if cosigner is None:
-            continue
-        cosignature = Cosignature.from_note_signature(signature)
-        cosignature.verify(checkpoint, cosigner)
+    for cosigner, cosignature in _verified(checkpoint, cosigners):
         stamp, who = cosignature.timestamp, (cosigner.name, cosigner.key_id)
         earliest, latest = found.get(who, (stamp, stamp))
         found[who] = (min(earliest, stamp), max(latest, stamp))
