@@ -85,7 +85,7 @@ def is_public_log(source: str | Path) -> bool:
 def is_tiles_source(source: str | Path) -> bool:
     """Whether ``--from`` names tiles (an http(s) URL, or a folder with ``checkpoint`` and ``tile/``) rather than
     an export. A folder that is both (``export.json`` beside the tiles) is refused: it publishes two logs, and
-    one verifier would certify the one, another the other (FORMATS section 17)."""
+    one verifier would certify the one, another the other (FORMATS section 16, "Reading")."""
     text = str(source)
     if is_url(text):
         return True

@@ -99,7 +99,7 @@ MEDMNIST_CLASSES = {"bloodmnist": 8, "breastmnist": 2, "dermamnist": 7, "octmnis
                     "organcmnist": 11, "organsmnist": 11, "pathmnist": 9, "pneumoniamnist": 2, "retinamnist": 5,
                     "tissuemnist": 8}
 
-#: The bounds of FORMATS section 17 ("Reading"), by the file's place in the export.
+#: The bounds of FORMATS section 16 ("Reading"), by the file's place in the export.
 KiB, MiB = 1024, 1024 * 1024
 
 
@@ -778,7 +778,7 @@ class _Replay:
 
     # R1 ------------------------------------------------------------------------------------------------
     def manifest_file(self) -> None:
-        if self.lstat("checkpoint") is not None and self.lstat("tile") is not None:  # FORMATS section 17
+        if self.lstat("checkpoint") is not None and self.lstat("tile") is not None:  # FORMATS 16, "Reading"
             raise ReplayFailure(MANIFEST, "layout", "the folder also holds tiles (checkpoint and tile/): two logs")
         value = canonical_document(MANIFEST, self.read(MANIFEST), newline=True)
         if not isinstance(value, dict) or set(value) != EXPORT_MEMBERS:
