@@ -319,11 +319,13 @@ def check_json_depth(data: bytes | str, *, what: str, limit: int = MAX_JSON_DEPT
     opening = (data.count(b"[") + data.count(b"{")) if isinstance(data, bytes) else (data.count("[") + data.count("{"))
     if opening <= limit:
         return  # fewer openings than the limit cannot nest deeper (the common case: a ledger entry)
-    if len(data) > _DEPTH_FIRST_UP_TO:  # the passes below hold a reference per bracket pair: bounded first
+    width_first = len(data) > _DEPTH_FIRST_UP_TO  # the passes below hold a reference per bracket pair
+    if width_first:
         check_json_width(data, what=what)
     if _nested_deeper(data, limit):
         raise UnsafeFile(f"{what} is nested more than {limit} levels deep", expected=limit)
-    check_json_width(data, what=what)
+    if not width_first:
+        check_json_width(data, what=what)
 
 
 #: Up to this size a text is checked for depth before width (the message names what is wrong with a deeply nested

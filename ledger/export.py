@@ -29,7 +29,6 @@ manifest member against the files: :meth:`LedgerExport.manifest_problems`).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -187,17 +186,11 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
     elif seals is not None and seals.is_dir():
         for path in sorted(seals.iterdir()):
             if path.is_file() and not path.is_symlink() and not path.name.startswith("."):
-                try:  # (bounded: a file past a seal document's bound is none the log vouches for)
-                    read = read_in(seals, path.name, limit=DOCUMENT_LIMIT, what="the store's seals")
-                except UnsafeFile:
-                    continue
-                if read is None:
-                    continue  # (gone since the listing)
-                data = read
+                held = store_seal_bytes(seals, path.name)
                 # Only what an exported entry vouches for (a manifest_sha256, a reveal_sha256): a file that no
                 # entry names (left by a failed operation, or put there by hand) is never published.
-                if hashlib.sha256(data).hexdigest() in referenced:
-                    _write_file(out / SEALS / path.name, data)
+                if held is not None and hashlib.sha256(held).hexdigest() in referenced:
+                    _write_file(out / SEALS / path.name, held)
                     seal_names.append(path.name)
 
     manifest = {
@@ -219,16 +212,22 @@ def _build(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: Path | 
     return manifest
 
 
+def store_seal_bytes(seals: Path, name: str) -> bytes | None:
+    """The store's working copy ``seals/<name>``, read bounded: None when it is absent, not a regular file, or
+    past a seal document's bound (no document the log vouches for)."""
+    try:
+        return read_in(seals, name, limit=DOCUMENT_LIMIT, what="the store's seals")
+    except UnsafeFile:
+        return None
+
+
 def logged_seal_bytes(seal_files: Mapping[str, str], *, seals: Path | None,
                       blobs: BlobStore | None) -> Iterator[tuple[str, bytes]]:
     """For each file of ``seal_files`` (name: the SHA-256 its entry logs), the logged bytes: the store's working
     copy in ``seals`` when it has that hash, else its blob (re-hashed); a file found in neither is left out (the
     readers then report it missing). What an export and a tiles directory publish under ``seals/``."""
     for name, expected in sorted(seal_files.items()):
-        found = None
-        if seals is not None and (seals / name).is_file() and not (seals / name).is_symlink():
-            with contextlib.suppress(UnsafeFile):  # (past a seal document's bound: not the logged bytes)
-                found = read_in(seals, name, limit=DOCUMENT_LIMIT, what="the store's seals")
+        found = store_seal_bytes(seals, name) if seals is not None else None
         if (found is None or hashlib.sha256(found).hexdigest() != expected) and blobs is not None \
                 and blobs.has(expected):
             found = blobs.get(expected)  # re-hashed: the logged bytes themselves

@@ -38,7 +38,6 @@ under the folders the tiles own (``checkpoints/``, ``keys/``, ``blobs/``) must b
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import http.client
@@ -78,7 +77,16 @@ from ledger.blobs import BlobStore, check_sha256_hex
 from ledger.checkpoint import Checkpoint, parse_checkpoint, verify_checkpoint
 from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger_id, ledger_id_of, origin_of
 from ledger.errors import BlobMissing, LedgerIntegrityError, LedgerUsageError, SourceUnavailable
-from ledger.export import BLOBS, CHECKPOINTS, KEYS, MANIFEST_MEMBERS, SEALS, key_file_bytes, logged_seal_bytes
+from ledger.export import (
+    BLOBS,
+    CHECKPOINTS,
+    KEYS,
+    MANIFEST_MEMBERS,
+    SEALS,
+    key_file_bytes,
+    logged_seal_bytes,
+    store_seal_bytes,
+)
 from ledger.ledger import Ledger
 from ledger.published import EntryList, check_replayed_claims
 from ledger.replay import CheckpointClaim, EntryFn, ProgressFn, ReplayReport, replay
@@ -472,9 +480,7 @@ def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: P
     elif seals is not None and seals.is_dir():
         for path in sorted(seals.iterdir()):
             if path.is_file() and not path.is_symlink() and not path.name.startswith("."):
-                held = None
-                with contextlib.suppress(UnsafeFile):  # (past a seal document's bound: no seal document)
-                    held = read_in(seals, path.name, limit=DOCUMENT_LIMIT, what="the store's seals")
+                held = store_seal_bytes(seals, path.name)
                 if held is not None:
                     named.append((f"{SEALS}/{path.name}", held, False))
     seal_folder = out / SEALS

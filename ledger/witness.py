@@ -370,7 +370,7 @@ def load_logs(folder: Path) -> dict[str, WitnessedLog]:
     if not isinstance(items, list) or not all(isinstance(item, dict) and isinstance(item.get("origin"), str)
                                               and isinstance(item.get("vkey"), str) for item in items):
         raise LedgerStorageError(f"{path} is not a witness's logs file: its logs are not a list of {{origin, vkey}} "
-                           "objects", path=str(path), field="logs")
+                                 "objects", path=str(path), field="logs")
     logs = {}
     for item in items:
         log = WitnessedLog.from_vkey(item["origin"], item["vkey"])

@@ -27,6 +27,16 @@ from tests.conftest import REPO_ROOT
 from tests.generations_support import init_store
 
 runner = CliRunner()
+
+
+def store_and_export(root: Path) -> tuple[Path, Path, str]:
+    """A small store under ``root`` and its public export: (store, export, ledger id)."""
+    fixture = build_store(root, bundles_per_generation=1)
+    export = root / "export"
+    with command_clock(AT):
+        result = runner.invoke(app, ["ledger", "export", fixture.ledger_id, str(export), "--store", str(fixture.store)])
+    assert result.exit_code == 0, result.output
+    return fixture.store, export, fixture.ledger_id
 AT = "2026-09-02T00:00:00Z"
 NOTE_TEXT = "caf\u00e9 \u2192 ok"  # what an ASCII-only stream cannot hold
 

@@ -23,9 +23,9 @@ import pytest
 from typer.testing import CliRunner
 
 from heldout.cli import app
-from tests.audit_support import build_store, command_clock
+from tests.audit_support import command_clock
 from tests.conftest import REPO_ROOT
-from tests.test_cli_bad_input_edges import AT, one_line_usage_error, tree_state
+from tests.test_cli_bad_input_edges import AT, one_line_usage_error, store_and_export, tree_state
 
 runner = CliRunner()
 
@@ -33,13 +33,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     """A small store and its public export: (store, export, ledger id)."""
-    root = tmp_path_factory.mktemp("r10")
-    fixture = build_store(root, bundles_per_generation=1)
-    export = root / "export"
-    with command_clock(AT):
-        result = runner.invoke(app, ["ledger", "export", fixture.ledger_id, str(export), "--store", str(fixture.store)])
-    assert result.exit_code == 0, result.output
-    return fixture.store, export, fixture.ledger_id
+    return store_and_export(tmp_path_factory.mktemp("r10"))
 
 
 def test_an_export_checkpoint_file_named_with_a_unicode_digit_is_a_finding_not_a_traceback(
