@@ -51,6 +51,7 @@ from heldout.specs import (
 )
 from heldout.staging import staged_operation
 from heldout.store import Store
+from heldout.witness.operator import attested_time
 from keys import ExpiredError, MalformedInput, Signer, UsageError
 from keys.files import read_private_file
 from ledger import BlobStore, Ledger
@@ -111,7 +112,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
     spec_version = current_spec_version(supersessions, now)
     for task in request.tasks:
         check_known_task(task)
-    require_current_by_witnesses(ledger.witnessed_time(), state, supersessions, spec_version)
+    require_current_by_witnesses(attested_time(store, ledger), state, supersessions, spec_version)
     unknown = [t for t in request.tasks if t not in state.tasks]
     if unknown:
         raise UsageError(f"{request.generation} has no task {unknown[0]!r}", field="tasks", found=unknown[0],
@@ -145,7 +146,7 @@ def evaluate_on_generation(store: Store, ledger: Ledger, signer: Signer, request
 
 def require_current_by_witnesses(witnessed: datetime | None, state: GenerationState,
                                  supersessions: Mapping[str, Supersession], spec_version: str) -> None:
-    """What is in force judged by the witnessed time (``Ledger.witnessed_time``), not the operator's clock: once
+    """What is in force judged by the witnessed time (``attested_time``), not the operator's clock: once
     witnesses have cosigned a checkpoint at or after the generation's expiry, nothing more is evaluated on it
     (exit 3), nor under a spec version superseded by then (exit 4), whatever ``now`` says."""
     if witnessed is None:
@@ -217,7 +218,7 @@ def record_bundles(store: Store, ledger: Ledger, signer: Signer,
         generations = load_generations(ledger, now, blobs=blobs)
         supersessions = load_supersessions(ledger.entries())
         current = current_spec_version(supersessions, now)
-        witnessed = ledger.witnessed_time()
+        witnessed = attested_time(store, ledger)
         charged: dict[str, float] = {}
         released_in_batch: set[tuple[str, str]] = set()
         # A withholding generation's entries since its seal and its per-task transcripts, read once per batch:

@@ -218,7 +218,7 @@ def backdated_past_the_witnesses(fixture: AuditFixture, tmp_path: Path, monkeypa
         assert cli("witness", "sync", "--json", store=fixture.store).exit_code == 0
         with pytest.raises(refused, match=words):
             add_bundle(fixture.store, "gen1", "late-model", seed=5, at=backdated, data_root=fixture.data_root)
-        monkeypatch.setattr(Ledger, "witnessed_time", lambda self, size=None: None)  # the modified program
+        monkeypatch.setattr("heldout.evaluation.attested_time", lambda store, ledger: None)  # the modified program
         late = add_bundle(fixture.store, "gen1", "late-model", seed=5, at=backdated, data_root=fixture.data_root)
         monkeypatch.undo()
         audit = cli("audit", fixture.ledger_id, "--json", "--at", audit_at, store=fixture.store)
@@ -337,6 +337,40 @@ def test_attack_a_checkpoint_note_swapped_after_the_replay(tmp_path: Path) -> No
         note.write_bytes((tmp_path / "honest-export" / "checkpoints" / "2.note").read_bytes())
         assert log.latest_checkpoint().root == forked.root, folder.name
         assert [c.root for c in log.checkpoints()][-1] == forked.root, folder.name
+
+
+def test_one_witness_whose_clock_runs_ahead_does_not_expire_the_generation(tmp_path: Path) -> None:
+    """Two witnesses, a quorum of both (the default policy: a majority of those configured). One cosigns with its
+    clock at 2027-03-05, past gen1's expiry (2027-03-01); the other at 2026-09-30. The operator's evaluate judges
+    expiry by what the quorum attests (2026-09-30), as every verifier does, so it logs the evaluation and the
+    audit agrees; once the other witness cosigns past the expiry too, evaluate refuses."""
+    fixture = build_store(tmp_path, bundles_per_generation=1, n_public=30, per_task=20)
+    st = Store.open(fixture.store)
+    with Ledger.open(Ledger.locate(st.ledgers, fixture.ledger_id)) as ledger:
+        origin, vkey = ledger.origin, ledger.verifier_key
+    ahead, honest = Clock(datetime(2027, 3, 5, tzinfo=UTC)), Clock(datetime(2026, 9, 30, tzinfo=UTC))
+    with ExitStack() as stack:
+        for i, clock in enumerate((ahead, honest)):
+            server = stack.enter_context(running(witness_folder(tmp_path, i, origin=origin, vkey=vkey), clock=clock))
+            assert cli("witness", "add", server.url, "--key", cosigner(i).vkey, store=fixture.store).exit_code == 0
+        assert cli("witness", "sync", "--json", store=fixture.store).exit_code == 0
+        index = add_bundle(fixture.store, "gen1", "on-time", seed=5, at="2026-10-01T00:00:00Z",
+                           data_root=fixture.data_root)
+        audit = cli("audit", fixture.ledger_id, "--json", "--at", "2026-10-02T00:00:00Z", store=fixture.store)
+        assert audit.exit_code == 0, audit.output
+        assert json.loads(audit.stdout)["findings"] == []
+        honest.moment = datetime(2027, 3, 2, tzinfo=UTC)  # a witness cosigns a checkpoint once: a new one
+        note = tmp_path / "note.json"
+        note.write_text(json.dumps({"text": "incident 1"}))
+        appended = cli("ledger", "append", fixture.ledger_id, "--type", "note", "--json-file", str(note), "--at",
+                       "2026-10-02T00:00:00Z", store=fixture.store)
+        assert appended.exit_code == 0, appended.output
+        assert cli("witness", "sync", "--json", store=fixture.store).exit_code == 0
+        with pytest.raises(ExpiredError, match="witnesses attest the ledger reached 2027-03-02"):
+            add_bundle(fixture.store, "gen1", "too-late", seed=6, at="2026-10-03T00:00:00Z",
+                       data_root=fixture.data_root)
+    with Ledger.open(Ledger.locate(st.ledgers, fixture.ledger_id)) as ledger:
+        assert ledger.size == index + 2  # the note; the refused evaluation wrote nothing
 
 
 def test_attack_evaluation_backdated_past_a_witnessed_supersession(tmp_path: Path,

@@ -34,7 +34,7 @@ from keys.files import write_atomic
 from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger import Checkpoint, Ledger
 from ledger.cosignature import Cosignature, Cosigner, with_cosignatures
-from ledger.policy import Policy, QuorumError, Witnessed, parse_policy
+from ledger.policy import Policy, QuorumError, Witnessed, WitnessedTimes, parse_policy
 from ledger.witness import SIZE_CONTENT_TYPE, parse_size_response, request_body
 from seals import parse_json_object
 
@@ -142,6 +142,18 @@ def configured_policy(store: Store) -> Policy | None:
     if os.path.lexists(witness_folder(store) / POLICY_FILE) or load_endpoints(store):
         return store_policy(store)
     return None
+
+
+def attested_time(store: Store, ledger: Ledger) -> datetime | None:
+    """The time the witnesses attest this ledger has reached, as every verifier judges it: with a witness policy,
+    the latest time its quorum attests cosigning a checkpoint (``WitnessedTimes.logged_after`` of the next
+    entry), so one witness whose clock runs ahead (or fewer than a quorum) cannot make the operator refuse what
+    the audit would accept; without one, the latest cosignature of any witness. None when nothing counts yet."""
+    policy = configured_policy(store)
+    if policy is None:
+        return ledger.witnessed_time()
+    attested = WitnessedTimes.of(policy, ledger.cosigned_checkpoints()).logged_after(ledger.size)
+    return None if attested is None else attested[1]
 
 
 def set_policy(store: Store, data: bytes) -> Policy:
