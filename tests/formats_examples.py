@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from heldout.audit import ExportSource, run_audit
-from heldout.generations.budget import charge_bits
+from heldout.generations.budget import TaskShape, budget_record, charge_bits
 from heldout.generations.commitments import MemberProof, commitment, commitment_payload, inclusion_path, set_hash
 from heldout.generations.draw import DrawRecord, PoolRef, derive_seed, draw_cases, seed_material
 from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
@@ -33,7 +33,7 @@ from ledger.entries import make_genesis, origin_of
 from ledger.rfc6962 import leaf_hash
 from ledger.tlogproof import TlogProof
 from seals import canonical_bytes, sign_document
-from seals.manifest import LeakageBudget, ReleasePolicy, SealManifest, TaskCount, manifest_bytes
+from seals.manifest import ReleasePolicy, SealManifest, TaskCount, manifest_bytes
 
 BEGIN = "<!-- BEGIN example {} -->"
 END = "<!-- END example {} -->"
@@ -178,8 +178,10 @@ def _manifest(ledger_id: str) -> tuple[SealManifest, dict[str, Any], bytes]:
     manifest = SealManifest(
         generation="gen1", membership="sealed", tasks=(TaskCount("bloodmnist", len(openings)),),
         set_hash=set_hash([o.commitment for o in openings]), created=T0, expiry=T2,
-        leakage_budget=LeakageBudget(bits=64.0, basis="explicit", n=3, k=100, delta=0.05, eps=1.0,
-                                     rule="explicit: example"),
+        # an explicit 64 bits (too few for a full evaluation of 3 cases: the seal command would refuse it; a
+        # format example shows the members), with what the rule gives from it at the smallest class (1)
+        leakage_budget=budget_record(mode="full", weak=TaskShape("bloodmnist", 3, 8, 1), n=3, n_tasks=1, counts=[3],
+                                     k=100, delta=0.05, eps=None, bits=64.0),
         release=ReleasePolicy(), seed=None, predecessor=None, ledger_id=ledger_id, entry_index=3,
         draw=_example_draw().to_json())
     signed = manifest.sign(operator())
@@ -234,10 +236,13 @@ def build_example_ledger(folder: Path) -> dict[str, Any]:
     _, signed, manifest_data = _manifest(ledger_id)
     manifest_digest = hashlib.sha256(manifest_data).hexdigest()
     reveal_data = _reveal(ledger_id, manifest_digest)
+    budget = signed["leakage_budget"]
     ledger.append({"type": "seal", "v": 1, "generation": "gen1", "manifest_sha256": manifest_digest,
                    "set_hash": signed["set_hash"], "expiry_utc": "2026-02-01T00:00:00Z",
                    "created_utc": "2026-01-01T00:00:00Z", "membership": "sealed", "tasks": {"bloodmnist": 3},
-                   "n_cases": 3, "budget_bits": 64.0, "release": {"mode": "full", "step": None}},
+                   "n_cases": 3, "budget_bits": 64.0, "release": {"mode": "full", "step": None},
+                   "statement_bits": budget["statement_bits"],
+                   "guarantee": {"delta": budget["delta"], "k": budget["k"], "families": budget["families"]}},
                   signer=signer, now=T0)
     evaluation_data = canonical_bytes(_evaluation())
     predictions = b"(stand-in for the predictions npz)"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +142,100 @@ def _claimed_audit(ledger: Any) -> tuple[dict[str, Any], bytes]:
     bundles = sum(1 for _, e in ledger.entries() if e.get("type") == "bundle")
     return ({"audit_command": "python audit.py", "bundles": bundles, "ledger_entries": ledger.size,
              "ledger_head": ledger.root().hex(), "ledger_intact": True, "rederived": bundles}, b"{}")
+
+
+# --- the budget a seal states --------------------------------------------------------------------------------
+
+def _lying_about_the_smallest_class(smallest: int) -> Any:
+    """The operator's tooling with each task's smallest class stated as ``smallest``, whatever the labels say:
+    the default budget grows with it, and every family's guarantee tightens."""
+    import heldout.generations.budget as budget
+    import heldout.generations.seal as seal
+
+    lie = classmethod(lambda cls, task, labels, n_classes: budget.TaskShape(task, len(labels), n_classes, smallest))
+    stack = ExitStack()
+    stack.enter_context(operator_skipping(budget.TaskShape, "from_labels", lie))
+    stack.enter_context(operator_skipping(seal, "_expected_shape",
+                                          lambda task, candidates, per: budget.TaskShape(task, per, 8, smallest)))
+    return stack
+
+
+def _seal_findings(report: dict[str, Any]) -> list[str]:
+    return [f["message"] for f in report["findings"] if f["check"] == "seal"]
+
+
+def test_attack_a_seal_that_states_a_smallest_class_no_task_can_hold(fixture: AuditFixture, tmp_path: Path) -> None:
+    """gen3 holds 40 cases of an 8-class task; at eps 0.3 the honest seal is refused (its smallest class is a
+    handful of cases). The operator states a smallest class of 100,000: its default budget comes out at
+    thousands of bits, with eps 0.3 promised for every family. No task of 40 cases over 8 classes has a class
+    of more than 5: every verifier names the seal from the manifest alone, before any reveal."""
+    seal = ("seal", "gen3", "--tasks", TASK, "--per-task", "40", "--expires", "2027-05-01", "--eps", "0.3",
+            "--store", fixture.store)
+    refused = cli_at(*seal, at=NOW)
+    assert refused.exit_code == 2 and "no release is covered" in refused.output, refused.output
+    with _lying_about_the_smallest_class(100_000):
+        assert cli_at(*seal, at=NOW).exit_code == 0
+    manifest = json.loads((fixture.store / "seals" / "gen3.seal.json").read_text())
+    assert manifest["leakage_budget"]["n"] == 100_000 and manifest["leakage_budget"]["bits"] > 10_000
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("smallest class of 100000 cases, which no task can hold (at most 5" in m
+                   for m in _seal_findings(report)), report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, "leakage_budget")
+
+
+def test_attack_a_seal_that_states_a_budget_its_rule_does_not_give(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The basis says "default" (bits from n, S, delta and eps by the stated rule); the operator writes 10^9 bits
+    and every family's eps at those bits. The rule, recomputed from the manifest, gives another number: every
+    verifier names the member."""
+    import heldout.generations.budget as budget
+
+    with operator_skipping(budget, "default_budget_bits", lambda n, k, delta, eps: 1e9):
+        assert cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "20", "--expires", "2027-05-01", "--store",
+                      fixture.store, at=NOW).exit_code == 0
+    for code, report in (operator_audit(fixture), third_party_audit(fixture, tmp_path)):
+        assert code == 1
+        assert any("not what its rule gives from what its manifest states: leakage_budget.bits differs" in m
+                   for m in _seal_findings(report)), report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, "leakage_budget")
+    with command_clock(LATER):
+        status = runner.invoke(app, ["status", "--store", str(fixture.store)])
+    assert status.exit_code == 0  # the operator's own commands still read the store; the verifiers judge it
+
+
+def test_attack_a_seal_that_states_a_possible_but_false_smallest_class(fixture: AuditFixture,
+                                                                         tmp_path: Path) -> None:
+    """The operator states the largest smallest class the set could have (40 cases over 8 classes: 5), which is
+    not the one its labels have: an explicit budget then promises each family a tighter eps than it gets. A third
+    party cannot tell before the reveal (the labels are sealed); the operator's own audit, which holds them,
+    names it at once, and at reveal every verifier does, ``verify-reveal`` included."""
+    seal = ("seal", "gen3", "--tasks", TASK, "--per-task", "40", "--expires", "2027-05-01", "--budget-bits",
+            "5000", "--store", fixture.store)
+    with _lying_about_the_smallest_class(5):
+        assert cli_at(*seal, at=NOW).exit_code == 0
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        seal_index = load_generations(ledger, parse_utc(LATER))["gen3"].seal_index
+    code, report = operator_audit(fixture)
+    assert code == 1 and any("from its cases' labels: leakage_budget.n differs" in m
+                             for m in findings_at(report, seal_index)), report["findings"]
+    code, report = third_party_audit(fixture, tmp_path / "sealed")
+    assert findings_at(report, seal_index) == []  # possible, as far as the manifest tells
+    retire = ("retire", "gen3", "--reason", "expired", "--reveal", "--store", fixture.store)
+    refused = cli_at(*retire)
+    assert refused.exit_code == 1 and "leakage_budget.n differs" in refused.output  # its own reveal check
+    with _lying_about_the_smallest_class(5):
+        assert cli_at(*retire).exit_code == 0
+    code, report = third_party_audit(fixture, tmp_path / "revealed")
+    assert code == 1 and any("leakage_budget.n differs" in m for m in report_messages(report)), report["findings"]
+    for where in (("--store", fixture.store), ("--from", tmp_path / "revealed" / "export", "--key",
+                                                fixture.key_b64)):
+        verified = cli_at("verify-reveal", "gen3", *where)
+        assert verified.exit_code == 1 and "leakage_budget.n differs" in verified.output, verified.output
+
+
+def report_messages(report: dict[str, Any]) -> list[str]:
+    return [f["message"] for f in report["findings"]]
 
 
 # --- revealing before retiring ------------------------------------------------------------------------------

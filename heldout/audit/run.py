@@ -70,7 +70,7 @@ from heldout.generations import (
 from heldout.generations.access import check_opening
 from heldout.generations.draw import DrawRecord
 from heldout.generations.release import ReleaseLog, on_release_grid, thresholdout_answer
-from heldout.generations.reveal import verify_draw
+from heldout.generations.reveal import verify_budget, verify_draw
 from heldout.passports import LedgerFacts, check_passport_on_ledger
 from heldout.specs import BundleRun, Supersession, bundle_run, load_supersessions, require_spec_in_force
 from keys import HeldoutError, IncompleteError, TrustedKey, VerificationError
@@ -654,17 +654,24 @@ def _check_reveals(ctx: _Context) -> None:
 
 def _check_private_draws(ctx: _Context) -> None:
     """The operator's own audit checks the draw of still-sealed generations too, from their private openings
-    (which hold the committed pools); a third party checks it at reveal."""
+    (which hold the committed pools), and their leakage budget from the labels; a third party checks both at
+    reveal."""
     for name, state in ctx.generations.items():
         manifest = ctx.manifests.get(name)
         if state.reveal_index is not None or manifest is None or manifest.membership == "public":
             continue
         try:
-            verify_draw(ctx.opening(state), manifest)
+            opening = ctx.opening(state)
+            verify_draw(opening, manifest)
         except IncompleteError:
             continue  # a third party's export: the draw is checked when the generation is revealed
         except HeldoutError as exc:
             ctx.find("draw", exc, index=state.seal_index)
+            continue
+        try:
+            verify_budget(manifest, opening, index=state.seal_index)  # exact, from the private labels
+        except HeldoutError as exc:
+            ctx.find("seal", exc, index=state.seal_index)
 
 
 def _check_disjoint(ctx: _Context) -> None:

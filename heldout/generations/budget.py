@@ -56,7 +56,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from heldout.generations.release import FULL, LADDER, THRESHOLDOUT
-from keys import HeldoutError, LapsedError, MalformedInput, UsageError
+from keys import HeldoutError, LapsedError, MalformedInput, UsageError, VerificationError
 from seals.manifest import LeakageBudget
 
 if TYPE_CHECKING:
@@ -238,15 +238,11 @@ def make_budget(*, n: int, k: int = DEFAULT_K, delta: float = DEFAULT_DELTA, eps
     that comes out at zero or below, naming the eps that would work, and a budget that cannot pay for one
     evaluation in the release mode, with both numbers."""
     weak = weakest(shapes) if shapes else None
-    n_weak = weak.smallest_class if weak is not None else n
-    per = statistics_per_evaluation(mode, weak) if weak is not None else 1
-    statistics = k * max(1, len(shapes)) * per
-    if bits is not None:
-        if not math.isfinite(bits) or bits <= 0:
-            # a zero budget covers no release at all: every evaluation would be refused, so it is a mistake
-            raise UsageError("--budget-bits must be a positive number", field="budget_bits", found=bits)
-        value, basis, rule, eps_value = bits, "explicit", EXPLICIT_RULE, implied_eps(bits, n_weak, statistics, delta)
-    else:
+    if bits is not None and (not math.isfinite(bits) or bits <= 0):
+        # a zero budget covers no release at all: every evaluation would be refused, so it is a mistake
+        raise UsageError("--budget-bits must be a positive number", field="budget_bits", found=bits)
+    if bits is None:
+        n_weak, statistics = (weak.smallest_class if weak is not None else n), _statistics(mode, weak, k, len(shapes))
         value = default_budget_bits(n_weak, statistics, delta, eps)
         if value <= 0:
             raise UsageError(
@@ -255,10 +251,16 @@ def make_budget(*, n: int, k: int = DEFAULT_K, delta: float = DEFAULT_DELTA, eps
                 f"{value:.2f} bits: no release is covered; use a larger set, --eps of at least "
                 f"{smallest_eps(n_weak, statistics, delta):.4f}, or an explicit --budget-bits",
                 field="budget", found=value, expected="> 0")
-        basis, rule, eps_value = "default", DEFAULT_RULE, eps
-    spent_by_seal = statement_bits(shapes)
+    try:
+        budget = budget_record(mode=mode, weak=weak, n=n, n_tasks=len(shapes), counts=[s.n for s in shapes], k=k,
+                               delta=delta, eps=eps, bits=bits)
+    except HeldoutError as exc:
+        raise UsageError(f"the leakage budget cannot be recorded: {exc.message}",
+                         **{"field": "budget", **exc.evidence}) from None
+    value = float(budget.bits or 0.0)
     if shapes:
         needed = one_evaluation_bits(mode, shapes, step)
+        spent_by_seal = budget.statement_bits
         if value < spent_by_seal + needed - TOLERANCE:
             raise UsageError(
                 f"a budget of {value:.2f} bits cannot pay for one evaluation in {mode} release: the seal itself "
@@ -266,14 +268,126 @@ def make_budget(*, n: int, k: int = DEFAULT_K, delta: float = DEFAULT_DELTA, eps
                 f"{needed:.2f} bits; need at least {spent_by_seal + needed:.2f} bits (--budget-bits, a larger "
                 f"--eps or a larger set)" + ("" if mode != FULL else "; or --ladder-step / --thresholdout"),
                 field="budget", found=round(value, 6), expected=f">= {round(spent_by_seal + needed, 6)}")
-    try:
-        budget = LeakageBudget(bits=value, basis=basis, n=n_weak, k=k, delta=delta, eps=eps_value, rule=rule,
-                               statement_bits=spent_by_seal,
-                               families=tuple(guarantees(mode, shapes, value, statistics, delta)))
-    except HeldoutError as exc:
-        raise UsageError(f"the leakage budget cannot be recorded: {exc.message}",
-                         **{"field": "budget", **exc.evidence}) from None
     return budget
+
+
+def _statistics(mode: str, weak: TaskShape | None, k: int, n_tasks: int) -> int:
+    """S: the statistics k models release over every task, counted at the weakest task's per-evaluation rate."""
+    return k * max(1, n_tasks) * (statistics_per_evaluation(mode, weak) if weak is not None else 1)
+
+
+def budget_record(*, mode: str, weak: TaskShape | None, n: int, n_tasks: int, counts: Sequence[int], k: int,
+                  delta: float, eps: float | None, bits: float | None) -> LeakageBudget:
+    """The leakage budget the rule gives, with nothing refused: ``bits`` given is the explicit basis (eps is
+    what it implies), else the default at ``eps``; ``weak`` is the weakest task (its smallest class is the n the
+    weakest family concentrates at; None: ``n`` itself, one statistic a task); ``counts`` each task's cases
+    (the seal's own statement, log2(n + 1) bits each). What a seal records (:func:`make_budget`) and what a
+    verifier recomputes from a manifest (:func:`check_stated_budget`)."""
+    n_weak = weak.smallest_class if weak is not None else n
+    statistics = _statistics(mode, weak, k, n_tasks)
+    if bits is not None:
+        value, basis, rule, eps_value = bits, "explicit", EXPLICIT_RULE, implied_eps(bits, n_weak, statistics, delta)
+    else:
+        if eps is None:
+            raise MalformedInput("a default leakage budget states its eps", field="leakage_budget.eps")
+        value, basis, rule = default_budget_bits(n_weak, statistics, delta, eps), "default", DEFAULT_RULE
+        eps_value = eps
+    return LeakageBudget(bits=value, basis=basis, n=n_weak, k=k, delta=delta, eps=eps_value, rule=rule,
+                         statement_bits=round(math.fsum(math.log2(c + 1) for c in counts), 6),
+                         families=tuple(family.to_json(value, statistics, delta)
+                                        for family in (released_families(mode, weak) if weak is not None else ())))
+
+
+def check_stated_budget(generation: str, mode: str, counts: Mapping[str, int], n_classes: Mapping[str, int],
+                        stated: LeakageBudget, *, shapes: Sequence[TaskShape] | None = None,
+                        index: int | None = None) -> None:
+    """Raise :class:`keys.VerificationError` unless a seal's ``stated`` leakage budget is what its rule gives.
+
+    With ``shapes`` (each task's cases, classes and smallest class, from the labels: the operator's private
+    opening, or the reveal), exactly: the weakest task is known. Without (a sealed generation, read by a third
+    party), from what the manifest states: its tasks' case counts, the release mode, k, delta and eps (or the
+    explicit bits) determine everything but the weakest task and its smallest class ``stated.n``; some task
+    must hold that smallest class (at most its cases over its classes, a class-balanced set, or 1) and give the
+    stated budget, families and statement with it. So an operator who claims a larger smallest class than any
+    task can hold, or states bits, eps or a guarantee its rule does not give, is caught at once; one who claims
+    a possible but false smallest class, at reveal."""
+    if stated.basis == "public":
+        expected_public = public_budget(min(counts.values()))
+        if stated.to_json() != expected_public.to_json():
+            raise _stated_wrong(generation, stated, expected_public, index)
+        return
+    if stated.basis == "default" and stated.eps is None:
+        raise VerificationError(f"the leakage budget of {generation} is on the default basis and states no eps",
+                                index=index, generation=generation, field="leakage_budget.eps")
+    bits = stated.bits if stated.basis == "explicit" else None
+    ordered = [(task, counts[task]) for task in sorted(counts)]
+    if shapes is not None:
+        weak = weakest(shapes)
+        candidates = [(weak.task, weak)]
+        counts_list = [shape.n for shape in shapes]
+    else:
+        candidates = [(task, TaskShape(task=task, n=count, n_classes=n_classes[task], smallest_class=stated.n))
+                      for task, count in ordered if 1 <= stated.n <= _largest_smallest_class(count, n_classes[task])]
+        counts_list = [count for _, count in ordered]
+        if not candidates:
+            most = max(_largest_smallest_class(count, n_classes[task]) for task, count in ordered)
+            raise VerificationError(
+                f"the leakage budget of {generation} states a smallest class of {stated.n} cases, which no task can "
+                f"hold (at most {most}: a task's cases over its classes)", index=index, generation=generation,
+                field="leakage_budget.n", expected=f"<= {most}", found=stated.n)
+    first: tuple[str, Any, Any] | None = None  # (member, expected, found) of the first candidate's difference
+    for _, weak in candidates:
+        found = stated.to_json()
+        try:
+            wanted = budget_record(mode=mode, weak=weak, n=weak.smallest_class, n_tasks=len(counts),
+                                   counts=counts_list, k=stated.k, delta=stated.delta, eps=stated.eps,
+                                   bits=bits).to_json()
+        except HeldoutError:  # the rule gives no budget at all here (a default at or below zero bits)
+            statistics = _statistics(mode, weak, stated.k, len(counts))
+            wanted = {**found, "bits": default_budget_bits(weak.smallest_class, statistics, stated.delta,
+                                                           float(stated.eps or 0.0))}
+        if wanted == found:
+            return
+        member = _first_difference(found, wanted)
+        first = first or (member, wanted.get(member), found.get(member))
+    assert first is not None
+    member, wanted_value, found_value = first
+    basis = "its cases' labels" if shapes is not None else "what its manifest states"
+    raise VerificationError(f"the leakage budget of {generation} is not what its rule gives from {basis}: "
+                            f"leakage_budget.{member} differs", index=index, generation=generation,
+                            field=f"leakage_budget.{member}", expected=_short(wanted_value),
+                            found=_short(found_value))
+
+
+def _stated_wrong(generation: str, stated: LeakageBudget, expected: LeakageBudget,
+                  index: int | None) -> VerificationError:
+    found, wanted = stated.to_json(), expected.to_json()
+    member = _first_difference(found, wanted)
+    return VerificationError(f"the leakage budget of {generation} is not what its rule gives from what its "
+                             f"manifest states: leakage_budget.{member} differs", index=index, generation=generation,
+                             field=f"leakage_budget.{member}", expected=_short(wanted.get(member)),
+                             found=_short(found.get(member)))
+
+
+def _largest_smallest_class(cases: int, classes: int) -> int:
+    """The largest smallest class ``cases`` can have over ``classes`` (a balanced set); at least 1, as
+    :meth:`TaskShape.from_labels` counts an empty class as 1 (a bound needs one case to concentrate at)."""
+    return max(1, cases // classes)
+
+
+#: The order a budget's members are named in when several differ: what the others follow from first.
+_MEMBER_ORDER = ("basis", "n", "k", "delta", "bits", "eps", "statement_bits", "families", "rule")
+
+
+def _first_difference(found: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
+    members = sorted(set(found) | set(wanted), key=lambda m: (_MEMBER_ORDER.index(m) if m in _MEMBER_ORDER
+                                                              else len(_MEMBER_ORDER), m))
+    return next(m for m in members if found.get(m) != wanted.get(m))
+
+
+def _short(value: Any) -> Any:
+    text = value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+    return text[:200] if isinstance(text, str) else text
 
 
 def public_budget(n: int) -> LeakageBudget:

@@ -33,11 +33,13 @@ from typing import Any
 import numpy as np
 
 from harness.metrics.npz import load_npz
+from harness.provenance import check_known_task, n_classes
+from heldout.generations.budget import TaskShape, check_stated_budget
 from heldout.generations.cases import CASE_ID_PATTERN, content_sha256
 from heldout.generations.commitments import SALT_BYTES, commitment, hex_bytes, set_hash
 from heldout.generations.draw import DrawRecord, check_drawn, check_drawn_before_sealed, check_pool, recompute_seed
 from heldout.generations.state import BlobSource
-from keys import MalformedInput, VerificationError
+from keys import HeldoutError, MalformedInput, VerificationError
 from ledger.checkpoint import parse_checkpoint
 from seals import canonical_bytes
 from seals.manifest import COMMITMENT_SCHEME, SealManifest
@@ -249,12 +251,40 @@ def verify_reveal(doc: Any, manifest: SealManifest, *, image_blobs: BlobSource |
         raise VerificationError("the revealed commitments do not hash to the manifest's set hash",
                                 field="set_hash", expected=manifest.set_hash, found=root)
     verify_draw(reveal, manifest)
+    verify_budget(manifest, reveal)
     if reveal.images is not None:
         if image_blobs is None:
             raise VerificationError("the reveal names image blobs but no blob store was given to check them",
                                     field="images")
         verify_reveal_images(reveal, image_blobs)
     return reveal
+
+
+def verify_budget(manifest: SealManifest, reveal: RevealDocument | None = None, *, index: int | None = None) -> None:
+    """The manifest's leakage budget is what its rule gives (``budget.check_stated_budget``): from what the
+    manifest states alone, or, with the generation's ``reveal`` (or the operator's private opening), exactly,
+    from its cases' labels: each task's smallest class, of which the weakest bounds the budget. Raises
+    :class:`keys.VerificationError` naming the member that differs."""
+    classes: dict[str, int] = {}
+    for task in manifest.task_counts:
+        try:
+            classes[task] = n_classes(check_known_task(task))
+        except HeldoutError:
+            raise VerificationError(f"the seal manifest of {manifest.generation} names a task no budget rule "
+                                    f"knows: {task!r}", index=index, field="tasks", found=task[:80]) from None
+    shapes: list[TaskShape] | None = None
+    if reveal is not None:
+        shapes = []
+        for task, count in classes.items():
+            labels = [o.label for o in reveal.openings if o.task == task]
+            wrong = next((label for label in labels if label >= count), None)
+            if wrong is not None:
+                raise VerificationError(f"a case of {task} in {manifest.generation} has label {wrong}, which the "
+                                        f"task's {count} classes do not hold", index=index, field="label",
+                                        expected=f"< {count}", found=wrong)
+            shapes.append(TaskShape.from_labels(task, labels, count))
+    check_stated_budget(manifest.generation, manifest.release.mode, manifest.task_counts, classes,
+                        manifest.leakage_budget, shapes=shapes, index=index)
 
 
 def verify_draw(reveal: RevealDocument, manifest: SealManifest) -> None:

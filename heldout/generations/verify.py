@@ -24,7 +24,7 @@ from heldout.entries import IntentEntry, PoolEntry, RevealEntry, SealEntry, entr
 from heldout.generations.cases import case_id, task_of
 from heldout.generations.commitments import MemberProof
 from heldout.generations.draw import DrawRecord, check_drawn_before_sealed, recompute_seed
-from heldout.generations.reveal import verify_reveal
+from heldout.generations.reveal import verify_budget, verify_reveal
 from heldout.generations.seal import generation_argument, manifest_path, seal_entry_of
 from heldout.generations.state import BlobSource, GenerationState, load_generations
 from heldout.store import Store
@@ -69,7 +69,9 @@ def check_manifest_binding(manifest: SealManifest, digest: str, state: Generatio
     entry names: same hash, generation, set hash, ledger id, and the entry index it records; and the seal entry
     (``entry``, as logged) is exactly the one the manifest makes (``seal_entry_of``): its expiry, tasks,
     budget, statement and release are what the generation's state is read from, so an entry that says more
-    or other than the signed manifest would change the rules the manifest promised."""
+    or other than the signed manifest would change the rules the manifest promised; and the budget is what its
+    rule gives from what the manifest states (``verify_budget``: the operator's own arithmetic is not taken on
+    its word)."""
     if digest != state.manifest_sha256:
         raise VerificationError(f"the seal manifest of {state.name} is not the one its seal entry names",
                                 index=state.seal_index, field="manifest_sha256", expected=state.manifest_sha256,
@@ -88,6 +90,7 @@ def check_manifest_binding(manifest: SealManifest, digest: str, state: Generatio
             raise VerificationError(f"the seal entry of {state.name} says other than its signed manifest on "
                                     f"{member}", index=state.seal_index, field=member,
                                     expected=_shown(expected_entry.get(member)), found=_shown(logged.get(member)))
+    verify_budget(manifest, index=state.seal_index)
 
 
 def _shown(value: Any) -> Any:

@@ -1018,6 +1018,8 @@ class _Replay:
                 raise ReplayFailure(file, "seal", f"task counts disagree with seal entry {index}")
             if entry != self.seal_entry_of(doc, hashlib.sha256(data).hexdigest()):
                 raise ReplayFailure(file, "seal", f"seal entry {index} is not exactly the entry the manifest makes")
+            if not self.budget_follows(doc):
+                raise ReplayFailure(file, "seal", "its leakage_budget is not what its rule gives from the manifest")
             if doc.get("membership") != "public":
                 self.check_draw(file, name, doc, index)
             self.seal_docs[name] = doc
@@ -1030,6 +1032,62 @@ class _Replay:
             if len(indices) > 1 or used.get("intent_index") != indices[0]:
                 raise ReplayFailure(ENTRIES, "draw", f"the intent of {name} was logged at entries {indices}, "
                                     "not exactly once and drawn from: a retried or abandoned draw")
+
+    @staticmethod
+    def budget_follows(doc: dict[str, Any]) -> bool:
+        """FORMATS.md section 9, "The budget follows from its rule", from the manifest alone: some task W whose
+        cases over its classes can hold the stated smallest class n gives exactly the stated bits (or eps),
+        statement and families (each family compared by its numbers; the descriptive texts are not)."""
+        budget = doc.get("leakage_budget")
+        tasks = doc.get("tasks")
+        if not isinstance(budget, dict) or not isinstance(tasks, dict) or not tasks:
+            return False
+        cases = {task: counts.get("cases") for task, counts in tasks.items() if isinstance(counts, dict)}
+        if len(cases) != len(tasks) or not all(_count(c) and c > 0 for c in cases.values()):
+            return False
+        basis, n, k, delta = budget.get("basis"), budget.get("n"), budget.get("k"), budget.get("delta")
+        if basis == "public":
+            return doc.get("membership") == "public" and (budget.get("bits"), n, k, delta, budget.get("eps")) == (
+                None, min(cases.values()), 1, 0.05, None)
+        mode = (doc.get("release") or {}).get("mode")
+        if basis not in ("default", "explicit") or mode not in ("full", "ladder", "thresholdout") or \
+                not _count(n) or not _count(k) or not isinstance(delta, (int, float)):
+            return False
+
+        def eps_at(bits: float, at: int, statistics: int) -> float:
+            return round(math.sqrt((max(bits, 0.0) * math.log(2) + math.log(2 * statistics / delta)) / (2 * at)), 6)
+
+        statement = round(math.fsum(math.log2(c + 1) for c in cases.values()), 6)
+        for task, count in sorted(cases.items()):
+            classes = MEDMNIST_CLASSES.get(task.removesuffix("_224"))
+            if classes is None or not 1 <= n <= max(1, count // classes):
+                continue
+            per = 512 * classes + 256 if mode == "full" else 1
+            statistics = k * len(cases) * per
+            if basis == "default":
+                eps = budget.get("eps")
+                if not isinstance(eps, (int, float)):
+                    return False
+                bits = round((2 * n * eps * eps - math.log(2 * statistics / delta)) / math.log(2), 6)
+            else:
+                bits = budget.get("bits")
+                if not isinstance(bits, (int, float)):
+                    return False
+                eps = eps_at(bits, n, statistics)
+            score_scale = 100.0 / (1.0 - 1.0 / classes)
+            # (n, scale, per evaluation, covered) of each released family, in FORMATS order
+            shapes = [(n, score_scale, 1, True)] if mode != "full" else [
+                (n, score_scale, 256 * classes, True), (n, 1.0, 256 * classes, True), (count, 1.0, 256, True),
+                (n, 1.0, 256, False)]
+            families = [{"n": at, "scale": round(scale, 6), "per_evaluation": each, "statistics": statistics,
+                         "eps": round(scale * eps_at(bits, at, statistics), 6) if covered else None}
+                        for at, scale, each, covered in shapes]
+            stated = [{key: f.get(key) for key in ("n", "scale", "per_evaluation", "statistics", "eps")}
+                      for f in budget.get("families") or [] if isinstance(f, dict)]
+            if (budget.get("bits"), budget.get("eps"), budget.get("statement_bits")) == (bits, eps, statement) \
+                    and stated == families:
+                return True
+        return False
 
     @staticmethod
     def seal_entry_of(doc: dict[str, Any], digest: str) -> dict[str, Any]:
