@@ -232,6 +232,7 @@ def test_attack_a_seal_that_states_a_possible_but_false_smallest_class(fixture: 
                                                 fixture.key_b64)):
         verified = cli_at("verify-reveal", "gen3", *where)
         assert verified.exit_code == 1 and "leakage_budget.n differs" in verified.output, verified.output
+    _independent_replay_refuses(fixture, tmp_path, "not what its rule gives on the revealed labels")
 
 
 def report_messages(report: dict[str, Any]) -> list[str]:

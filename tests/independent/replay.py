@@ -1034,10 +1034,11 @@ class _Replay:
                                     "not exactly once and drawn from: a retried or abandoned draw")
 
     @staticmethod
-    def budget_follows(doc: dict[str, Any]) -> bool:
+    def budget_follows(doc: dict[str, Any], weak: tuple[str, int] | None = None) -> bool:
         """FORMATS.md section 9, "The budget follows from its rule", from the manifest alone: some task W whose
         cases over its classes can hold the stated smallest class n gives exactly the stated bits (or eps),
-        statement and families (each family compared by its numbers; the descriptive texts are not)."""
+        statement and families (each family compared by its numbers; the descriptive texts are not). With
+        ``weak`` (the weakest task and its smallest class, from the revealed labels): that task, that n."""
         budget = doc.get("leakage_budget")
         tasks = doc.get("tasks")
         if not isinstance(budget, dict) or not isinstance(tasks, dict) or not tasks:
@@ -1059,6 +1060,8 @@ class _Replay:
 
         statement = round(math.fsum(math.log2(c + 1) for c in cases.values()), 6)
         for task, count in sorted(cases.items()):
+            if weak is not None and (task, n) != weak:
+                continue
             classes = MEDMNIST_CLASSES.get(task.removesuffix("_224"))
             if classes is None or not 1 <= n <= max(1, count // classes):
                 continue
@@ -1230,6 +1233,18 @@ class _Replay:
             raise ReplayFailure(file, "reveal", "the commitments do not hash to the sealed set hash")
         if doc["membership"] != "public":
             self.check_drawn(file, doc, manifest)
+            # the weakest task (smallest class, then fewest cases, then name) and its smallest class, exactly
+            smallest: dict[str, int] = {}
+            for task in counts:
+                classes = MEDMNIST_CLASSES.get(task.removesuffix("_224"), 0)
+                labels = [c["label"] for c in cases if c["task"] == task]
+                if classes == 0 or any(label >= classes for label in labels):
+                    raise ReplayFailure(file, "reveal", f"a case of {task} has a label the task does not have")
+                smallest[task] = max(1, min(labels.count(k) for k in range(classes)))
+            weak = min(counts, key=lambda t: (smallest[t], counts[t], t))
+            if not self.budget_follows(manifest, weak=(weak, smallest[weak])):
+                raise ReplayFailure(file, "reveal", "the manifest's leakage_budget is not what its rule gives on "
+                                    "the revealed labels")
         elif doc["pools"] is not None:
             raise ReplayFailure(file, "reveal", "the public generation lists no pools")
         if doc["images"] is not None:
