@@ -181,6 +181,31 @@ def test_python_audit_py_usage_error_is_one_line() -> None:
     assert len(lines) == 1 and "error: " in lines[0] and "Traceback" not in result.stderr, result.stderr
 
 
+# --- an output closed by its reader ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [
+    ["-m", "heldout", "status", "--store", "{store}"], ["-m", "heldout", "status", "--json", "--store", "{store}"],
+    ["-m", "heldout", "ledger", "verify", "--store", "{store}"], ["-m", "heldout", "--help"],
+    ["-m", "heldout", "--version"], ["audit.py", "--store", "{store}", "--jobs", "1"],
+], ids=lambda c: " ".join(c[2:4]) if c[0] == "-m" else c[0])
+def test_an_output_closed_by_its_reader_is_exit_2_never_a_verdict(built: AuditFixture, command: list[str]) -> None:
+    """``heldout status | head``: rich and click ended a closed output with exit 1, the code of a failed
+    verification (a script under ``pipefail`` would report tampering). It is an I/O error of the output: exit 2,
+    one line on stderr, and no traceback from the interpreter's last flush."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first byte
+    try:
+        result = subprocess.run([sys.executable, *(a.format(store=built.store) for a in command)],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, timeout=300,
+                                env={**os.environ, "HELDOUT_NOW": "2026-09-02T00:00:00Z"}, check=False)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == ["heldout: error: the output was closed by its reader before it was all written (broken pipe)"], \
+        result.stderr
+
+
 # --- full disk, I/O errors and broken databases ----------------------------------------------------------------
 
 @pytest.mark.parametrize(("code", "words"), [

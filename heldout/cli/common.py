@@ -8,13 +8,14 @@ usage errors become one line. :func:`handle_errors` wraps each command, and :cla
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -94,6 +95,11 @@ class CliConsole(Console):
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:  # rich's API; the width is decided per print here
         pass
+
+    def on_broken_pipe(self) -> None:
+        # rich's default ends the process with exit 1, the code of a failed verification: raise instead, so the
+        # command ends as every closed output does (exit 2, ``_OutputClosed``)
+        raise BrokenPipeError(errno.EPIPE, "the output was closed by its reader")
 
 
 def _drop_malformed_terminal_size() -> None:
@@ -228,6 +234,8 @@ def as_heldout_error(exc: BaseException) -> HeldoutError | None:
     show)."""
     if isinstance(exc, HeldoutError):
         return exc
+    if isinstance(exc, BrokenPipeError):
+        return None  # the reader of our output left: not this command's verdict (``_OutputClosed``)
     if isinstance(exc, OSError):
         return storage_error(exc)
     if isinstance(exc, sqlite3.Error):
@@ -279,9 +287,18 @@ def _run_main(run: Callable[..., Any], args: Sequence[str] | None, prog_name: st
         if standalone_mode:
             sys.exit(2)
         return 2
+    stdout_was_devnull = _stdout_is_devnull()
     try:
         result = run(args=argv, prog_name=prog_name, standalone_mode=False, **extra)
         code = result if isinstance(result, int) and not isinstance(result, bool) else 0
+    except _OutputClosed:
+        code = _output_closed()
+    except SystemExit as exc:
+        # rich's consoles that are not ours (typer's help) end a closed output with exit 1 after pointing
+        # standard output at /dev/null: that is a closed output too, not a failed verification
+        if exc.code != 1 or stdout_was_devnull or not _stdout_is_devnull():
+            raise
+        code = _output_closed()
     except click_exceptions.NoArgsIsHelpError as exc:  # the help was printed already
         code = exc.exit_code
     except click_exceptions.ClickException as exc:
@@ -314,8 +331,52 @@ def _blank_value(arg: str) -> bool:
     return not arg.strip()
 
 
+class _OutputClosed(Exception):
+    """Standard output was closed by its reader before the command had written it all (``heldout status | head``).
+    Raised in place of :class:`BrokenPipeError`, which click would otherwise end as exit 1, the code of a failed
+    verification."""
+
+
+def _output_closed() -> int:
+    """Exit 2 (an I/O error of the output; the command's own verdict was not delivered), with one line on stderr
+    when stderr is still open; standard output is pointed at /dev/null, so that the interpreter's last flush of
+    what it still buffers does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    with suppress(OSError):
+        err_console.print(Text("heldout: error: ", style="bold red") + Text(
+            "the output was closed by its reader before it was all written (broken pipe)"))
+    return StorageError.exit_code
+
+
+def _stdout_is_devnull() -> bool:
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError, AttributeError):  # no real file behind sys.stdout (a test runner's buffer)
+        return False
+
+
+def _reporting_closed_output(step: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``step`` (parsing, where --help and --version print, or the command itself) with a closed output raised as
+    :class:`_OutputClosed`."""
+    try:
+        return step(*args, **kwargs)
+    except BrokenPipeError:
+        raise _OutputClosed() from None
+
+
 class HeldoutGroup(typer.core.TyperGroup):
     """The ``heldout`` group: failures end as one line and an exit code, whoever raised them."""
+
+    def invoke(self, ctx: Any) -> Any:
+        return _reporting_closed_output(super().invoke, ctx)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        return _reporting_closed_output(super().make_context, info_name, args, parent, **extra)
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:
@@ -324,6 +385,12 @@ class HeldoutGroup(typer.core.TyperGroup):
 
 class HeldoutCommand(typer.core.TyperCommand):
     """A single-command app (``python audit.py``) with the same one-line failures as :class:`HeldoutGroup`."""
+
+    def invoke(self, ctx: Any) -> Any:
+        return _reporting_closed_output(super().invoke, ctx)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        return _reporting_closed_output(super().make_context, info_name, args, parent, **extra)
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:
