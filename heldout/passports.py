@@ -79,7 +79,12 @@ OBSERVED_NOTE = ("Not available: production history and drift require continuous
 
 
 class AuditRequired(VerificationError):
-    """No clean audit covers the ledger as it stands (exit 1): run ``python audit.py <ledger-id>`` first."""
+    """The audit report a passport would cite is not clean, or not the one the audit wrote (exit 1)."""
+
+
+class AuditMissing(UsageError):
+    """No audit covers the ledger as it stands, none yet or none at its head (exit 2: nothing failed; run
+    ``python audit.py <ledger-id>`` first)."""
 
 
 def audit_report_path(store: Store, ledger_id: str) -> Path:
@@ -99,7 +104,7 @@ def load_clean_audit(store: Store, ledger: Ledger, *,
     path = audit_report_path(store, ledger.ledger_id)
     data = read_in(store.root, str(path.relative_to(store.root)), limit=DOCUMENT_LIMIT, what="audit report")
     if data is None:
-        raise AuditRequired(f"no audit of ledger {ledger.ledger_id} yet: run python audit.py {ledger.ledger_id}",
+        raise AuditMissing(f"no audit of ledger {ledger.ledger_id} yet: run python audit.py {ledger.ledger_id}",
                             file=str(path))
     if clean_reports is not None and sha256_hex(data) not in clean_reports:
         raise AuditRequired(f"{path} is not a clean report the audit recorded writing (altered or damaged since, "
@@ -108,7 +113,7 @@ def load_clean_audit(store: Store, ledger: Ledger, *,
     report = parse_json_object(data, what=str(path))
     head = ledger.root().hex()
     if report.get("ledger_entries") != ledger.size or report.get("ledger_head") != head:
-        raise AuditRequired(
+        raise AuditMissing(
             f"the latest audit is not at the ledger head (it covers {report.get('ledger_entries')} entries, the "
             f"ledger has {ledger.size}): run python audit.py {ledger.ledger_id}", file=str(path),
             expected=head, found=report.get("ledger_head"))

@@ -167,8 +167,10 @@ def test_issue_refused_with_a_tampered_blob_exit_1(fixture: AuditFixture) -> Non
     assert_nothing_written(fixture, before)
 
 
-@pytest.mark.parametrize("audit_state", ["none", "behind the head", "not clean"])
-def test_issue_refused_without_a_clean_audit_at_the_head_exit_1(fixture: AuditFixture, audit_state: str) -> None:
+@pytest.mark.parametrize(("audit_state", "code"), [("none", 2), ("behind the head", 2), ("not clean", 1)])
+def test_issue_refused_without_a_clean_audit_at_the_head(fixture: AuditFixture, audit_state: str, code: int) -> None:
+    """No audit yet, or none at the head: nothing failed, the audit is to run first (exit 2). An audit that is not
+    clean: what it found failed (exit 1)."""
     if audit_state == "behind the head":
         audit(fixture)
         add_bundle(fixture.store, "gen2", "model_0", seed=4242, at=ISSUE_AT, data_root=fixture.data_root)
@@ -181,7 +183,7 @@ def test_issue_refused_without_a_clean_audit_at_the_head_exit_1(fixture: AuditFi
         blob.write_bytes(original)  # the store is whole again, but its latest audit is not clean
     before = snapshot(fixture.store)
     result = issue(fixture)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == code, result.output
     assert "audit" in result.output
     assert_nothing_written(fixture, before)
 
