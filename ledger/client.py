@@ -22,12 +22,13 @@ import json
 import os
 import stat
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from keys import HeldoutError, MalformedInput, PublicKey, b64encode
 from keys.files import write_atomic
-from keys.safeio import DOCUMENT_LIMIT, read_named
+from keys.safeio import DOCUMENT_LIMIT, UnsafeFile, read_named
 from ledger.checkpoint import Checkpoint, verify_checkpoint
 from ledger.errors import ForkError, LedgerIntegrityError, LedgerUsageError, ProofError, RollbackError
 from ledger.verify import verify_consistency
@@ -35,6 +36,63 @@ from seals import parse_json_object
 
 STATE_FORMAT = "heldout-checkpoint-client"
 STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ClientState:
+    """A follower's state file, validated member by member when read: it is read back from disk, where anything
+    may have been written in its place."""
+
+    origin: str
+    key_name: str
+    public_key_b64: str
+    note: str
+
+    @classmethod
+    def parse(cls, data: bytes, path: Path) -> ClientState:
+        try:
+            state = parse_json_object(data, what=str(path))
+        except MalformedInput as exc:
+            raise LedgerIntegrityError(f"client state is unreadable: {exc.message}", file=str(path)) from None
+        key = state.get("key")
+        problem = (
+            "its members are not format, version, origin, key and note" if set(state) != _STATE_MEMBERS else
+            "it is not a heldout checkpoint client state version 1"
+            if state["format"] != STATE_FORMAT or type(state["version"]) is not int or state["version"] != STATE_VERSION
+            else "its key is not {name, public_key_b64}, both text"
+            if not isinstance(key, dict) or set(key) != {"name", "public_key_b64"}
+            or not all(isinstance(v, str) for v in key.values())
+            else "its origin or note is not text" if not isinstance(state["origin"], str) or not isinstance(
+                state["note"], str)
+            else None)
+        if problem is not None:
+            raise LedgerIntegrityError(f"client state is not in the expected format: {problem}", file=str(path))
+        assert isinstance(key, dict)
+        return cls(origin=state["origin"], key_name=key["name"], public_key_b64=key["public_key_b64"],
+                   note=state["note"])
+
+
+_STATE_MEMBERS = frozenset({"format", "version", "origin", "key", "note"})
+
+
+def read_client_state(path: Path) -> ClientState | None:
+    """The state at ``path``; ``None`` only when nothing at all is there (a first use): one that exists but cannot
+    be read (a link loop, a dangling link, a folder, a FIFO, no permission) is refused (exit 2), never taken for
+    "nothing accepted yet", which would let the next presentation roll the follower back; one that reads but is
+    not a state is refused (exit 1, :meth:`ClientState.parse`)."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LedgerUsageError(f"the client state {path} cannot be read: {exc.strerror}", path=str(path)) from None
+    if not stat.S_ISREG(found.st_mode):
+        raise LedgerUsageError(f"the client state {path} is not a regular file", path=str(path))
+    try:
+        data = read_named(path, limit=DOCUMENT_LIMIT, what="client state")
+    except UnsafeFile as exc:  # over its bound, or swapped for something else while opened
+        raise LedgerUsageError(exc.message, path=str(path)) from None
+    return ClientState.parse(data, path)
 
 
 class CheckpointClient:
@@ -50,35 +108,15 @@ class CheckpointClient:
             self.state_path.name + ".evidence")
 
     def accepted(self) -> Checkpoint | None:
-        """The last accepted checkpoint, re-verified; ``None`` before the first. Only a state path that does not
-        exist at all is a first use: one that exists but cannot be read (a link loop, a dangling link, a folder,
-        a FIFO, no permission) is refused (exit 2), never taken for "nothing accepted yet", which would let the
-        next presentation roll the follower back."""
-        try:
-            found = os.lstat(self.state_path)
-        except FileNotFoundError:
+        """The last accepted checkpoint, re-verified; ``None`` before the first (``read_client_state``)."""
+        state = read_client_state(self.state_path)
+        if state is None:
             return None
-        except OSError as exc:
-            raise LedgerUsageError(f"the client state {self.state_path} cannot be read: {exc.strerror}",
-                                   path=str(self.state_path)) from None
-        if not stat.S_ISREG(found.st_mode):
-            raise LedgerUsageError(f"the client state {self.state_path} is not a regular file",
-                                   path=str(self.state_path))
-        try:
-            state = parse_json_object(read_named(self.state_path, limit=DOCUMENT_LIMIT, what="client state"),
-                                      what=str(self.state_path))
-        except MalformedInput as exc:
-            raise LedgerIntegrityError(f"client state is unreadable: {exc.message}",
-                                       file=str(self.state_path)) from None
-        if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
-            raise LedgerIntegrityError("client state is not in the expected format", file=str(self.state_path))
-        pinned = state.get("key") or {}
-        if state.get("origin") != self.origin or pinned.get("name") != self.name \
-                or pinned.get("public_key_b64") != self.key.b64:
+        if state.origin != self.origin or state.key_name != self.name or state.public_key_b64 != self.key.b64:
             raise LedgerUsageError("this client state belongs to another ledger or key", file=str(self.state_path),
-                                   expected=self.origin, found=state.get("origin"))
+                                   expected=self.origin, found=state.origin)
         try:
-            return verify_checkpoint(str(state.get("note")), name=self.name, key=self.key, origin=self.origin)
+            return verify_checkpoint(state.note, name=self.name, key=self.key, origin=self.origin)
         except HeldoutError as exc:
             raise LedgerIntegrityError(f"client state holds a checkpoint that does not verify: {exc.message}",
                                        file=str(self.state_path)) from None

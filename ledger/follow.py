@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keys import MalformedInput, PublicKey, parse_verifier_key
-from keys.safeio import DOCUMENT_LIMIT, UnsafeFile, read_named
 from ledger.checkpoint import Checkpoint
-from ledger.client import CheckpointClient
+from ledger.client import CheckpointClient, read_client_state
 from ledger.entries import ledger_id_of, origin_of
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
 from ledger.export import CHECKPOINTS, ENTRIES, MANIFEST, LedgerExport, open_export
@@ -105,14 +104,10 @@ def _pinned_key(state: Path, key: str | None, export: PublicLog, ledger_id: str)
         except MalformedInput as exc:
             raise LedgerUsageError(f"--key: {exc.message}", found=key[:120]) from None
         return name, public
-    if state.is_file():
+    pinned = read_client_state(state)
+    if pinned is not None:
         try:
-            data = read_named(state, limit=DOCUMENT_LIMIT, what="client state")
-        except UnsafeFile as exc:
-            raise LedgerUsageError(exc.message, path=str(state)) from None
-        pinned = parse_json_object(data, what=str(state)).get("key") or {}
-        try:
-            return str(pinned.get("name")), PublicKey.from_b64(str(pinned.get("public_key_b64")))
+            return pinned.key_name, PublicKey.from_b64(pinned.public_key_b64)
         except MalformedInput as exc:
             raise LedgerIntegrityError(f"client state has no usable key: {exc.message}", file=str(state)) from None
     genesis = export.entry_bytes(0)
