@@ -712,7 +712,8 @@ def _refute_another_history(doc: Mapping[str, Any], facts: LedgerFacts) -> None:
     under the same id, or this copy is another one), which the passport proves; when it is beyond this copy's
     size, this copy is older than what the passport saw. Said as such instead of "never logged"."""
     heldout = doc.get("computed", {}).get("heldout") if isinstance(doc.get("computed"), dict) else None
-    note = (heldout.get("checkpoint") or {}).get("note") if isinstance(heldout, dict) else None
+    stated = heldout.get("checkpoint") if isinstance(heldout, dict) else None
+    note = stated.get("note") if isinstance(stated, dict) else None
     if not isinstance(note, str) or not facts.entries:
         return
     genesis = facts.declared_keys()[0]
@@ -815,7 +816,8 @@ def _check_audit_claim(doc: Mapping[str, Any], facts: LedgerFacts, index: int, s
     """The audit a passport claims: clean, of this ledger's head at the passport's checkpoint (``size``), every
     bundle below it re-derived. (Whether the operator ran it cannot be checked here; that it claims to cover
     what the passport rests on, with counts this ledger bears out, can.)"""
-    found = (doc.get("computed") or {}).get("audit")
+    computed = doc.get("computed")
+    found = computed.get("audit") if isinstance(computed, dict) else None
     audit: Mapping[str, Any] = found if isinstance(found, dict) else {}
     entries_then = audit.get("ledger_entries")
     if not isinstance(entries_then, int) or isinstance(entries_then, bool) or not 0 < entries_then <= index or \

@@ -28,6 +28,8 @@ from ledger.rfc6962 import HASH_SIZE
 
 EM_DASH = "\u2014"
 MAX_NOTE_BYTES = 16 * 1024
+#: Signature lines a note may carry (the ledger's own and cosignatures): Go's note package's limit.
+MAX_SIGNATURES = 100
 _SIZE = re.compile(r"(0|[1-9][0-9]{0,18})")
 _NAME = NOTE_NAME
 _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
@@ -119,7 +121,13 @@ def parse_checkpoint(note: str | bytes, *, created_utc: str | None = None) -> Ch
     if split < 0:
         raise NoteFormatError("a signed note has a blank line between its text and its signatures")
     body, block = note[:split + 1], note[split + 2:]
-    signatures = tuple(_parse_signature_line(line) for line in block[:-1].split("\n"))
+    block_lines = block[:-1].split("\n")
+    if len(block_lines) > MAX_SIGNATURES:
+        # Go's golang.org/x/mod/sumdb/note refuses such a note ("malformed note"): a note it could not read would
+        # give two verdicts on one log (the tiles are meant to be read by Go's tlog tools unchanged)
+        raise NoteFormatError(f"a signed note has at most {MAX_SIGNATURES} signature lines",
+                              expected=MAX_SIGNATURES, found=len(block_lines))
+    signatures = tuple(_parse_signature_line(line) for line in block_lines)
     if not signatures:
         raise NoteFormatError("a signed note has at least one signature line")
     lines = body[:-1].split("\n")

@@ -57,6 +57,17 @@ def test_extension_lines_and_witness_signatures_are_accepted() -> None:
     verify(note, name="witness", key=witness.public_key)
 
 
+def test_a_note_carries_at_most_100_signature_lines_as_go_reads_it() -> None:
+    """Go's note package refuses a note of more than 100 signatures ("malformed note"); a note heldout accepted
+    and Go refused gave two verdicts on one log (a stranger added 150 lines under unknown keys: 2.8 KB)."""
+    operator = seeded_signer(5, name="op")
+    note = sign_checkpoint(ORIGIN, 7, ROOT, operator).note
+    other = "\u2014 stranger " + base64.b64encode(bytes(68)).decode() + "\n"
+    assert len(verify(note + other * 99, name="op", key=operator.public_key).signatures) == 100
+    with pytest.raises(NoteFormatError, match="at most 100 signature lines"):
+        verify(note + other * 100, name="op", key=operator.public_key)
+
+
 def test_a_bad_signature_by_the_named_key_is_refused() -> None:
     signer = seeded_signer(7, name="op")
     note = sign_checkpoint(ORIGIN, 3, ROOT, signer).note

@@ -562,6 +562,8 @@ def verify_note(text: str, file: str, key: Key, origin: str) -> Note:
     root = b64decode_canonical(root_text, file, "root line")
     if len(root) != 32:
         raise ReplayFailure(file, "checkpoint", "root is not 32 bytes")
+    if block.count("\n") > 100:
+        raise ReplayFailure(file, "checkpoint", "more than 100 signature lines")
     wanted = note_key_hash(key.name, key.public_key)
     signed = False
     for line in block[:-1].split("\n"):
