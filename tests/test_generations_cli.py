@@ -458,6 +458,22 @@ def test_attack_a_member_proof_naming_another_task_than_its_case(env: SimpleName
     assert result.exit_code == 1 and "is not a case of task 'pneumoniamnist'" in result.output, result.output
 
 
+def test_attack_a_member_proof_stating_another_tree_size(env: SimpleNamespace, tmp_path: Path) -> None:
+    """A path through the left subtree leads to the same root under many tree sizes: a genuine proof edited to
+    say 120 of gen1's 100 cases verified, and the verdict printed "leaf 0 of 120" (red-team round 14). The size
+    is the manifest's number of cases."""
+    seal(env, "gen1")
+    case = openings(env.store, "gen1")[0]
+    proof_path = tmp_path / "proof.json"
+    assert cli("prove-member", "gen1", case["case_id"], "--out", str(proof_path), store=env.store).exit_code == 0
+    proof = json.loads(proof_path.read_text())
+    leaf = proof["leaf_index"]
+    proof["tree_size"] = 120 if leaf < 64 else 99
+    proof_path.write_text(json.dumps(proof))
+    result = cli("verify-member", str(proof_path), store=env.store)
+    assert result.exit_code == 1 and "tree_size is not the number of cases gen1 holds" in result.output, result.output
+
+
 # --- status, states, reopening ----------------------------------------------------------------------------
 
 def test_every_state_change_is_a_ledger_entry_and_survives_reopening(env: SimpleNamespace) -> None:

@@ -309,6 +309,11 @@ def verify_member_proof(proof_doc: Any, manifest_data: bytes, trusted: PublicKey
     if proof.generation != manifest.generation or proof.set_hash != manifest.set_hash:
         raise VerificationError("the proof is for another generation or set hash than the manifest",
                                 field="set_hash", expected=manifest.set_hash, found=proof.set_hash)
+    if proof.tree_size != manifest.n_cases:
+        # a path through the left subtree leads to the same root under many sizes: the verdict would state a
+        # size the set does not have
+        raise VerificationError(f"the proof's tree_size is not the number of cases {manifest.generation} holds",
+                                field="tree_size", expected=manifest.n_cases, found=proof.tree_size)
     proof.verify(manifest.set_hash)
     # What the verdict states beside the commitment: the task is the one its case id names (the commitment
     # binds the case id), one the generation has, and the case id names the content's hash (the id's rule).
