@@ -42,6 +42,7 @@ import fcntl
 import hashlib
 import http.client
 import io
+import math
 import os
 import re
 import shutil
@@ -111,6 +112,11 @@ MANIFEST_LIMIT = ENTRIES_FILE_LIMIT  # it lists every checkpoint size and blob: 
 FETCH_TIMEOUT_S = 30.0  # the most one socket operation (connect, one receive) may wait
 FETCH_DEADLINE_S = 120.0  # the most one request may take in all (redirects, headers, body): a dripping server
 FETCH_THREADS = 8  # concurrent requests to a tiles server
+#: The most a command may spend reading one HTTP source in all (from its first request): each request is bounded
+#: by FETCH_DEADLINE_S, but a slow server answering every one of hundreds of requests just in time held a
+#: verifier for hours. ``$HELDOUT_FETCH_BUDGET_S`` sets another (seconds).
+FETCH_BUDGET_S = 3600.0
+FETCH_BUDGET_ENV = "HELDOUT_FETCH_BUDGET_S"
 
 _T = TypeVar("_T")
 _TOP_LEVEL = {CHECKPOINT, "tile", MANIFEST, CHECKPOINTS, "blobs", KEYS, SEALS}
@@ -822,16 +828,46 @@ def http_get(url: str, limit: int, *, method: str = "GET", timeout: float = FETC
             raise over_limit(f"{shown} is {expected} bytes, over the {limit}-byte limit", file=shown,
                              expected=limit, found=expected)
         try:
-            data = response.read(limit + 1)
+            data = _read_bounded(response, limit)
         except (OSError, http.client.HTTPException, ValueError) as exc:
             raise SourceUnavailable(f"cannot fetch {where}: {_reason(exc)}", path=where) from None
+    if data is None:  # nothing of it is kept: an exception's frames would hold a buffer of the whole limit
+        raise over_limit(f"{shown} is over the {limit}-byte limit", file=shown, expected=limit)
     if expected is not None and len(data) < expected:
         raise SourceUnavailable(f"cannot fetch {where}: the body ended after {len(data)} of the {expected} bytes "
                                "its Content-Length promises (connection cut?)", path=where, expected=expected,
                                found=len(data))
-    if len(data) > limit:
-        raise over_limit(f"{shown} is over the {limit}-byte limit", file=shown, expected=limit)
-    return bytes(data)
+    return data
+
+
+_READ_CHUNK = 1 << 20
+
+
+def _read_bounded(response: Any, limit: int) -> bytes | None:
+    """The body, read a chunk at a time into one buffer of at most ``limit`` + 1 bytes; ``None`` (the buffer
+    dropped) once it holds more than ``limit``. One ``read(limit + 1)`` of a chunked body held the chunks and
+    their join, twice the limit, for every over-limit answer."""
+    buffer = bytearray()
+    while len(buffer) <= limit:
+        chunk = response.read(min(_READ_CHUNK, limit + 1 - len(buffer)))
+        if not chunk:
+            return bytes(buffer)
+        buffer += chunk
+    return None
+
+
+def fetch_budget() -> float:
+    """:data:`FETCH_BUDGET_S`, or ``$HELDOUT_FETCH_BUDGET_S`` (a positive number of seconds)."""
+    text = os.environ.get(FETCH_BUDGET_ENV, "").strip()
+    if not text:
+        return FETCH_BUDGET_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise LedgerUsageError(f"${FETCH_BUDGET_ENV} is not a positive number of seconds", found=text[:40])
+    return value
 
 
 class HttpFiles:
@@ -839,10 +875,13 @@ class HttpFiles:
     per request (injectable: ``timeout``, ``deadline``), sizes bounded (the declared length first), 404/410
     as absent, redirects only to http(s)."""
 
-    def __init__(self, base: str, *, timeout: float = FETCH_TIMEOUT_S, deadline: float | None = None) -> None:
+    def __init__(self, base: str, *, timeout: float = FETCH_TIMEOUT_S, deadline: float | None = None,
+                 budget: float | None = None) -> None:
         self.base = base.rstrip("/")
         self.timeout = timeout
         self.deadline = deadline  # None: FETCH_DEADLINE_S at each request
+        self.budget = fetch_budget() if budget is None else budget
+        self._started: float | None = None  # time.monotonic() of the first request
         self.opener = http_opener()
         # What a GET found where HEAD said "absent", kept for the read that follows (one file), and the paths
         # HEAD said are present: a GET that then finds nothing is the server contradicting itself.
@@ -854,8 +893,25 @@ class HttpFiles:
 
     def _get(self, rel: str, limit: int, method: str) -> bytes | None:
         url = f"{self.base}/{'/'.join(_parts(rel))}"
-        return http_get(url, limit, method=method, timeout=self.timeout, deadline=self.deadline,
-                        opener=self.opener, shown=rel)
+        now = time.monotonic()
+        if self._started is None:
+            self._started = now
+        left = self._started + self.budget - now
+        if left <= 0:
+            raise self._spent(url)
+        per_request = FETCH_DEADLINE_S if self.deadline is None else self.deadline
+        try:
+            return http_get(url, limit, method=method, timeout=self.timeout, deadline=min(per_request, left),
+                            opener=self.opener, shown=rel)
+        except SourceUnavailable:
+            if left < per_request and time.monotonic() >= self._started + self.budget:
+                raise self._spent(url) from None  # cut by the budget, not by its own deadline
+            raise
+
+    def _spent(self, url: str) -> SourceUnavailable:
+        return SourceUnavailable(f"cannot fetch {url}: reading {self.base} has taken more than {self.budget:g} s "
+                                 f"in all (the server is too slow; ${FETCH_BUDGET_ENV} allows more)", path=url,
+                                 expected=self.budget)
 
     def read(self, rel: str, limit: int) -> bytes | None:
         confirmed = self._confirmed  # (one read of the slot: reads run on several threads)

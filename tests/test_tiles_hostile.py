@@ -22,6 +22,7 @@ from typer.testing import CliRunner, Result
 import ledger.tiles as tiles_module
 from heldout.cli import app
 from ledger.blobs import BlobStore
+from ledger.errors import LedgerIntegrityError
 from ledger.export import export_ledger
 from ledger.tiles import MANIFEST, TilesLog, write_tiles
 from seals import canonical_bytes
@@ -369,6 +370,67 @@ def test_attack_a_dripping_server_is_cut_at_the_request_deadline(published: Publ
         took = time.monotonic() - started
     refused(result, 2, "cannot fetch", server.url, f"within {DEADLINE_S:g} s")
     assert took < 5, took  # the per-operation timeout (30 s) never fires: each byte arrives in time
+
+
+def endless_chunks(request: bytes, connection: socket.socket, stop: threading.Event) -> None:
+    connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"%x\r\n" % 65536 + b"a" * 65536 + b"\r\n"
+    for _ in range(2000):  # 128 MiB at most
+        if stop.is_set():
+            return
+        connection.sendall(chunk)
+
+
+def test_attack_an_endless_chunked_body_costs_about_its_limit_in_memory() -> None:
+    """A body with no length, sent for ever: refused at the limit, holding about the limit meanwhile. One read
+    of limit + 1 bytes held the chunks and their join (twice the limit), and the refusal's frames kept it alive,
+    so an audit over 86 such blobs swung between 1 and 7 GB (red-team round 14)."""
+    import tracemalloc
+
+    limit = 8 << 20
+    with RawServer(endless_chunks) as server:
+        tracemalloc.start()
+        try:
+            with pytest.raises(LedgerIntegrityError, match="over the 8388608-byte limit") as refusal:
+                tiles_module.http_get(server.url + "/blob", limit)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 1.5 * limit, peak
+    frames = [tb.tb_frame for tb in _walk(refusal.value.__traceback__)]
+    assert not any(isinstance(v, (bytes, bytearray)) and len(v) > limit // 2 for f in frames
+                   for v in f.f_locals.values())  # nothing of the body outlives the refusal
+
+
+def _walk(tb: Any) -> Iterator[Any]:
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def test_attack_a_slow_server_answering_each_request_in_time_is_cut_at_the_fetch_budget(
+        published: Published, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each request is bounded (FETCH_DEADLINE_S), but a server answering every one of a verifier's hundreds of
+    requests just in time held it for hours, then passed (red-team round 14): the whole source has a budget
+    ($HELDOUT_FETCH_BUDGET_S, one hour by default), past which nothing can be judged (exit 2)."""
+    with FileServer(published.tiles) as server:
+        served = server.answer
+
+        def slowly(request: bytes, connection: socket.socket, stop: threading.Event) -> None:
+            time.sleep(0.3)
+            served(request, connection, stop)
+
+        server.answer = slowly
+        monkeypatch.setenv("HELDOUT_FETCH_BUDGET_S", "1")
+        started = time.monotonic()
+        result = verify(published, server.url)
+        took = time.monotonic() - started
+        refused(result, 2, "cannot fetch", "has taken more than 1 s in all", "HELDOUT_FETCH_BUDGET_S")
+        assert took < 4, took
+        monkeypatch.setenv("HELDOUT_FETCH_BUDGET_S", "a while")
+        refused(verify(published, server.url), 2, "HELDOUT_FETCH_BUDGET_S is not a positive number")
+        monkeypatch.delenv("HELDOUT_FETCH_BUDGET_S")
+        assert verify(published, server.url).exit_code == 0  # the same server, within the default budget
 
 
 @pytest.mark.parametrize("command", COMMANDS)
