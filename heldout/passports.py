@@ -27,6 +27,7 @@ from heldout.staging import staged_operation
 from heldout.store import Store
 from keys import (
     HeldoutError,
+    IncompleteError,
     MalformedInput,
     PublicKey,
     Signer,
@@ -475,8 +476,19 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
                        reason=f"generation {state.name} retired ({state.retire_reason}) {retired}")
     if superseded is not None and superseded.in_force(at):
         return replace(verdict, state=PassportState.LAPSED, reason=superseded.words)
-    newer = next((b for b in facts.bundles_of(state.name, passport.model_id)
-                  if int(b.index or 0) >= size and b.created <= at), None)
+    later = [b for b in facts.bundles_of(state.name, passport.model_id) if int(b.index or 0) >= size]
+    unjudged = next((b for b in later if b.created > at + CLOCK_TOLERANCE), None)
+    if unjudged is not None:
+        # It is in the log, so it was logged by now: dated past the reference time, it either came after a time
+        # asked about (--at before the log's end) or carries a false date (an operator keeping a worse run from
+        # lapsing the passport). Which, nothing here tells: no verdict either way.
+        raise IncompleteError(
+            f"{passport.model_id} has a later bundle on {state.name} (entry {unjudged.index}) dated "
+            f"{unjudged.created_utc}, after the reference time {format_utc(at)} by more than the clock tolerance: "
+            "whether it lapses the passport cannot be judged at that time (a false date, or --at before the "
+            "ledger's end); the audit names a date after its time as a finding", index=unjudged.index,
+            field="created_utc", expected=f"<= {format_utc(at + CLOCK_TOLERANCE)}", found=unjudged.created_utc)
+    newer = next((b for b in later if b.created <= at), None)
     if newer is not None:  # the passport no longer stands for the model's latest evaluation (FORMATS section 12)
         return replace(verdict, state=PassportState.LAPSED, reason=(
             f"{passport.model_id} was evaluated on {state.name} again after this passport's evidence (bundle "

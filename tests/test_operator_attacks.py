@@ -1209,7 +1209,9 @@ def test_attack_a_passport_left_standing_after_the_models_later_worse_run(fixtur
     """The passport cites the model's latest bundles when it is issued; the model is then run again on the
     generation and does worse, and no new passport is issued: the old one would keep ranking the better run.
     A passport lapses once its model has a bundle on the generation outside its checkpoint, dated by the
-    reference time (FORMATS section 12), with the ledger or its export; before that run it stands."""
+    reference time (FORMATS section 12), with the ledger or its export. Judged at a time well before that run's
+    date, it gets no verdict (exit 5): the run is in the log, so either the time asked about is before the log's
+    end or the run's date is false (the next attack), and nothing here tells which."""
     assert operator_audit(fixture)[0] == 0
     path = issue(fixture, "model_0", "gen2")
     later_run = "2026-09-10T00:00:00Z"
@@ -1218,11 +1220,39 @@ def test_attack_a_passport_left_standing_after_the_models_later_worse_run(fixtur
     assert cli_at("ledger", "export", fixture.ledger_id, export, "--store", fixture.store).exit_code == 0
     for where in (("--store", fixture.store), ("--from", export)):
         before = cli_at("passport", "verify", path, *where, "--key", fixture.key_b64, at="2026-09-05T00:00:00Z")
-        assert before.exit_code == 0, before.output
+        assert before.exit_code == 5 and f"entry {index}" in before.output, before.output
         after = cli_at("passport", "verify", path, *where, "--key", fixture.key_b64, at="2026-09-11T00:00:00Z")
         assert after.exit_code == 4, after.output
         assert f"evaluated on gen2 again after this passport's evidence (bundle entry {index}" in \
             " ".join(after.output.split()), after.output
+
+
+def test_attack_a_worse_run_dated_after_the_time_it_is_judged_at(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The model's later run does worse; the operator, who holds the clock, logs it dated months ahead (the day
+    before gen2 expires), so that a passport judged today would not count it and keep standing for the better
+    run. The run is in the log, so it was logged by now: both audits name its false date, and the passport gets
+    no verdict today (exit 5) instead of "valid"; from that date on it has lapsed."""
+    assert operator_audit(fixture)[0] == 0
+    path = issue(fixture, "model_0", "gen2")
+    index = add_bundle(fixture.store, "gen2", "model_0", seed=902, skill=0.05, at="2027-03-31T00:00:00Z")
+    today = "2026-09-10T00:00:00Z"
+    with command_clock(today):
+        operator = runner.invoke(app, ["audit", fixture.ledger_id, "--store", str(fixture.store), "--jobs", "1",
+                                       "--json"])
+        export = tmp_path / "export"
+        assert runner.invoke(app, ["ledger", "export", fixture.ledger_id, str(export), "--store",
+                                   str(fixture.store)]).exit_code == 0
+        third = runner.invoke(app, ["audit", fixture.ledger_id, "--from", str(export), "--jobs", "1", "--json",
+                                    "--out", str(tmp_path / "r.json")])
+    for result in (operator, third):
+        assert result.exit_code == 1
+        assert any(f["check"] == "time" and "after the time of this audit" in f["message"]
+                   for f in json.loads(result.output)["findings"] if f.get("index") == index), result.output
+    for where in (("--store", fixture.store), ("--from", export)):
+        now = cli_at("passport", "verify", path, *where, "--key", fixture.key_b64, at=today)
+        assert now.exit_code == 5 and "cannot be judged" in now.output, now.output
+        then = cli_at("passport", "verify", path, *where, "--key", fixture.key_b64, at="2027-03-31T12:00:00Z")
+        assert then.exit_code == 4, then.output
 
 
 @pytest.mark.parametrize("spec_copy", ["kept", "left out"])

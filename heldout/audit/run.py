@@ -80,7 +80,7 @@ from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.policy import CosignedTimes, Policy, WitnessedTimeError, WitnessedTimes
 from ledger.replay import locate_damage
 from ledger.verify import verify_consistency
-from seals import format_utc, parse_json_object, sha256_hex
+from seals import CLOCK_TOLERANCE, format_utc, parse_json_object, sha256_hex
 from seals.manifest import SealManifest
 
 AuditProgress = Callable[[str, int, int], None]
@@ -257,12 +257,25 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
 
 
 def _check_times(ctx: _Context) -> None:
-    """Entry times never run backwards along the ledger (the append refuses it; a forged export may not)."""
+    """Entry times never run backwards along the ledger (the append refuses it; a forged export may not), and no
+    entry is dated after the audit's reference time by more than the clock tolerance: an entry that is in the
+    log now was logged by now, so a later date is false (an operator dating a worse run after the reference
+    time kept it from lapsing a passport judged at that time). The first such entry is named (every later one
+    is dated later still, or the time runs backwards)."""
     previous: tuple[int, str] | None = None
+    latest_true = ctx.now + CLOCK_TOLERANCE
+    future_named = False
     for index, entry in sorted(ctx.entries.items()):
         stamp = entry.get("created_utc")
         if not isinstance(stamp, str):
             continue
+        if not future_named and stamp > format_utc(latest_true):
+            future_named = True
+            ctx.find("time", VerificationError(
+                f"entry {index} is dated {stamp}, after the time of this audit ({format_utc(ctx.now)}) by more "
+                "than the clock tolerance: an entry in the log was logged by now, so its date is false (or the "
+                "audit's --at is before the log's end)", index=index, field="created_utc",
+                expected=f"<= {format_utc(latest_true)}", found=stamp), index=index, file=ctx.source.entries_file)
         if previous is not None and stamp < previous[1]:
             ctx.find("time", VerificationError(
                 f"entry {index} is dated {stamp}, before entry {previous[0]} ({previous[1]}): the ledger's time ran "
