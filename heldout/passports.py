@@ -995,5 +995,20 @@ def check_passport(doc: dict[str, Any], *, store: Store, source: str | None, at:
         verdict = verify_passport(doc, trusted, at=at)
         proven = _offline_proofs(verdict.passport, trusted)
     witnessed = witnessed_passport(verdict.passport, policy) if policy is not None else None
+    _require_implemented_spec(verdict)
     return PassportCheck(verdict=verdict, ledger_checked=facts is not None, proven=proven, witnessed=witnessed,
                          head_witnessed=head_witnessed)
+
+
+def _require_implemented_spec(verdict: PassportVerdict) -> None:
+    """A passport that would be valid under a spec version this verifier does not implement gets no verdict
+    (exit 5), as its bundles get none from the audit: its numbers cannot be re-derived here, and a version no
+    verifier implements (an operator may log a supersession to one) would otherwise carry numbers nobody can
+    check behind a "valid"."""
+    from harness.metrics.registry import METRICS
+
+    version = verdict.passport.spec_version
+    if verdict.state is PassportState.VALID and version not in METRICS:
+        raise IncompleteError(f"the passport is under {str(version)[:60]!r}, which this verifier does not implement "
+                              f"(implemented: {', '.join(METRICS)}): its numbers cannot be re-derived here",
+                              field="spec_version", found=str(version)[:60], expected=list(METRICS))

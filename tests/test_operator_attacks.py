@@ -547,6 +547,25 @@ def _log_spec(fixture: AuditFixture, version: str, successor: str, effective: st
                              now=parse_utc(created))
 
 
+def test_attack_evaluations_under_a_spec_version_no_verifier_implements(fixture: AuditFixture) -> None:
+    """The operator logs a supersession by "MedEval-1 v0.3" (the supersede command refuses a version it does not
+    implement; its own tooling need not), logs a bundle of made-up numbers under it and a passport on that: no
+    verifier can re-derive them. The audit says so (exit 5, not re-derived), and the passport gets no verdict
+    (exit 5) with its ledger and offline, never "valid"."""
+    _log_spec(fixture, "MedEval-1 v0.1", "MedEval-1 v0.3", "2026-09-01T12:00:00Z", "2026-09-01T12:00:00Z")
+    with operator_skipping(heldout.evaluation, "current_spec_version", lambda supersessions, at: "MedEval-1 v0.3"):
+        add_bundle(fixture.store, "gen2", "model_0", seed=903, skill=0.9, at="2026-09-01T13:00:00Z",
+                   edit=lambda evaluation: {**evaluation, "spec_version": "MedEval-1 v0.3"})
+    with operator_skipping(passports, "load_clean_audit", lambda store, ledger, **_: _claimed_audit(ledger)):
+        path = issue(fixture, "model_0", "gen2")
+    code, report = operator_audit(fixture)
+    assert code == 5 and report["bundles"] > report["rederived"], report
+    for where in (("--store", fixture.store), ("--key", fixture.key_b64)):  # with the ledger, and offline
+        result = cli_at("passport", "verify", path, *where)
+        assert result.exit_code == 5 and "'MedEval-1 v0.3', which this verifier does not implement" in \
+            " ".join(result.output.split()), result.output
+
+
 def test_attack_a_supersession_dated_to_take_effect_before_it_was_logged(fixture: AuditFixture) -> None:
     """Logged on 09-03 as effective from 01-01, it would turn a passport that was valid on 09-02 into a lapsed
     one after the fact. It is reported, and counts from its own entry's time."""
