@@ -995,12 +995,12 @@ def check_passport(doc: dict[str, Any], *, store: Store, source: str | None, at:
         verdict = verify_passport(doc, trusted, at=at)
         proven = _offline_proofs(verdict.passport, trusted)
     witnessed = witnessed_passport(verdict.passport, policy) if policy is not None else None
-    _require_implemented_spec(verdict)
+    require_implemented_spec(verdict)
     return PassportCheck(verdict=verdict, ledger_checked=facts is not None, proven=proven, witnessed=witnessed,
                          head_witnessed=head_witnessed)
 
 
-def _require_implemented_spec(verdict: PassportVerdict) -> None:
+def require_implemented_spec(verdict: PassportVerdict) -> None:
     """A passport that would be valid under a spec version this verifier does not implement gets no verdict
     (exit 5), as its bundles get none from the audit: its numbers cannot be re-derived here, and a version no
     verifier implements (an operator may log a supersession to one) would otherwise carry numbers nobody can

@@ -20,7 +20,7 @@ from typing import Any
 from heldout.entries import PassportEntry, records
 from heldout.generations import GenerationState, load_generations, open_ledger
 from heldout.generations.verify import logged_seal_files, published_seal_problems
-from heldout.passports import LedgerFacts, check_passport_on_ledger
+from heldout.passports import LedgerFacts, check_passport_on_ledger, require_implemented_spec
 from heldout.site.paths import copied_seal_path, passport_page
 from heldout.specs import Supersession, load_supersessions
 from heldout.store import Store
@@ -183,6 +183,7 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
             data = export.blob(digest)
             doc = parse_json_object(data, what=f"passport {digest}")
             verdict = check_passport_on_ledger(doc, facts, at=at)  # the issuer key must be one the ledger declares
+            require_implemented_spec(verdict)  # a "valid" on numbers nobody here can re-derive is not published
         except HeldoutError as exc:
             raise _refuse(f"passport of entry {index}", path, exc) from None
         heldout = verdict.passport.heldout or {}
