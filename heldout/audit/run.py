@@ -195,6 +195,17 @@ class _Context:
     def count(self, what: str, n: int = 1) -> None:
         self.report.counts[what] = self.report.counts.get(what, 0) + n
 
+    def has_blob(self, digest: str) -> bool:
+        """Whether the source holds the blob; something in its place that is no blob file (a FIFO, a link, a
+        device) counts as held, so that reading it (:meth:`blob`) names the fault as a finding of its entry
+        instead of ending the audit without a report."""
+        try:
+            return self.source.has_blob(digest)
+        except SourceUnavailable:
+            raise
+        except HeldoutError:
+            return True
+
     def blob(self, digest: Any, *, index: int, what: str) -> bytes:
         """A referenced blob, hash-checked by the source; raises naming the blob file."""
         if not isinstance(digest, str):
@@ -865,7 +876,7 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
         _check_release_record(ctx, index, entry, state)
         for member, digest in (("evaluation_sha256", entry.evaluation_sha256),
                                ("predictions_sha256", entry.predictions_sha256)):
-            if not ctx.source.has_blob(digest):
+            if not ctx.has_blob(digest):
                 if state.retire_index is not None:  # published at retirement, as the seal promised: a missing
                     # one hides what the release record committed to (a released value that was not the answer)
                     raise VerificationError(
@@ -937,7 +948,7 @@ def _check_model_dimensions(ctx: _Context, index: int, entry: BundleEntry, evalu
                 continue
             if at == index:
                 first: Mapping[str, Any] = evaluation
-            elif ctx.source.has_blob(earlier.evaluation_sha256):
+            elif ctx.has_blob(earlier.evaluation_sha256):
                 try:  # (an incremental audit, or a bundle whose own checks failed: read here, once per model)
                     first = parse_json_object(ctx.source.blob(earlier.evaluation_sha256), what="evaluation")
                 except HeldoutError:
@@ -1099,7 +1110,7 @@ def _check_blob_files(ctx: _Context) -> None:
         if index < ctx.trusted_size:
             continue
         for digest in blob_references(entry):
-            if digest in ctx.verified_blobs or not ctx.source.has_blob(digest):
+            if digest in ctx.verified_blobs or not ctx.has_blob(digest):
                 continue
             try:
                 ctx.blob(digest, index=index, what="referenced")

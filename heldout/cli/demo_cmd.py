@@ -237,16 +237,20 @@ def run_demo(store: Path, *, fast: bool, database: str | None = None) -> None:
     console.print(Rule())
     console.print(str(site / "index.html"))
     console.print(f"[bold green]demo complete[/] in {d.elapsed():.0f} s. Store: {store}")
-    for line in try_lines(store, ledger_id):
+    console.print(f"The demo's last steps ran a day ahead ($HELDOUT_NOW={format_utc(later)}); so do the commands "
+                  "below, since an audit names an entry dated after its own time as a false date.")
+    for line in try_lines(store, ledger_id, at=later):
         console.print(f"Try: {line}", markup=False, soft_wrap=True)
 
 
-def try_lines(store: Path, ledger_id: str) -> list[str]:
-    """Commands to paste after the demo: each runs as printed in the shell the demo ran from."""
+def try_lines(store: Path, ledger_id: str, *, at: datetime) -> list[str]:
+    """Commands to paste after the demo: each runs as printed in the shell the demo ran from, at the reference
+    time of the demo's last step."""
     heldout = heldout_command()
     where = shlex.quote(str(store))
-    return [f"{heldout} status --store {where}",
-            f"{heldout} audit {ledger_id} --store {where}",
+    clock = f"{NOW_ENV}={format_utc(at)}"
+    return [f"{clock} {heldout} status --store {where}",
+            f"{clock} {heldout} audit {ledger_id} --store {where}",
             f"{heldout} ledger show --store {where}"]
 
 
