@@ -161,6 +161,8 @@ def connect(path: Path, *, create: bool = False, read_only: bool = False) -> Dat
             version = db.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.Error as exc:
             raise database_error(exc, path) from None
+        except UnicodeDecodeError:
+            raise _undecodable_schema(path) from None
         return _checked_version(db, path, version)
     db = Database(path, strict=True)
     conn = db.conn
@@ -195,7 +197,18 @@ def connect(path: Path, *, create: bool = False, read_only: bool = False) -> Dat
     except sqlite3.DatabaseError as exc:
         db.close()
         raise database_error(exc, path) from None
+    except UnicodeDecodeError:
+        db.close()
+        raise _undecodable_schema(path) from None
     return _checked_version(db, path, version)
+
+
+def _undecodable_schema(path: Path) -> LedgerIntegrityError:
+    # SQLite's message about a damaged schema quotes the damaged bytes; Python's sqlite3 then fails to decode
+    # the message itself and raises UnicodeDecodeError instead of an sqlite3 error. The schema is read on a
+    # connection's first statement, which is here: every later query of the file sees the same schema.
+    return LedgerIntegrityError(f"{path}: not a readable ledger database (its schema is damaged: SQLite's "
+                                "message about it is not even text)", path=str(path))
 
 
 def readable_schema(version: object) -> bool:

@@ -1,12 +1,15 @@
 """Bad input found by the fourteenth round of outside campaigns, by class:
 
 * a file the program wrote and reads back (a follower's state) is validated member by member before any member
-  is used: a crafted one is a one-line refusal, never an AttributeError traceback.
+  is used: a crafted one is a one-line refusal, never an AttributeError traceback;
+* text from a ledger, an export, a file name or the user is printed as text, never read as rich markup: "[/x]"
+  ended commands in a MarkupError traceback after their work was written, and "[red]...[/red]" hid text.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -56,3 +59,46 @@ def test_a_crafted_follow_state_is_refused_in_one_line(exported: tuple[Path, Pat
                                                 str(path)]), 1)
     assert "client state" in line
     assert path.read_bytes() == before  # never replaced by the presented checkpoint
+
+
+MARKUP = "[/x][red]h[/red]"  # (ledger show cuts a value after 16 characters)
+
+
+def test_a_note_that_looks_like_markup_is_shown_as_written(exported: tuple[Path, Path, str], tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(exported[0], store, symlinks=True)
+    note = tmp_path / "note.json"
+    note.write_text(json.dumps({"text": MARKUP}))
+    appended = runner.invoke(app, ["ledger", "append", "--type", "note", "--json-file", str(note), "--store",
+                                   str(store), "--at", "2026-09-02T00:00:00Z"])
+    assert appended.exit_code == 0, appended.output
+    shown = runner.invoke(app, ["ledger", "show", "--store", str(store)], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0 and shown.exception is None, shown.output
+    assert MARKUP in shown.output
+
+
+def test_names_and_paths_that_look_like_markup_are_shown_as_written(tmp_path: Path) -> None:
+    store = tmp_path / "st[/x]"
+    made = runner.invoke(app, ["init", "--store", str(store), "--name", "lab [/x] [red]red[/red]"],
+                         env={"HELDOUT_NOW": "2026-09-01T00:00:00Z", "COLUMNS": "400"})
+    assert made.exit_code == 0 and made.exception is None, made.output
+    assert str(store) in " ".join(made.output.split())
+    head = runner.invoke(app, ["ledger", "head", "--store", str(store)])
+    assert head.exit_code == 0 and head.exception is None, head.output
+
+
+def test_an_export_naming_a_model_in_markup_gets_its_verdict_printed(exported: tuple[Path, Path, str],
+                                                                     tmp_path: Path) -> None:
+    """A stranger's export whose entries name a model "cnn[/x]": the third-party audit printed a traceback
+    instead of its verdict."""
+    _, export, ledger_id = exported
+    crafted = tmp_path / "export"
+    shutil.copytree(export, crafted, symlinks=True)
+    entries = crafted / "entries.jsonl"
+    text = entries.read_text()
+    assert '"model_id":"model_0"' in text
+    entries.write_text(text.replace('"model_id":"model_0"', '"model_id":"cnn[/x]"'))
+    result = runner.invoke(app, ["audit", ledger_id, "--from", str(crafted), "--jobs", "1", "--out",
+                                 str(tmp_path / "r.json")], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert "failed" in result.output and "cnn[/x]" in result.output

@@ -116,6 +116,23 @@ def test_a_ledger_file_that_is_not_a_ledger_is_reported_and_never_written(fixtur
     assert not Path(f"{ledger_file(fixture)}-wal").exists()
 
 
+@pytest.mark.parametrize("command", [("status",), ("ledger", "verify"), ("audit", "--jobs", "1")])
+def test_a_ledger_whose_schema_text_is_not_utf8_is_one_line(fixture: AuditFixture, command: tuple[str, ...]) -> None:
+    """Bytes that are not UTF-8 written into the schema's own text: SQLite's message quotes them, Python's
+    sqlite3 cannot decode the message and raised UnicodeDecodeError, a traceback from every command (red-team
+    round 14). The file is not a readable ledger: exit 1, one line, nothing written."""
+    path = ledger_file(fixture)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"CREATE TABLE")
+    data[at + 7:at + 15] = b"\xbe\xff\xfe\xbe\xff\xfe\xbe\xff"
+    path.write_bytes(bytes(data))
+    before = listing(fixture.store)
+    result = cli_at(*command, "--store", fixture.store)
+    assert result.exit_code == 1 and "not a readable ledger database" in result.output, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert listing(fixture.store) == before
+
+
 @pytest.mark.parametrize("damage", [b"x" * 4096, b"", b"\xff\xfe not an id", "folder", "link"])
 @pytest.mark.parametrize("setting", ["DEFAULT", "DATABASE"])
 def test_a_damaged_store_setting_is_a_setup_fault(fixture: AuditFixture, setting: str, damage: bytes | str) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from heldout.audit import AuditReport, AuditSource, ExportSource, ReportRecord, operator_source, run_audit
 from heldout.audit.rederive import default_jobs
@@ -197,10 +198,11 @@ def _run(source: AuditSource, now: datetime, command: str, *, quiet: bool, polic
 def show_report(report: AuditReport) -> None:
     """The people's view: what was checked, per generation, each finding, and what could not be re-derived."""
     colour = {"clean": "green", "failed": "red", "incomplete": "yellow"}[report.verdict]
-    console.print(f"[bold]audit of ledger {report.ledger_id}[/] ({report.mode}): [bold {colour}]{report.verdict}"
-                  f"[/] - {report.ledger_entries} entries, {report.checkpoints} checkpoints, ledger "
-                  f"{'intact' if report.ledger_intact else 'NOT intact'}, {report.rederived} of {report.bundles} "
-                  "bundles re-derived")
+    console.print(Text.assemble(
+        (f"audit of ledger {report.ledger_id}", "bold"), f" ({report.mode}): ", (report.verdict, f"bold {colour}"),
+        f" - {report.ledger_entries} entries, {report.checkpoints} checkpoints, ledger "
+        f"{'intact' if report.ledger_intact else 'NOT intact'}, {report.rederived} of {report.bundles} "
+        "bundles re-derived"))
     if report.since is not None:
         console.print(f"incremental: the clean report {report.since.report_sha256[:16]}... covered the first "
                       f"{report.since.ledger_entries} entries ({report.since.bundles} bundles; consistency proven); "

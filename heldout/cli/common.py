@@ -112,8 +112,11 @@ def _drop_malformed_terminal_size() -> None:
 
 
 _drop_malformed_terminal_size()
-console = CliConsole(highlight=False, soft_wrap=True)
-err_console = CliConsole(stderr=True, highlight=False, soft_wrap=True)
+# No markup: what these consoles print holds text from ledgers, exports, file names and the user, in which "[/x]"
+# ended a command in a MarkupError traceback (after its work was written) and "[red]" hid text; styling is given
+# as rich Text and styles, never as markup in a string.
+console = CliConsole(highlight=False, soft_wrap=True, markup=False)
+err_console = CliConsole(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def table(title: str, columns: Sequence[str], *, right: Sequence[str] = ()) -> Table:
@@ -186,11 +189,17 @@ def reference_time(at: str | None = None) -> datetime:
     return system_clock()
 
 
+def progress_bars(**options: Any) -> Progress:
+    """Rich progress bars on stderr: a description (shown as text, never read as markup: it may name a task or a
+    file from the input), a bar, done/total and the time taken. ``options`` go to :class:`rich.progress.Progress`."""
+    return Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err_console, **options)
+
+
 @contextmanager
 def phase_progress(*, disable: bool) -> Iterator[Callable[[str, int, int], None]]:
     """Rich progress bars on stderr, one per phase: yields ``tick(phase, done, total)``."""
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True, disable=disable) as bar:
+    with progress_bars(transient=True, disable=disable) as bar:
         phases: dict[str, TaskID] = {}
 
         def tick(phase: str, done: int, total: int) -> None:

@@ -21,6 +21,7 @@ from typing import Annotated
 import typer
 from rich.panel import Panel
 from rich.rule import Rule
+from rich.text import Text
 
 from heldout.cli.common import console, handle_errors, reference_time
 from heldout.store import Store
@@ -76,7 +77,7 @@ class Demo:
 
     def say(self, title: str, why: str) -> None:
         self.step_no += 1
-        console.print(Rule(f"[bold]step {self.step_no}: {title}", align="left"))
+        console.print(Rule(Text(f"step {self.step_no}: {title}", style="bold"), align="left"))
         console.print(why)
 
     def run(self, args: Sequence[str], *, expect: int = 0, store: bool = True, script: bool = False,
@@ -100,7 +101,7 @@ class Demo:
         full = ["audit", *visible] if script else visible  # `python audit.py X` is `heldout audit X`
         shown = ("python audit.py " if script else "heldout ") + " ".join(
             a if " " not in a else repr(a) for a in visible)
-        console.print(f"[dim]$ {shown}[/]")
+        console.print(Text(f"$ {shown}", style="dim"))
         command = typer.main.get_command(app)
         # The root group reports every failure as one line and returns its exit code (never raises).
         code = command.main(list(full), prog_name="heldout", standalone_mode=False)
@@ -108,7 +109,7 @@ class Demo:
         if code != expect:
             raise VerificationError(f"demo step {self.step_no}: `{shown}` exited {code}, expected {expect}",
                                     expected=expect, found=code)
-        console.print(f"[green]exit {code}[/] (as expected)" if expect else "[green]exit 0[/]")
+        console.print(Text.assemble((f"exit {code}", "green"), " (as expected)") if expect else Text("exit 0", "green"))
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -236,11 +237,11 @@ def run_demo(store: Path, *, fast: bool, database: str | None = None) -> None:
     _site_screenshots(site, store / "site-screenshots")
     console.print(Rule())
     console.print(str(site / "index.html"))
-    console.print(f"[bold green]demo complete[/] in {d.elapsed():.0f} s. Store: {store}")
+    console.print(Text.assemble(("demo complete", "bold green"), f" in {d.elapsed():.0f} s. Store: {store}"))
     console.print(f"The demo's last steps ran a day ahead ($HELDOUT_NOW={format_utc(later)}); so do the commands "
                   "below, since an audit names an entry dated after its own time as a false date.")
     for line in try_lines(store, ledger_id, at=later):
-        console.print(f"Try: {line}", markup=False, soft_wrap=True)
+        console.print(f"Try: {line}", soft_wrap=True)
 
 
 def try_lines(store: Path, ledger_id: str, *, at: datetime) -> list[str]:
@@ -260,7 +261,7 @@ def _site_screenshots(site: Path, out: Path) -> None:
 
     missing = screenshots_available()
     if missing:
-        console.print(f"[dim]no screenshots: {missing}[/]")
+        console.print(Text(f"no screenshots: {missing}", style="dim"))
         return
     for path in take_screenshots(site, out):
         console.print(f"screenshot: {path}")

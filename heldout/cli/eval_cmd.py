@@ -6,17 +6,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import TaskID
 
 from heldout.cli.common import (
     SEED_MAX,
     JsonFlag,
     StoreOption,
     console,
-    err_console,
     handle_errors,
     open_store,
     print_json,
+    progress_bars,
     reference_time,
     table,
 )
@@ -63,8 +63,7 @@ def evaluate_command(
         signer = ledger_signer(st, opened)
         request = EvaluationRequest(model_id=model, generation=generation, tasks=task_list, seed=seed,
                                     data_root=data_root, weights=weights, arch=arch, device=device)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err_console, disable=as_json) as bar:
+        with progress_bars(disable=as_json) as bar:
             bars: dict[str, TaskID] = {}
 
             def progress(task: str, step: str, done: int, total: int) -> None:

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from heldout.cli.common import (
     JsonFlag,
@@ -123,7 +124,7 @@ def pool_add(
 
     Example: heldout pool add bloodmnist incoming/bloodmnist.npz --split test"""
     st = open_store(store)
-    with Progress(TextColumn(f"hashing {file.name} ({split})"), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn(f"hashing {file.name} ({split})", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
         job = bar.add_task("hash", total=None)
         result = add_pool(st, task, file, split, progress=lambda done, total: bar.update(job, completed=done,
@@ -419,7 +420,7 @@ def status(
             worst = min(covered, key=lambda f: f["n"])
             notes.append(f"eps now {worst['eps']} ({worst['family']}, n = {worst['n']})")
         shown.add_row(
-            g.name, f"[{styles[g.state]}]{g.state}[/]", f"{format_utc(g.created)[:10]} → {format_utc(g.expiry)[:10]}",
+            g.name, Text(g.state, style=styles[g.state]), f"{format_utc(g.created)[:10]} → {format_utc(g.expiry)[:10]}",
             "\n".join(f"{t} {n}" for t, n in g.tasks.items()), g.set_hash[:12], budget, str(len(g.bundles)),
             "; ".join(notes))
     console.print(shown)

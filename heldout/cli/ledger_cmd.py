@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from heldout.annotations import append_generic, check_generic_type, parse_jsonl
 from heldout.cli.common import (
@@ -28,6 +27,7 @@ from heldout.cli.common import (
     open_store,
     phase_progress,
     print_json,
+    progress_bars,
     reference_time,
     refuse_output_in_source,
     table,
@@ -91,8 +91,7 @@ def _progress(label: str, enabled: bool) -> Iterator[Any]:
     if not enabled:
         yield None
         return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as progress:
+    with progress_bars(transient=True) as progress:
         task = progress.add_task(label, total=None)
 
         def update(done: int, total: int) -> None:
