@@ -114,11 +114,19 @@ def _lock_keys(ledger_id: str) -> tuple[int, int]:
     return base, base ^ (1 << 62)
 
 
+#: Seconds to wait for a server to answer a connection (unless the URL sets ``connect_timeout``): a listener that
+#: accepts and never answers held every command for ever.
+CONNECT_TIMEOUT_S = 10
+
+
 def _connect(url: str) -> Any:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
 
     try:
-        conn = psycopg.connect(database_url(url), autocommit=True)
+        options = {} if "connect_timeout" in conninfo_to_dict(database_url(url)) else {
+            "connect_timeout": CONNECT_TIMEOUT_S}
+        conn = psycopg.connect(database_url(url), autocommit=True, **options)
     except psycopg.Error as exc:
         raise LedgerStorageError(f"cannot connect to the ledger database {display_url(url)}: "
                                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc}",

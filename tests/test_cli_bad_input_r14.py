@@ -102,3 +102,26 @@ def test_an_export_naming_a_model_in_markup_gets_its_verdict_printed(exported: t
                                  str(tmp_path / "r.json")], env={"COLUMNS": "400"})
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert "failed" in result.output and "cnn[/x]" in result.output
+
+
+def test_a_database_server_that_never_answers_is_given_up_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PostgreSQL URL whose listener accepts and never answers held every command for ever (red-team round
+    14): connecting waits at most ``ledger.postgres.CONNECT_TIMEOUT_S`` (unless the URL sets connect_timeout),
+    then exit 2 in one line."""
+    import socket
+    import time
+
+    pytest.importorskip("psycopg")
+    import ledger.postgres as postgres
+
+    monkeypatch.setattr(postgres, "CONNECT_TIMEOUT_S", 1)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        url = f"postgresql://lab@127.0.0.1:{listener.getsockname()[1]}/heldout"
+        started = time.monotonic()
+        result = runner.invoke(app, ["init", "--store", str(tmp_path / "store"), "--database", url])
+        took = time.monotonic() - started
+    line = one_line_failure(result, 2)
+    assert "cannot connect to the ledger database" in line and took < 10, (line, took)
+    assert not (tmp_path / "store").exists()  # nothing made for a ledger that could not be
