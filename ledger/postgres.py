@@ -124,7 +124,7 @@ def _connect(url: str) -> Any:
     from psycopg.conninfo import conninfo_to_dict
 
     try:
-        options = {} if "connect_timeout" in conninfo_to_dict(database_url(url)) else {
+        options: dict[str, Any] = {} if "connect_timeout" in conninfo_to_dict(database_url(url)) else {
             "connect_timeout": CONNECT_TIMEOUT_S}
         conn = psycopg.connect(database_url(url), autocommit=True, **options)
     except psycopg.Error as exc:
