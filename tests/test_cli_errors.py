@@ -206,6 +206,31 @@ def test_an_output_closed_by_its_reader_is_exit_2_never_a_verdict(built: AuditFi
         result.stderr
 
 
+@pytest.mark.parametrize("command", [["status", "--json"], ["ledger", "leaf", "0"], ["ledger", "pubkey"],
+                                     ["keys", "export-public", "--json"]], ids=" ".join)
+def test_a_command_started_with_its_output_closed_does_nothing_in_one_line(built: AuditFixture,
+                                                                          command: list[str]) -> None:
+    """Started with stdout closed (``>&-``), Python has no stdout: commands ended in an AttributeError traceback,
+    some after writing (red-team round 14). Refused first: exit 2, one line on stderr."""
+    result = subprocess.run([sys.executable, "-m", "heldout", *command, "--store", str(built.store)],
+                            stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, timeout=120, check=False,
+                            preexec_fn=lambda: os.close(1))
+    assert result.returncode == 2, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [
+        "heldout: error: standard output is closed; nothing was done (redirect it to a file or /dev/null instead)"]
+
+
+def test_an_entry_read_from_a_closed_stdin_is_a_usage_error(built: AuditFixture, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(built.store, store, symlinks=True)
+    before = tree_state(store)
+    result = subprocess.run([sys.executable, "-m", "heldout", "ledger", "append", "--type", "note", "--json-file",
+                             "-", "--store", str(store)], capture_output=True, text=True, cwd=REPO_ROOT,
+                            timeout=120, check=False, preexec_fn=lambda: os.close(0))
+    assert result.returncode == 2 and "standard input, which is closed" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and tree_state(store) == before
+
+
 # --- full disk, I/O errors and broken databases ----------------------------------------------------------------
 
 @pytest.mark.parametrize(("code", "words"), [

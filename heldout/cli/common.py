@@ -296,6 +296,15 @@ def _run_main(run: Callable[..., Any], args: Sequence[str] | None, prog_name: st
         if standalone_mode:
             sys.exit(2)
         return 2
+    if sys.stdout is None:
+        # The process started with its standard output closed (``>&-``): Python has no stream there, and every
+        # print would fail after the command's work. Refused first, nothing done.
+        if sys.stderr is not None:
+            err_console.print(Text("heldout: error: ", style="bold red") + Text(
+                "standard output is closed; nothing was done (redirect it to a file or /dev/null instead)"))
+        if standalone_mode:
+            sys.exit(StorageError.exit_code)
+        return StorageError.exit_code
     stdout_was_devnull = _stdout_is_devnull()
     try:
         result = run(args=argv, prog_name=prog_name, standalone_mode=False, **extra)

@@ -129,6 +129,8 @@ def init(
 def _read_input(path: Path, *, limit: int, what: str) -> bytes:
     """An input file's bytes ('-': stdin), bounded; a FIFO or a device is refused, never waited on."""
     if str(path) == "-":
+        if sys.stdin is None:  # (Python's stdin when the process started with it closed)
+            raise LedgerUsageError(f"the {what} is to be read from standard input, which is closed", path="-")
         data = sys.stdin.buffer.read(limit + 1)
     elif not path.exists():
         raise LedgerUsageError(f"no {what} at {path}", path=str(path))
