@@ -41,7 +41,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from heldout.store import Store
-from keys import Signer, VerificationError
+from keys import HeldoutError, Signer, StorageError, VerificationError, storage_error
 from keys.files import (
     PRIVATE_FILE_MODE,
     ensure_private_dir,
@@ -208,10 +208,27 @@ class StagedOperation:
         indices = self.ledger.append_batch(entries, signer=signer, now=now, expected_size=expected_size)
         self.committed = True
         crashpoint(f"{self.name}.committed")
-        _publish(self.store, self.folder, intent, step=self.name, in_memory=self._data)
-        _remove(self.folder)
+        try:
+            _publish(self.store, self.folder, intent, step=self.name, in_memory=self._data)
+            _remove(self.folder)
+        except (HeldoutError, OSError) as exc:
+            raise PublishPending(self.name, indices, exc) from None
         crashpoint(f"{self.name}.done")
         return indices
+
+
+class PublishPending(StorageError):
+    """An operation's entries are in the ledger (its commit) but publishing its files failed (a full disk, an I/O
+    error): exit 2 as any environment error, saying that the operation happened and that the next command that
+    opens the ledger publishes what it staged. "Nothing was written" would be false, and running it again is
+    refused (it is logged)."""
+
+    def __init__(self, operation: str, indices: Sequence[int], cause: HeldoutError | OSError) -> None:
+        reason = cause.message if isinstance(cause, HeldoutError) else storage_error(cause).message
+        where = f"entry {indices[0]}" if len(indices) == 1 else f"entries {indices[0]}..{indices[-1]}"
+        super().__init__(f"the {operation} is logged ({where}), but publishing its files failed: {reason}; the next "
+                         "command that opens the ledger publishes them once there is room (do not run it again)",
+                         entries=list(indices))
 
 
 @contextmanager

@@ -253,6 +253,30 @@ def test_a_failing_disk_while_writing_is_exit_2_and_leaves_no_temporary_file(
     assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
 
 
+def test_a_disk_full_after_the_commit_says_the_operation_is_logged(built: AuditFixture, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """retire --reveal logs its entries, then publishes the reveal: the disk filling up in between was reported
+    as any full disk ("nothing is written") though the generation was retired, and running it again was
+    refused (red-team round 14). It says the operation is logged and the next command publishes its files;
+    the next command does."""
+    import heldout.staging as staging
+
+    store = tmp_path / "store"
+    shutil.copytree(built.store, store, symlinks=True)
+    publish = staging._publish
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(staging, "_publish", disk_full)
+    line = assert_one_line_error(invoke("retire", "gen1", "--reason", "expired", "--reveal", "--store", str(store)))
+    assert "the retire is logged (entries" in line and "no space left" in line and "next command" in line, line
+    assert not (store / "seals" / "gen1.reveal.json").exists()
+    monkeypatch.setattr(staging, "_publish", publish)
+    assert invoke("status", "--store", str(store)).exit_code == 0
+    assert (store / "seals" / "gen1.reveal.json").is_file()  # published by the next command
+
+
 def test_a_failing_disk_while_writing_synthetic_data_leaves_no_new_folder(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("medmnist")

@@ -116,10 +116,20 @@ def _manifest_for(openings: list[CaseOpening], generation: str = "gen1") -> tupl
     manifest = SealManifest(
         generation=generation, membership="sealed", tasks=tuple(TaskCount(t, n) for t, n in sorted(counts.items())),
         set_hash=doc["set_hash"], created=datetime(2026, 1, 1, tzinfo=UTC), expiry=datetime(2027, 1, 1, tzinfo=UTC),
-        leakage_budget=LeakageBudget(bits=10.0, basis="explicit", n=1, k=1, delta=0.05, eps=1.0, rule="r"),
+        leakage_budget=_budget_of(drawn, counts),
         release=ReleasePolicy(), seed=None, predecessor=None, ledger_id="0" * 20, entry_index=intent + 1,
         draw=draw.to_json())
     return manifest, doc
+
+
+def _budget_of(openings: list[CaseOpening], counts: dict[str, int]) -> LeakageBudget:
+    """An explicit 10-bit budget with what its rule gives on these cases' labels (every verifier recomputes it)."""
+    from heldout.generations.budget import TaskShape, budget_record, weakest
+
+    shapes = [TaskShape.from_labels(task, [o.label for o in openings if o.task == task], 8 if task == "bloodmnist"
+                                    else 2) for task in sorted(counts)]
+    return budget_record(mode="full", weak=weakest(shapes), n=min(counts.values()), n_tasks=len(counts),
+                         counts=[counts[task] for task in sorted(counts)], k=1, delta=0.05, eps=None, bits=10.0)
 
 
 def random_openings(n: int, seed: int = 0) -> list[CaseOpening]:
@@ -128,8 +138,9 @@ def random_openings(n: int, seed: int = 0) -> list[CaseOpening]:
     for i in range(n):
         h = hashlib.sha256(f"case {seed} {i}".encode()).hexdigest()
         task = "bloodmnist" if i % 3 else "breastmnist"
-        out.append(CaseOpening(case_id=case_id(task, h), task=task, content_sha256=h, label=int(rng.integers(0, 8)),
-                               salt=os.urandom(32)))
+        classes = 8 if task == "bloodmnist" else 2
+        out.append(CaseOpening(case_id=case_id(task, h), task=task, content_sha256=h,
+                               label=int(rng.integers(0, classes)), salt=os.urandom(32)))
     return out
 
 
