@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keys import Keyring, MalformedInput, Signer, StorageError, TrustedKey, UntrustedKey, UsageError
+from keys import Keyring, MalformedInput, Signer, StorageError, TrustedKey, UntrustedKey, UsageError, storage_error
 from keys.files import check_private_dir, ensure_private_dir, write_atomic
 from keys.safeio import read_in
 from keys.signer import check_key_id
 
 STORE_ENV = "HELDOUT_STORE"
+#: What a store folder holds (any one of them: a store begun by an older version, or by a killed init, counts).
+_STORE_NAMES = ("ledgers", "blobs", "seals", "keys", "passports", "audit", "private", "witnesses")
 
 
 def default_store_path() -> Path:
@@ -108,7 +110,18 @@ class Store:
                                "pass --key to trust one", field="issuer.key_id", found=issuer["key_id"]) from None
 
     def create(self) -> None:
-        """Create the layout; ``private/`` is 0700 from its first instant."""
+        """Create the layout; ``private/`` is 0700 from its first instant. A folder that holds other files and
+        nothing of a store is refused: ``HELDOUT_STORE=/ heldout init`` made a store, private key included,
+        among the files of the root folder (or of a home folder)."""
+        if self.root.is_dir() and not any(os.path.lexists(self.root / name) for name in _STORE_NAMES):
+            try:
+                with os.scandir(self.root) as listing:
+                    other = next((entry.name for entry in listing), None)
+            except OSError as exc:
+                raise storage_error(exc) from None
+            if other is not None:
+                raise UsageError(f"{self.root} is a folder of other files ({other!r}, ...), not a heldout store: "
+                                 "give a new or empty folder for one", path=str(self.root), found=other[:80])
         self.root.mkdir(parents=True, exist_ok=True)
         for folder in (self.ledgers, self.blobs, self.seals, self.keys, self.passports, self.audit):
             folder.mkdir(parents=True, exist_ok=True)

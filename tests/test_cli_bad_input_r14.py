@@ -125,3 +125,22 @@ def test_a_database_server_that_never_answers_is_given_up_on(tmp_path: Path, mon
     line = one_line_failure(result, 2)
     assert "cannot connect to the ledger database" in line and took < 10, (line, took)
     assert not (tmp_path / "store").exists()  # nothing made for a ledger that could not be
+
+
+@pytest.mark.parametrize("command", [["init"], ["keys", "init", "--name", "op"], ["ledger", "init", "--name", "x"]],
+                         ids=" ".join)
+def test_a_folder_of_other_files_is_not_made_a_store(tmp_path: Path, command: list[str]) -> None:
+    """``HELDOUT_STORE=/ heldout init`` made a store, private key included, among the files of the root folder
+    (red-team round 14). A folder that holds other files and nothing of a store is refused; a new or empty
+    folder, or a store, is used."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    line = one_line_failure(runner.invoke(app, [*command, "--store", str(home)],
+                                          env={"HELDOUT_NOW": "2026-09-01T00:00:00Z"}), 2)
+    assert "not a heldout store" in line or "no private key" in line  # (ledger init needs a key first)
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    made = runner.invoke(app, ["init", "--store", str(empty)], env={"HELDOUT_NOW": "2026-09-01T00:00:00Z"})
+    assert made.exit_code == 0, made.output
