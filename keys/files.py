@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import functools
@@ -166,6 +167,40 @@ def write_atomic(path: Path, data: bytes) -> None:
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
+    remove_dead_temporaries(path)
+
+
+_TEMPORARY_PID = re.compile(r"\.tmp([0-9]{1,10})")
+
+
+def remove_dead_temporaries(path: Path) -> None:
+    """The temporary files (``.<name>.tmp<pid>``) that writers of ``path`` killed mid-write left beside it, one
+    more per kill (a killed audit's report, say): removed when their process is gone. A live writer's is left
+    alone; so is anything not named so."""
+    prefix = f".{path.name}"
+    try:
+        with os.scandir(path.parent) as listing:
+            names = [entry.name for entry in listing if entry.name.startswith(prefix + ".tmp")]
+    except OSError:
+        return
+    for name in names:
+        match = _TEMPORARY_PID.fullmatch(name[len(prefix):])
+        if match is None or _alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(path.parent / name)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # someone else's process, or no such number: not ours to judge
+    return True
 
 
 @contextmanager

@@ -128,6 +128,25 @@ def test_write_atomic_never_writes_through_a_link_at_its_temporary_name(tmp_path
     assert not target.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "victim"]
 
 
+def test_the_temporaries_of_killed_writers_go_with_the_next_write(tmp_path: Path) -> None:
+    """A killed audit left ``.audit_report.json.tmp<pid>`` beside its report, one more per kill, and no later
+    command removed it (red-team round 14). The next write of the file removes those of dead processes; a live
+    writer's, and other names, stay."""
+    from keys.files import write_atomic
+
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True)
+    dead = int(finished.stdout)
+    target = tmp_path / "audit_report.json"
+    for name in (f".audit_report.json.tmp{dead}", f".audit_report.json.tmp{os.getppid()}", ".audit_report.json.tmpx",
+                 ".other.json.tmp1"):
+        (tmp_path / name).write_bytes(b"partial")
+    write_atomic(target, b"the report")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".audit_report.json.tmp{os.getppid()}",
+                                                          ".audit_report.json.tmpx", ".other.json.tmp1",
+                                                          "audit_report.json"]
+
+
 def test_attack_a_follower_state_that_cannot_be_read_is_never_a_first_use(built: AuditFixture,
                                                                           tmp_path: Path) -> None:
     """A --state path that exists but cannot be read (a link loop, a dangling link, a folder) was taken for
