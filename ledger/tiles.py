@@ -74,6 +74,7 @@ from keys.safeio import (
     list_in,
     read_in,
 )
+from keys.signer import check_key_id
 from ledger.blobs import BlobStore, check_sha256_hex
 from ledger.checkpoint import Checkpoint, parse_checkpoint, verify_checkpoint
 from ledger.entries import blob_references, decode_entry, genesis_key, is_ledger_id, ledger_id_of, origin_of
@@ -460,6 +461,22 @@ def _write_tiles(ledger: Ledger, out: Path, *, blobs: BlobStore | None, seals: P
     missing = _strings(previous.get("missing_blobs"))
     present = _strings(previous.get("blobs"))
     known = set(present)
+    # What an earlier run published is not taken on its word: a listed blob gone from OUT is written again from
+    # the store, or the run refuses, rather than calling OUT "unchanged" while every verifier refuses it.
+    for digest in present:
+        check_sha256_hex(digest)
+        rel = f"{BLOBS}/{digest[:2]}/{digest}"
+        if not os.path.lexists(out / rel):
+            if blobs is None or not blobs.has(digest):
+                raise LedgerIntegrityError(f"{rel}, which an earlier run published, is gone from the tiles "
+                                           "directory and the store does not hold it; write to a new folder",
+                                           file=rel)
+            writer.immutable(rel, blobs.get(digest))
+    for key_id in _strings(previous.get("keys")):
+        rel = f"{KEYS}/{check_key_id(key_id)}.pub.json"
+        if not any(key.key_id == key_id for key in declared) and not os.path.lexists(out / rel):
+            raise LedgerIntegrityError(f"{rel}, which an earlier run published, is gone from the tiles directory; "
+                                       "write to a new folder", file=rel)
     for digest in dict.fromkeys([*missing, *referenced]):
         if digest in known:
             continue
@@ -1090,8 +1107,12 @@ class TilesLog(EntryList):
             for offset, (data, stored) in enumerate(zip(bundle, leaves, strict=True)):
                 if leaf_hash(data) != stored:
                     index = (number << TILE_HEIGHT) + offset
-                    raise LedgerIntegrityError(f"entry {index}: its bytes do not hash to the leaf in its tile",
-                                               index=index, file=hash_tile_path(0, number, len(leaves)),
+                    bundle_file = bundle_path(number, len(leaves))
+                    tile_file = hash_tile_path(0, number, len(leaves))
+                    # one of the two is damaged; the entry bundle is named, as the bytes whose hash is the entry
+                    # (a damaged leaf tile alone differs from the tree above too, and both files are in the message)
+                    raise LedgerIntegrityError(f"entry {index}: its bytes in {bundle_file} do not hash to its leaf "
+                                               f"in {tile_file}", index=index, file=bundle_file,
                                                expected=b64encode(stored), found=b64encode(leaf_hash(data)))
                 nodes.append(stored)
                 entries.append(data)

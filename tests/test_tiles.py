@@ -395,7 +395,7 @@ def fifo_tile(folder: Path) -> None:
 
 
 HOSTILE = {
-    "flipped leaf tile": (leaf_tile_flip, "do not hash to the leaf"),
+    "flipped leaf tile": (leaf_tile_flip, "do not hash to its leaf in tile/0/"),
     "flipped entry bundle": (bundle_flip, ""),
     "truncated tile": (truncated_tile, "wrong length"),
     "symlinked bundle": (symlinked_bundle, "symbolic link"),
