@@ -527,9 +527,10 @@ class Ledger(ProvingLog):
                             on_entry=on_entry, jobs=jobs, ranges=ranges)
             self._verify_cosignatures()
             meta = storage.meta()
-            if meta.get("ledger_id") != report.ledger_id or meta.get("origin") != report.origin:
-                raise LedgerIntegrityError("the database's recorded id or origin differs from its genesis entry",
-                                           expected=report.ledger_id, found=meta.get("ledger_id"))
+            for member, expected in (("ledger_id", report.ledger_id), ("origin", report.origin)):
+                if meta.get(member) != expected:
+                    raise LedgerIntegrityError(f"the database's recorded {member} differs from its genesis entry's",
+                                               field=member, expected=expected, found=meta.get(member))
         return report
 
 
