@@ -144,3 +144,19 @@ def test_a_folder_of_other_files_is_not_made_a_store(tmp_path: Path, command: li
     empty.mkdir()
     made = runner.invoke(app, ["init", "--store", str(empty)], env={"HELDOUT_NOW": "2026-09-01T00:00:00Z"})
     assert made.exit_code == 0, made.output
+
+
+def test_a_sealed_generation_given_a_data_root_is_refused(exported: tuple[Path, Path, str], tmp_path: Path) -> None:
+    """``seal genN --data-root X`` was accepted and X ignored (the cases come from the private pool), though the
+    help says "public only" and --seed is refused there alike."""
+    store = tmp_path / "store"
+    shutil.copytree(exported[0], store, symlinks=True)
+    def listing() -> list[Path]:  # (not SQLite's own -wal and -shm, made by any reader)
+        return sorted(p.relative_to(store) for p in store.rglob("*") if not p.name.endswith(("-wal", "-shm")))
+
+    before = listing()
+    line = one_line_failure(runner.invoke(app, ["seal", "gen3", "--tasks", "bloodmnist", "--per-task", "5",
+                                                "--expires", "2027-05-01", "--data-root", str(tmp_path), "--store",
+                                                str(store)], env={"HELDOUT_NOW": "2026-09-02T00:00:00Z"}), 2)
+    assert "--data-root applies to the public generation only" in line
+    assert listing() == before

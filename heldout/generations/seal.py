@@ -232,6 +232,9 @@ def _check_draw_request(store: Store, request: SealRequest, tasks: tuple[str, ..
         raise UsageError("--seed no longer applies to a sealed generation: its draw's seed comes from the log "
                          "(the checkpoint, or the witnesses' cosignatures, after the seal intent)", field="seed",
                          found=request.seed)
+    if request.data_root is not None:  # (said, not ignored: the cases come from the private pool)
+        raise UsageError("--data-root applies to the public generation only: a sealed generation's cases are drawn "
+                         "from its private pool (heldout pool add)", field="data_root", found=str(request.data_root))
     known = set(pool_tasks(store))
     for task in tasks:
         if task not in known:
