@@ -411,6 +411,9 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _parse_int(text: str) -> int | float:
     # JSON numbers are IEEE doubles (I-JSON): an integer literal beyond 2^53 is a float written without a
     # fraction (RFC 8785 emits 2^53 as "9007199254740992"), so read it back as that float.
+    digits = text.lstrip("-")
+    if len(digits) > 17:  # (beyond 2^53 anyway: read as the double it is, never as a huge int Python refuses)
+        return _parse_float(text)
     value = int(text)
     return value if abs(value) <= MAX_SAFE_INTEGER else _parse_float(text)
 

@@ -160,3 +160,14 @@ def test_a_sealed_generation_given_a_data_root_is_refused(exported: tuple[Path, 
                                                 str(store)], env={"HELDOUT_NOW": "2026-09-02T00:00:00Z"}), 2)
     assert "--data-root applies to the public generation only" in line
     assert listing() == before
+
+
+def test_an_integer_of_thousands_of_digits_is_refused_as_a_number_too_large(tmp_path: Path) -> None:
+    """It was refused with Python's own advice to call sys.set_int_max_str_digits() (red-team round 14): every
+    JSON number is a double, and one of 5,000 digits is too large for it."""
+    from keys import MalformedInput
+    from seals import parse_json_object
+
+    with pytest.raises(MalformedInput, match="too large for a double"):
+        parse_json_object(b'{"v": ' + b"9" * 5000 + b"}", what="entry file")
+    assert parse_json_object(b'{"v": ' + b"1" + b"0" * 20 + b"}", what="entry file") == {"v": 1e20}
