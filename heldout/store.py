@@ -21,8 +21,9 @@ from keys.safeio import read_in
 from keys.signer import check_key_id
 
 STORE_ENV = "HELDOUT_STORE"
-#: What a store folder holds (any one of them: a store begun by an older version, or by a killed init, counts).
-_STORE_NAMES = ("ledgers", "blobs", "seals", "keys", "passports", "audit", "private", "witnesses")
+#: What a store folder holds (any one of them: a store begun by an older version, or by a killed init, counts),
+#: and the mark of a folder ``heldout demo`` made for its store.
+_STORE_NAMES = ("ledgers", "blobs", "seals", "keys", "passports", "audit", "private", "witnesses", ".heldout-demo")
 
 
 def default_store_path() -> Path:
