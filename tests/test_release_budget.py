@@ -61,7 +61,7 @@ def test_manifest_budget_states_each_family_at_its_n_and_scale() -> None:
     # and the seal itself states the smallest class: log2(156 + 1) = 7.294621 bits.
     shape = TaskShape(task="breastmnist", n=156, n_classes=2, smallest_class=42)
     budget = make_budget(n=156, k=100, bits=50.0, mode="ladder", shapes=[shape], step=1.0)
-    assert budget.n == 42 and budget.statement_bits == 7.294621 == statement_bits([shape])
+    assert budget.n == 42 and budget.statement_bits == 7.294621 == statement_bits([shape.n])
     (family,) = budget.families
     assert family == {"family": "accuracy score 100*cc(balanced accuracy), 0-100", "n": 42, "scale": 200.0,
                       "per_evaluation": 1, "statistics": 100, "eps": 143.0142}

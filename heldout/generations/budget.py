@@ -180,17 +180,10 @@ def weakest(shapes: Sequence[TaskShape]) -> TaskShape:
     return min(shapes, key=lambda s: (s.smallest_class, s.n, s.task))
 
 
-def statement_bits(shapes: Sequence[TaskShape]) -> float:
-    """Bits the manifest itself releases about the labels: each task's smallest class size (n + 1 values)."""
-    return round(math.fsum(math.log2(s.n + 1) for s in shapes), 6)
-
-
-def guarantees(mode: str, shapes: Sequence[TaskShape], bits: float, statistics: int,
-               delta: float) -> list[dict[str, Any]]:
-    """Each family of the weakest task with its eps on its published scale at ``bits`` over ``statistics``."""
-    if not shapes:
-        return []
-    return [family.to_json(bits, statistics, delta) for family in released_families(mode, weakest(shapes))]
+def statement_bits(counts: Sequence[int]) -> float:
+    """Bits the manifest itself releases about the labels: each task's smallest class size (n + 1 values for a
+    task of n cases), from the tasks' case counts."""
+    return round(math.fsum(math.log2(n + 1) for n in counts), 6)
 
 
 def statistics_per_evaluation(mode: str, shape: TaskShape) -> int:
@@ -293,7 +286,7 @@ def budget_record(*, mode: str, weak: TaskShape | None, n: int, n_tasks: int, co
         value, basis, rule = default_budget_bits(n_weak, statistics, delta, eps), "default", DEFAULT_RULE
         eps_value = eps
     return LeakageBudget(bits=value, basis=basis, n=n_weak, k=k, delta=delta, eps=eps_value, rule=rule,
-                         statement_bits=round(math.fsum(math.log2(c + 1) for c in counts), 6),
+                         statement_bits=statement_bits(counts),
                          families=tuple(family.to_json(value, statistics, delta)
                                         for family in (released_families(mode, weak) if weak is not None else ())))
 
