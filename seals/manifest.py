@@ -133,7 +133,7 @@ class LeakageBudget:
     #: Bits the seal itself releases about the labels (each task's smallest class size), spent from the start.
     statement_bits: float = 0.0
     #: Each released statistic family with the n it concentrates at and its eps on its published scale when the
-    #: whole budget is spent (heldout.generations.budget.guarantees).
+    #: whole budget is spent (heldout.generations.budget.budget_record).
     families: tuple[dict[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
