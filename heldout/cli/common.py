@@ -243,7 +243,7 @@ def as_heldout_error(exc: BaseException) -> HeldoutError | None:
     show)."""
     if isinstance(exc, HeldoutError):
         return exc
-    if isinstance(exc, BrokenPipeError):
+    if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
         return None  # the reader of our output left: not this command's verdict (``_OutputClosed``)
     if isinstance(exc, OSError):
         return storage_error(exc)
@@ -384,7 +384,22 @@ def _reporting_closed_output(step: Callable[..., Any], *args: Any, **kwargs: Any
     try:
         return step(*args, **kwargs)
     except BrokenPipeError:
+        if not stdout_reader_gone():
+            raise  # another pipe (a socket): an I/O error like any other (as_heldout_error)
         raise _OutputClosed() from None
+
+
+def stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (the kernel reports an error condition on
+    its write end), as opposed to a broken pipe elsewhere, a socket to a server, say."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real file behind sys.stdout
+        return False
 
 
 class HeldoutGroup(typer.core.TyperGroup):
