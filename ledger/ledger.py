@@ -527,6 +527,12 @@ class Ledger(ProvingLog):
                             on_entry=on_entry, jobs=jobs, ranges=ranges)
             self._verify_cosignatures()
             meta = storage.meta()
+            missing = storage.missing_guards()
+            if missing:
+                # the bytes still replay (everything is recomputed from them), but the database no longer refuses
+                # an UPDATE or DELETE: whoever dropped the triggers could rewrite what comes next unnoticed by it
+                raise LedgerIntegrityError(f"the database's append-only triggers are gone ({', '.join(missing)}): "
+                                           "it no longer refuses changes to what was logged", found=missing)
             for member, expected in (("ledger_id", report.ledger_id), ("origin", report.origin)):
                 if meta.get(member) != expected:
                     raise LedgerIntegrityError(f"the database's recorded {member} differs from its genesis entry's",

@@ -44,6 +44,9 @@ URL_SCHEMES = ("postgresql", "postgres")
 LOCK_TIMEOUT = "120s"
 _CURSOR_NUMBERS = itertools.count()
 _TABLES = ("meta", "entries", "nodes", "checkpoints", "cosignatures")
+#: The triggers by which the database itself keeps the ledger append-only (:func:`schema_statements`).
+POSTGRES_GUARDS = (*(f"{table}_insert_check" for table in ("entries", "nodes", "checkpoints", "cosignatures")),
+                   *(f"{table}_{kind}" for table in _TABLES for kind in ("no_change", "no_truncate")))
 
 
 def is_database_url(text: str) -> bool:
@@ -196,6 +199,14 @@ class PostgresStorage:
     # reading ---------------------------------------------------------------------------------------------
     def meta(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in self._q("SELECT key, value FROM {s}.meta").fetchall()}
+
+    def missing_guards(self) -> list[str]:
+        """The append-only triggers of the schema (:func:`schema_statements`) that the database no longer has."""
+        present = {str(row[0]) for row in self.conn.execute(
+            "SELECT t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND NOT t.tgisinternal",
+            (self.schema,)).fetchall()}
+        return [name for name in POSTGRES_GUARDS if name not in present]
 
     def entry_data(self, index: int) -> bytes | None:
         row = self._q(f"SELECT {_DATA} FROM {{s}}.entries WHERE idx = %s", (index,)).fetchone()

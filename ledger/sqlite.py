@@ -56,6 +56,12 @@ _COSIGNATURE = ", ".join([_integer("size"), _text("witness"), _text("key_id"), _
                           _text("vkey"), _text("received_utc")])
 
 
+#: The triggers by which the database itself keeps the ledger append-only (ledger.db's migrations).
+SQLITE_GUARDS = (*(f"{table}_no_{action}" for table in ("entries", "nodes", "checkpoints", "cosignatures")
+                   for action in ("update", "delete")),
+                 "entries_next_index", "nodes_write_once", "checkpoints_grow", "cosignatures_on_checkpoints")
+
+
 class SqliteStorage:
     """The rows of one ledger file (see ``ledger.storage.LedgerStorage``)."""
 
@@ -92,6 +98,14 @@ class SqliteStorage:
     # reading ---------------------------------------------------------------------------------------------
     def meta(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in self.conn.execute("SELECT key, value FROM meta").fetchall()}
+
+    def missing_guards(self) -> list[str]:
+        """The append-only triggers of the schema (``ledger.db``) that the file no longer has."""
+        rows = self.conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'table')")
+        present = {(str(kind), str(name)) for kind, name in rows}
+        # (a schema version 1 file, read without migrating, has no cosignatures table and so none of its triggers)
+        return [name for name in SQLITE_GUARDS if ("trigger", name) not in present
+                and (not name.startswith("cosignatures_") or ("table", "cosignatures") in present)]
 
     def entry_data(self, index: int) -> bytes | None:
         row = self.conn.execute(f"SELECT {_blob('data')} FROM entries WHERE idx = ?", (index,)).fetchone()

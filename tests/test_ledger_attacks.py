@@ -105,6 +105,27 @@ def tamper_postgres(ledger: Ledger, *statements: str) -> None:
             conn.execute(re.sub(r"x'([0-9a-f]*)'", r"'\\x\1'::bytea", statement))
 
 
+def test_attack_the_append_only_triggers_dropped(ledger: Ledger) -> None:
+    """Whoever holds the database drops the triggers that refuse UPDATE and DELETE, changing nothing yet: every
+    byte still replays, but the database no longer keeps the ledger append-only (red-team round 14: accepted
+    by every command). ``verify`` names the missing triggers."""
+    if ledger.path is None:
+        import psycopg
+
+        storage = ledger.storage
+        assert isinstance(storage, PostgresStorage)
+        with psycopg.connect(storage.url, autocommit=True) as conn:
+            conn.execute(f"DROP TRIGGER entries_no_change ON {storage.schema}.entries")
+        gone = "entries_no_change"
+    else:
+        conn = sqlite3.connect(ledger.path, isolation_level=None)
+        conn.execute("DROP TRIGGER entries_no_update")
+        conn.close()
+        gone = "entries_no_update"
+    with pytest.raises(LedgerIntegrityError, match=f"append-only triggers are gone \\({gone}\\)"):
+        ledger.verify()
+
+
 # --- tampered entry bytes --------------------------------------------------------------------------------------
 
 def test_attack_tampered_entry_bytes_in_export(exported: Path) -> None:
