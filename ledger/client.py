@@ -55,21 +55,19 @@ class ClientState:
         except MalformedInput as exc:
             raise LedgerIntegrityError(f"client state is unreadable: {exc.message}", file=str(path)) from None
         key = state.get("key")
-        problem = (
-            "its members are not format, version, origin, key and note" if set(state) != _STATE_MEMBERS else
-            "it is not a heldout checkpoint client state version 1"
-            if state["format"] != STATE_FORMAT or type(state["version"]) is not int or state["version"] != STATE_VERSION
-            else "its key is not {name, public_key_b64}, both text"
-            if not isinstance(key, dict) or set(key) != {"name", "public_key_b64"}
-            or not all(isinstance(v, str) for v in key.values())
-            else "its origin or note is not text" if not isinstance(state["origin"], str) or not isinstance(
-                state["note"], str)
-            else None)
-        if problem is not None:
-            raise LedgerIntegrityError(f"client state is not in the expected format: {problem}", file=str(path))
-        assert isinstance(key, dict)
-        return cls(origin=state["origin"], key_name=key["name"], public_key_b64=key["public_key_b64"],
-                   note=state["note"])
+        if set(state) != _STATE_MEMBERS:
+            problem = "its members are not format, version, origin, key and note"
+        elif state["format"] != STATE_FORMAT or type(state["version"]) is not int or state["version"] != STATE_VERSION:
+            problem = "it is not a heldout checkpoint client state version 1"
+        elif not isinstance(key, dict) or set(key) != {"name", "public_key_b64"} or \
+                not all(isinstance(v, str) for v in key.values()):
+            problem = "its key is not {name, public_key_b64}, both text"
+        elif not isinstance(state["origin"], str) or not isinstance(state["note"], str):
+            problem = "its origin or note is not text"
+        else:
+            return cls(origin=state["origin"], key_name=key["name"], public_key_b64=key["public_key_b64"],
+                       note=state["note"])
+        raise LedgerIntegrityError(f"client state is not in the expected format: {problem}", file=str(path))
 
 
 _STATE_MEMBERS = frozenset({"format", "version", "origin", "key", "note"})

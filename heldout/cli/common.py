@@ -219,6 +219,11 @@ def print_json(value: Any) -> None:
     sys.stdout.write(text + "\n")
 
 
+def error_line(message: str) -> None:
+    """``heldout: error: MESSAGE``, one line on stderr (the message shown as text)."""
+    err_console.print(Text("heldout: error: ", style="bold red") + Text(message))
+
+
 def fail(error: HeldoutError, *, as_json: bool = False) -> typer.Exit:
     """Report ``error`` (one line, or JSON) and return the Exit to raise with its code."""
     if as_json:
@@ -231,7 +236,7 @@ def fail(error: HeldoutError, *, as_json: bool = False) -> typer.Exit:
         if interesting:
             detail = " (" + ", ".join(f"{k}: {v}" for k, v in interesting.items()) + ")"
         line = " ".join(f"{error.message}{detail}".split())  # one line, whatever the message held
-        err_console.print(Text("heldout: error: ", style="bold red") + Text(line))
+        error_line(line)
     return typer.Exit(error.exit_code)
 
 
@@ -291,8 +296,7 @@ def _run_main(run: Callable[..., Any], args: Sequence[str] | None, prog_name: st
         what = (f"the value of {arg.split('=', 1)[0]}" if arg.startswith("--") else
                 f"the value of {argv[blank - 1]}" if blank and argv[blank - 1].startswith("-") else
                 f"argument {blank + 1}")
-        err_console.print(Text("heldout: error: ", style="bold red") + Text(
-            f"{what} is empty or only whitespace: every value heldout takes is non-blank (see: heldout --help)"))
+        error_line(f"{what} is empty or only whitespace: every value heldout takes is non-blank (see: heldout --help)")
         if standalone_mode:
             sys.exit(2)
         return 2
@@ -300,8 +304,7 @@ def _run_main(run: Callable[..., Any], args: Sequence[str] | None, prog_name: st
         # The process started with its standard output closed (``>&-``): Python has no stream there, and every
         # print would fail after the command's work. Refused first, nothing done.
         if sys.stderr is not None:
-            err_console.print(Text("heldout: error: ", style="bold red") + Text(
-                "standard output is closed; nothing was done (redirect it to a file or /dev/null instead)"))
+            error_line("standard output is closed; nothing was done (redirect it to a file or /dev/null instead)")
         if standalone_mode:
             sys.exit(StorageError.exit_code)
         return StorageError.exit_code
@@ -366,8 +369,7 @@ def _output_closed() -> int:
     except (OSError, ValueError):
         pass
     with suppress(OSError):
-        err_console.print(Text("heldout: error: ", style="bold red") + Text(
-            "the output was closed by its reader before it was all written (broken pipe)"))
+        error_line("the output was closed by its reader before it was all written (broken pipe)")
     return StorageError.exit_code
 
 

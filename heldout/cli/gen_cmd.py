@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from heldout.cli.common import (
@@ -25,6 +24,7 @@ from heldout.cli.common import (
     open_store,
     output_file,
     print_json,
+    progress_bars,
     read_document_file,
     reference_time,
     table,
@@ -124,9 +124,8 @@ def pool_add(
 
     Example: heldout pool add bloodmnist incoming/bloodmnist.npz --split test"""
     st = open_store(store)
-    with Progress(TextColumn(f"hashing {file.name} ({split})", markup=False), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
-        job = bar.add_task("hash", total=None)
+    with progress_bars(transient=True, disable=not err_console.is_terminal) as bar:
+        job = bar.add_task(f"hashing {file.name} ({split})", total=None)
         result = add_pool(st, task, file, split, progress=lambda done, total: bar.update(job, completed=done,
                                                                                           total=total))
     if as_json:

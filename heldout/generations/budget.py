@@ -305,9 +305,9 @@ def check_stated_budget(generation: str, mode: str, counts: Mapping[str, int], n
     task can hold, or states bits, eps or a guarantee its rule does not give, is caught at once; one who claims
     a possible but false smallest class, at reveal."""
     if stated.basis == "public":
-        expected_public = public_budget(min(counts.values()))
-        if stated.to_json() != expected_public.to_json():
-            raise _stated_wrong(generation, stated, expected_public, index)
+        expected_public = public_budget(min(counts.values())).to_json()
+        if stated.to_json() != expected_public:
+            raise _differs(generation, stated.to_json(), expected_public, index, labels=False)
         return
     if stated.basis == "default" and stated.eps is None:
         raise VerificationError(f"the leakage budget of {generation} is on the default basis and states no eps",
@@ -315,11 +315,10 @@ def check_stated_budget(generation: str, mode: str, counts: Mapping[str, int], n
     bits = stated.bits if stated.basis == "explicit" else None
     ordered = [(task, counts[task]) for task in sorted(counts)]
     if shapes is not None:
-        weak = weakest(shapes)
-        candidates = [(weak.task, weak)]
+        candidates = [weakest(shapes)]
         counts_list = [shape.n for shape in shapes]
     else:
-        candidates = [(task, TaskShape(task=task, n=count, n_classes=n_classes[task], smallest_class=stated.n))
+        candidates = [TaskShape(task=task, n=count, n_classes=n_classes[task], smallest_class=stated.n)
                       for task, count in ordered if 1 <= stated.n <= _largest_smallest_class(count, n_classes[task])]
         counts_list = [count for _, count in ordered]
         if not candidates:
@@ -328,9 +327,9 @@ def check_stated_budget(generation: str, mode: str, counts: Mapping[str, int], n
                 f"the leakage budget of {generation} states a smallest class of {stated.n} cases, which no task can "
                 f"hold (at most {most}: a task's cases over its classes)", index=index, generation=generation,
                 field="leakage_budget.n", expected=f"<= {most}", found=stated.n)
-    first: tuple[str, Any, Any] | None = None  # (member, expected, found) of the first candidate's difference
-    for _, weak in candidates:
-        found = stated.to_json()
+    found = stated.to_json()
+    first: dict[str, Any] | None = None  # what the first candidate gives, named when none matches
+    for weak in candidates:
         try:
             wanted = budget_record(mode=mode, weak=weak, n=weak.smallest_class, n_tasks=len(counts),
                                    counts=counts_list, k=stated.k, delta=stated.delta, eps=stated.eps,
@@ -341,23 +340,19 @@ def check_stated_budget(generation: str, mode: str, counts: Mapping[str, int], n
                                                            float(stated.eps or 0.0))}
         if wanted == found:
             return
-        member = _first_difference(found, wanted)
-        first = first or (member, wanted.get(member), found.get(member))
+        first = first or wanted
     assert first is not None
-    member, wanted_value, found_value = first
-    basis = "its cases' labels" if shapes is not None else "what its manifest states"
-    raise VerificationError(f"the leakage budget of {generation} is not what its rule gives from {basis}: "
-                            f"leakage_budget.{member} differs", index=index, generation=generation,
-                            field=f"leakage_budget.{member}", expected=_short(wanted_value),
-                            found=_short(found_value))
+    raise _differs(generation, found, first, index, labels=shapes is not None)
 
 
-def _stated_wrong(generation: str, stated: LeakageBudget, expected: LeakageBudget,
-                  index: int | None) -> VerificationError:
-    found, wanted = stated.to_json(), expected.to_json()
+def _differs(generation: str, found: Mapping[str, Any], wanted: Mapping[str, Any], index: int | None, *,
+             labels: bool) -> VerificationError:
+    """The stated budget ``found`` is not the ``wanted`` one its rule gives: named by its first differing member
+    (:data:`_MEMBER_ORDER`)."""
     member = _first_difference(found, wanted)
-    return VerificationError(f"the leakage budget of {generation} is not what its rule gives from what its "
-                             f"manifest states: leakage_budget.{member} differs", index=index, generation=generation,
+    basis = "its cases' labels" if labels else "what its manifest states"
+    return VerificationError(f"the leakage budget of {generation} is not what its rule gives from {basis}: "
+                             f"leakage_budget.{member} differs", index=index, generation=generation,
                              field=f"leakage_budget.{member}", expected=_short(wanted.get(member)),
                              found=_short(found.get(member)))
 
