@@ -31,6 +31,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
+from itertools import repeat
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,7 @@ if TYPE_CHECKING:  # ledger.db imports sqlite-utils its own way (without pandas)
 from seals import CLOCK_TOLERANCE, format_utc, parse_json_object
 
 _sha256 = hashlib.sha256
+_digest = type(_sha256()).digest  # (the unbound method: mapped over hashes in C)
 #: How far after the append's own time an entry may be dated (the system's clock tolerance); further ahead is
 #: refused (the ledger's time only moves forward, so an entry dated far ahead would refuse every later append).
 MAX_AHEAD = CLOCK_TOLERANCE
@@ -410,8 +412,9 @@ class Ledger(ProvingLog):
             signed_head = _signed_head(storage, size)
             self._check_time(first_entry_time)
             tree = CompactRange.of(self._tree.frontier(size))
-            rows = [(size + offset, kind, data, _sha256(LEAF_PREFIX + data).digest(), created)
-                    for offset, (kind, data) in enumerate(encoded)]
+            kinds, datas = zip(*encoded, strict=True)
+            leaves = map(_digest, map(_sha256, map(LEAF_PREFIX.__add__, datas)))  # (C loops: the hot path)
+            rows = list(zip(range(size, size + len(encoded)), kinds, datas, leaves, repeat(created), strict=False))
             nodes = tree.extend((row[3] for row in rows), MIN_NODE_LEVEL)
             storage.insert_entries(rows)
             storage.insert_nodes(nodes)

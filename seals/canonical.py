@@ -30,7 +30,8 @@ import json.encoder
 import json.scanner
 import math
 from collections.abc import Callable, Mapping
-from itertools import repeat
+from itertools import chain, compress, repeat
+from operator import is_
 from typing import Any
 
 import rfc8785
@@ -326,10 +327,12 @@ def plain_canonical_bytes(value: Any) -> bytes | None:
 def plain_canonical_many(values: list[Any]) -> list[bytes | None]:
     """:func:`plain_canonical_bytes` of each value (``None`` where it answers ``None``), the whole batch written
     in one call when every value is in the domain (the ledger's batched appends)."""
-    try:
-        plain = bool(values) and all([_plain_walk(value, 0) for value in values])  # _plain of each, one try
-    except RecursionError:
-        plain = False
+    plain = _flat_plain(values)
+    if plain is None:  # some value nests: walked one by one
+        try:
+            plain = bool(values) and all([_plain_walk(value, 0) for value in values])  # _plain of each, one try
+        except RecursionError:
+            plain = False
     if plain:
         written = _orjson_each(values)
         if written is not None:
@@ -339,6 +342,29 @@ def plain_canonical_many(values: list[Any]) -> list[bytes | None]:
         except (_OutsideFastDomain, UnicodeEncodeError, RecursionError, ValueError, TypeError):
             pass
     return [plain_canonical_bytes(value) for value in values]
+
+
+_SCALARS = frozenset({str, bool, type(None)})
+
+
+def _flat_plain(values: list[Any]) -> bool | None:
+    """:func:`_plain` of every value when each is an object of scalars (a ledger entry is one), decided in a few
+    C passes over the whole batch instead of a Python loop per member; ``None`` when some member nests (or the
+    values are not all objects): then the caller walks each value."""
+    if not values or set(map(type, values)) != {dict}:
+        return None
+    if not set(map(type, chain.from_iterable(values))) <= {str}:  # (iterating a dict gives its keys)
+        return False
+    if not "".join(chain.from_iterable(values)).isascii():
+        return False
+    members = list(chain.from_iterable(map(dict.values, values)))
+    kinds = set(map(type, members))
+    if kinds <= _SCALARS:
+        return True
+    if kinds <= _SCALARS | {int}:
+        numbers = list(compress(members, map(is_, map(type, members), repeat(int))))
+        return min(numbers) >= -MAX_SAFE_INTEGER and max(numbers) <= MAX_SAFE_INTEGER
+    return None
 
 
 def _orjson_each(values: list[Any]) -> list[bytes] | None:

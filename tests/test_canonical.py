@@ -456,10 +456,27 @@ def test_plain_canonical_bytes_is_rfc8785_where_it_answers(value: object) -> Non
         assert written == rfc8785.dumps(value)
 
 
+class _Key(str):
+    pass
+
+
+class _Text(str):
+    pass
+
+
+class _Number(int):
+    pass
+
+
 @pytest.mark.parametrize("values", [
     [{"a": [{"b": 1}, {"c": 2}]}, {"d": "},{"}],  # the separator inside elements: more pieces than values
     [{"a": 1}, {}, {"b": "x"}], [{}], [{"a": 1}, [1, 2]], [{"a": "\x00"}, {"b": 1}], [{"a": 2**53}],
-    [{"a": "\ud800"}], [{"\u00e9": 1}], [{"a": "\U0001f600", "b": "\ue000"}]])
+    [{"a": "\ud800"}], [{"\u00e9": 1}], [{"a": "\U0001f600", "b": "\ue000"}],
+    # objects of scalars (decided over the whole batch at once): the integer bounds, literals, a float, a key
+    # that is a str subclass or not ASCII in a later object, a nested member after flat ones
+    [{"a": 2**53 - 1}, {"b": -(2**53) + 1}], [{"a": 1}, {"b": -(2**53)}], [{"a": True, "b": None}, {"c": False}],
+    [{"a": "x"}, {"b": 1.0}], [{"a": 1}, {_Key("b"): 1}], [{"a": 1}, {"\u00e9": "x"}], [{"a": 1}, {"b": [1]}],
+    [{"a": 1}, {"b": {"c": 2**60}}], [{"a": _Text("x")}], [{"a": 1}, {"b": _Number(2)}], [{}, {}]])
 def test_plain_canonical_many_edges(values: list[object]) -> None:
     import rfc8785
 
@@ -470,6 +487,28 @@ def test_plain_canonical_many_edges(values: list[object]) -> None:
     for value, written in zip(values, many, strict=True):
         if written is not None:
             assert written == rfc8785.dumps(value)
+
+
+scalar_objects = st.dictionaries(
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=4),
+    st.none() | st.booleans() | st.integers(-(2**53) - 2, 2**53 + 2) | st.text(max_size=4) | st.floats(width=64),
+    max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(scalar_objects, min_size=1, max_size=8))
+def test_plain_canonical_many_of_flat_objects_is_plain_canonical_bytes_of_each(values: list[object]) -> None:
+    """Batches of objects of scalars (ledger entries) are decided in one pass over the batch; the answer for
+    each must be the one-value encoder's (a float or an integer past 2^53 anywhere sends the batch to it),
+    with orjson and without it (then the domain check alone keeps such values off the fast writer)."""
+    from unittest import mock
+
+    import seals.canonical as canonical
+
+    expected = [canonical.plain_canonical_bytes(value) for value in values]
+    assert canonical.plain_canonical_many(values) == expected
+    with mock.patch.object(canonical, "_orjson", None):
+        assert canonical.plain_canonical_many(values) == expected
 
 
 def _orjson_tier_agrees(items: list[bytes]) -> bool:

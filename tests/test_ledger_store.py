@@ -231,6 +231,12 @@ def test_signing_rules_refuse_a_second_root_or_a_smaller_size(ledger_backend: Le
     "UPDATE nodes SET hash = zeroblob(32)",
     "DELETE FROM nodes",
     "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (27, 'retire', x'00', zeroblob(32), 't')",
+    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (22, 'retire', x'00', zeroblob(32), 't')",
+    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (-1, 'retire', x'00', zeroblob(32), 't')",
+    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (NULL, 'retire', x'00', zeroblob(32), 't')",
+    "INSERT INTO entries (type, data, leaf_hash, created_utc) VALUES ('retire', x'00', zeroblob(32), 't')",
+    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (21, 'retire', x'00', zeroblob(31), 't')",
+    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (5, 'retire', x'00', zeroblob(32), 't')",
     "INSERT OR REPLACE INTO entries (idx, type, data, leaf_hash, created_utc) "
     "VALUES (1, 'x', x'00', zeroblob(32), 't')",
     "INSERT INTO checkpoints (size, root, note, created_utc) VALUES (2, zeroblob(32), 'n', 't')",
