@@ -477,6 +477,11 @@ class Ledger(ProvingLog):
         """For each witness key (vkey) that cosigned: the largest size it cosigned."""
         return self.storage.witness_sizes()
 
+    def witness_latest_times(self) -> dict[str, datetime]:
+        """For each witness key (vkey) that cosigned: the latest time it cosigned any checkpoint, as stored (each
+        cosignature was verified before it was stored; ``verify`` ties the stored columns to the signed lines)."""
+        return {vkey: time_of(stamp) for vkey, stamp in self.storage.witness_latest_timestamps().items()}
+
     def witnessed_time(self, size: int | None = None) -> datetime | None:
         """The latest cosignature timestamp on a checkpoint of at most ``size`` entries (default: any): a time
         witnesses attest the log had reached. ``None`` before any cosignature."""

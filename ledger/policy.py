@@ -140,6 +140,16 @@ class Policy:
             return bool(cosigned)
         return self.quorum in self._satisfied(cosigned)
 
+    def attested_latest(self, latest_by_vkey: Mapping[str, datetime]) -> datetime | None:
+        """The latest time this policy's quorum attests having cosigned the log, from each witness key's latest
+        cosignature time on any of its checkpoints (``latest_by_vkey``; keys the policy does not list are
+        ignored): what :meth:`WitnessedTimes.logged_after` gives past the log's last entry, without reading every
+        checkpoint. None when no quorum cosigned."""
+        times = {name: (latest_by_vkey[w.cosigner.vkey], 0) for name, w in self.witnesses.items()
+                 if w.cosigner.vkey in latest_by_vkey}
+        attested = _attested(times, self.attests, latest_first=True)
+        return None if attested is None else attested[1]
+
     def check_log(self, checkpoint: Checkpoint, *, origin: str | None = None) -> None:
         """The checkpoint is signed by one of the policy's logs (when it lists any)."""
         if not self.logs:

@@ -279,6 +279,10 @@ class PostgresStorage:
         rows = self._q("SELECT vkey, MAX(size) FROM {s}.cosignatures GROUP BY vkey").fetchall()
         return {str(vkey): int(size) for vkey, size in rows}
 
+    def witness_latest_timestamps(self) -> dict[str, int]:
+        rows = self._q("SELECT vkey, MAX(timestamp) FROM {s}.cosignatures GROUP BY vkey").fetchall()
+        return {str(vkey): int(stamp) for vkey, stamp in rows}
+
     def latest_cosignature_timestamp(self, limit: int) -> int | None:
         row = self._q("SELECT MAX(timestamp) FROM {s}.cosignatures WHERE size <= %s", (limit,)).fetchone()
         return None if row is None or row[0] is None else int(row[0])

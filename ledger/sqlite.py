@@ -182,6 +182,10 @@ class SqliteStorage:
         rows = self.conn.execute("SELECT vkey, MAX(size) FROM cosignatures GROUP BY vkey").fetchall()
         return {str(vkey): int(size) for vkey, size in rows}
 
+    def witness_latest_timestamps(self) -> dict[str, int]:
+        rows = self.conn.execute("SELECT vkey, MAX(timestamp) FROM cosignatures GROUP BY vkey").fetchall()
+        return {str(vkey): int(stamp) for vkey, stamp in rows}
+
     def latest_cosignature_timestamp(self, limit: int) -> int | None:
         row = self.conn.execute("SELECT MAX(timestamp) FROM cosignatures WHERE size <= ?", (limit,)).fetchone()
         return None if row is None or row[0] is None else int(row[0])

@@ -102,6 +102,10 @@ class LedgerStorage(Protocol):
 
     def latest_cosignature_timestamp(self, limit: int) -> int | None: ...
 
+    def witness_latest_timestamps(self) -> dict[str, int]:
+        """For each witness key (vkey) that cosigned: its latest cosignature timestamp, on any checkpoint."""
+        ...
+
     # transactions ----------------------------------------------------------------------------------------
     def write(self, *, durable: bool = True) -> AbstractContextManager[None]:
         """One write transaction under the ledger's writer lock; committed on a clean exit, rolled back (and

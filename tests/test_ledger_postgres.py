@@ -28,7 +28,7 @@ from ledger import (
     migrate,
     open_export,
 )
-from ledger.cosignature import Cosigner, cosign
+from ledger.cosignature import Cosigner, cosign, time_of
 from ledger.postgres import WRITER_ROLE, PostgresStorage, database_url, display_url
 from ledger.tiles import open_tiles, write_tiles
 from tests.conftest import seeded_signer
@@ -152,6 +152,7 @@ def test_appends_as_the_writer_role(pg_ledger: Ledger, postgres_cluster: Postgre
         cosigner = Cosigner.of(witness)
         assert ledger.add_cosignature(23, cosigner, cosign(checkpoint, witness, 1_780_000_000), now=T0)
         assert ledger.cosignature_lines(23) and ledger.witness_sizes()[cosigner.vkey] == 23
+        assert ledger.witness_latest_times()[cosigner.vkey] == time_of(1_780_000_000)
         assert ledger.verify().size == 23
     assert pg_ledger.size == 23  # committed: visible to the other connection at once
 

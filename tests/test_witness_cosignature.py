@@ -393,3 +393,31 @@ def test_the_witnessed_window_of_an_entry_is_between_checkpoints_cosigned_withou
     window.check_entry(6, {"created_utc": "not a date"})  # the entry checks name a malformed date, not this one
     with pytest.raises(WitnessedTimeError):
         window.check_entry(9, {"created_utc": "2026-01-10T00:00:00Z"})
+
+
+_POLICY_TAILS = ["quorum none\n", "group any 1 W0 W1 W2\nquorum any\n", "group two 2 W0 W1 W2\nquorum two\n",
+                 "group pair 2 W0 W1\nquorum pair\n", "quorum W2\n"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4), st.integers(0, 900)), max_size=10),
+       st.sampled_from(_POLICY_TAILS))
+def test_the_attested_time_from_stored_latest_times_is_the_window_of_every_checkpoint(
+        cosignings: list[tuple[int, int, int]], tail: str) -> None:
+    """What ``heldout evaluate`` judges expiry by (the policy over each witness key's latest stored time, one
+    query) equals what every verifier computes from all checkpoints (``WitnessedTimes``): three policy witnesses
+    and one the policy does not list cosign checkpoints at random times, some re-dated, under each kind of
+    quorum."""
+    import tempfile
+
+    signers = [witness_signer(20 + i, name=f"witness.example/w{i}") for i in range(4)]
+    policy = parse_policy("".join(f"witness W{i} {Cosigner.of(s).vkey}\n" for i, s in enumerate(signers[:3])) + tail)
+    with tempfile.TemporaryDirectory() as folder, new_ledger(Path(folder), entries=4, batch=1) as ledger:
+        sizes = [checkpoint.size for checkpoint in ledger.checkpoints()]
+        for who, which, day in cosignings:
+            checkpoint = ledger.checkpoint_at(sizes[which])
+            assert checkpoint is not None
+            cosignature = cosign(checkpoint, signers[who], int(_at(day).timestamp()))
+            ledger.add_cosignatures(checkpoint.size, [(Cosigner.of(signers[who]), cosignature)], now=T0)
+        window = WitnessedTimes.of(policy, ledger.cosigned_checkpoints()).logged_after(ledger.size)
+        assert policy.attested_latest(ledger.witness_latest_times()) == (None if window is None else window[1])
