@@ -48,6 +48,7 @@ A bundle is admitted while used + charge <= budget (equality allowed); beyond it
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -353,8 +354,8 @@ def _differs(generation: str, found: Mapping[str, Any], wanted: Mapping[str, Any
     basis = "its cases' labels" if labels else "what its manifest states"
     return VerificationError(f"the leakage budget of {generation} is not what its rule gives from {basis}: "
                              f"leakage_budget.{member} differs", index=index, generation=generation,
-                             field=f"leakage_budget.{member}", expected=_short(wanted.get(member)),
-                             found=_short(found.get(member)))
+                             field=f"leakage_budget.{member}", expected=shown_member(wanted.get(member)),
+                             found=shown_member(found.get(member)))
 
 
 def _largest_smallest_class(cases: int, classes: int) -> int:
@@ -373,8 +374,11 @@ def _first_difference(found: Mapping[str, Any], wanted: Mapping[str, Any]) -> st
     return next(m for m in members if found.get(m) != wanted.get(m))
 
 
-def _short(value: Any) -> Any:
-    text = value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+def shown_member(value: Any) -> Any:
+    """A logged member's value for an error's evidence: as is when a JSON scalar, else its JSON text (its repr
+    when it has none), cut to its first 200 characters."""
+    text = value if isinstance(value, (str, int, float, bool, type(None))) else \
+        json.dumps(value, sort_keys=True, default=repr)
     return text[:200] if isinstance(text, str) else text
 
 

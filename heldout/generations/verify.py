@@ -13,7 +13,6 @@ reveal case by case (so a changed case is named), then the reveal's binding to i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from heldout.entries import IntentEntry, PoolEntry, RevealEntry, SealEntry, entry_record, records
+from heldout.generations.budget import shown_member
 from heldout.generations.cases import case_id, task_of
 from heldout.generations.commitments import MemberProof
 from heldout.generations.draw import DrawRecord, check_drawn_before_sealed, recompute_seed
@@ -89,14 +89,9 @@ def check_manifest_binding(manifest: SealManifest, digest: str, state: Generatio
         if expected_entry.get(member) != logged.get(member):
             raise VerificationError(f"the seal entry of {state.name} says other than its signed manifest on "
                                     f"{member}", index=state.seal_index, field=member,
-                                    expected=_shown(expected_entry.get(member)), found=_shown(logged.get(member)))
+                                    expected=shown_member(expected_entry.get(member)),
+                                    found=shown_member(logged.get(member)))
     verify_budget(manifest, index=state.seal_index)
-
-
-def _shown(value: Any) -> Any:
-    """A member's value for the evidence: as is when small, else its first characters."""
-    text = value if isinstance(value, (str, int, float, bool, type(None))) else json.dumps(value, sort_keys=True)
-    return text[:200] if isinstance(text, str) else text
 
 
 def read_first_in(folder: Path, names: list[str], *, what: str) -> tuple[bytes, str] | None:
