@@ -60,6 +60,7 @@ from seals import (
     parse_json_object,
     parse_utc,
     sha256_hex,
+    shifted,
     sign_document,
     verify_passport,
 )
@@ -477,7 +478,7 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
     if superseded is not None and superseded.in_force(at):
         return replace(verdict, state=PassportState.LAPSED, reason=superseded.words)
     later = [b for b in facts.bundles_of(state.name, passport.model_id) if int(b.index or 0) >= size]
-    unjudged = next((b for b in later if b.created > at + CLOCK_TOLERANCE), None)
+    unjudged = next((b for b in later if b.created > shifted(at, CLOCK_TOLERANCE)), None)
     if unjudged is not None:
         # It is in the log, so it was logged by now: dated past the reference time, it either came after a time
         # asked about (--at before the log's end) or carries a false date (an operator keeping a worse run from
@@ -487,7 +488,7 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
             f"{unjudged.created_utc}, after the reference time {format_utc(at)} by more than the clock tolerance: "
             "whether it lapses the passport cannot be judged at that time (a false date, or --at before the "
             "ledger's end); the audit names a date after its time as a finding", index=unjudged.index,
-            field="created_utc", expected=f"<= {format_utc(at + CLOCK_TOLERANCE)}", found=unjudged.created_utc)
+            field="created_utc", expected=f"<= {format_utc(shifted(at, CLOCK_TOLERANCE))}", found=unjudged.created_utc)
     newer = next((b for b in later if b.created <= at), None)
     if newer is not None:  # the passport no longer stands for the model's latest evaluation (FORMATS section 12)
         return replace(verdict, state=PassportState.LAPSED, reason=(
@@ -574,11 +575,11 @@ def _check_issued_after_evidence(passport: Passport, seal: SealEntry, bundles: S
         # (a note that does not parse is named by the checks of the checkpoint itself)
         with contextlib.suppress(HeldoutError):
             witnessed += cosignature_times(parse_checkpoint(own["note"]))
-    if witnessed and passport.issued < max(witnessed) - CLOCK_TOLERANCE:
+    if witnessed and passport.issued < shifted(max(witnessed), -CLOCK_TOLERANCE):
         raise VerificationError(f"the passport states it was issued {format_utc(passport.issued)}, more than the "
                                 "clock tolerance (a day) before a witness cosigned the checkpoint it carries "
                                 f"({format_utc(max(witnessed))})", field="issued_utc",
-                                expected=f">= {format_utc(max(witnessed) - CLOCK_TOLERANCE)}",
+                                expected=f">= {format_utc(shifted(max(witnessed), -CLOCK_TOLERANCE))}",
                                 found=format_utc(passport.issued))
     if passport.issued >= seal.expiry:
         raise VerificationError(f"the passport states it was issued {format_utc(passport.issued)}, when its "

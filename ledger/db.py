@@ -27,6 +27,7 @@ not larger than every earlier one (so never two roots for one size, never a smal
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sqlite3
@@ -126,6 +127,21 @@ def _cosignatures(db: Database) -> None:
         "BEGIN SELECT RAISE(ABORT, 'a cosignature is on a signed checkpoint of the ledger'); END"
     )
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+
+
+@functools.cache
+def guard_definitions() -> dict[str, str]:
+    """Each append-only trigger's SQL as the migrations create it (SQLite keeps a trigger's ``CREATE`` text
+    verbatim in ``sqlite_master``): what a ledger file's triggers must still say, read from a database built
+    in memory by the same migrations rather than written out a second time. A trigger of the right name that
+    says anything else (``WHEN 0``, another table, no RAISE) guards nothing."""
+    db = Database(sqlite3.connect(":memory:"), strict=True)
+    try:
+        MIGRATIONS.apply(db)
+        rows = db.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall()
+    finally:
+        db.close()
+    return {str(name): str(sql) for name, sql in rows}
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:

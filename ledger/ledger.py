@@ -30,7 +30,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from itertools import repeat
 from pathlib import Path
 from types import TracebackType
@@ -72,7 +72,7 @@ from ledger.verify import verify_consistency
 
 if TYPE_CHECKING:  # ledger.db imports sqlite-utils its own way (without pandas)
     from sqlite_utils import Database
-from seals import CLOCK_TOLERANCE, format_utc, parse_json_object
+from seals import CLOCK_TOLERANCE, format_utc, parse_json_object, shifted
 
 _sha256 = hashlib.sha256
 _digest = type(_sha256()).digest  # (the unbound method: mapped over hashes in C)
@@ -84,10 +84,7 @@ MAX_AHEAD = CLOCK_TOLERANCE
 def _ahead(now: datetime) -> datetime:
     """The latest time an entry appended at ``now`` may carry: ``now + MAX_AHEAD``, or the last time a datetime
     holds when that is sooner (an append dated 9999-12-31T23:00:00Z must not overflow)."""
-    try:
-        return now + MAX_AHEAD
-    except OverflowError:
-        return datetime.max.replace(tzinfo=None if now.tzinfo is None else UTC)
+    return shifted(now, MAX_AHEAD)
 
 
 def _signed_head(storage: LedgerStorage, size: int) -> CheckpointRow | None:
@@ -535,12 +532,14 @@ class Ledger(ProvingLog):
                             on_entry=on_entry, jobs=jobs, ranges=ranges)
             self._verify_cosignatures()
             meta = storage.meta()
-            missing = storage.missing_guards()
-            if missing:
+            broken = storage.broken_guards()
+            if broken:
                 # the bytes still replay (everything is recomputed from them), but the database no longer refuses
-                # an UPDATE or DELETE: whoever dropped the triggers could rewrite what comes next unnoticed by it
-                raise LedgerIntegrityError(f"the database's append-only triggers are gone ({', '.join(missing)}): "
-                                           "it no longer refuses changes to what was logged", found=missing)
+                # an UPDATE or DELETE: whoever dropped or defused the triggers could rewrite what comes next
+                # unnoticed by it
+                raise LedgerIntegrityError(f"the database's append-only triggers are gone or altered "
+                                           f"({', '.join(broken)}): it no longer refuses changes to what was logged",
+                                           found=broken)
             for member, expected in (("ledger_id", report.ledger_id), ("origin", report.origin)):
                 if meta.get(member) != expected:
                     raise LedgerIntegrityError(f"the database's recorded {member} differs from its genesis entry's",

@@ -29,6 +29,7 @@ import itertools
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,55 @@ URL_SCHEMES = ("postgresql", "postgres")
 LOCK_TIMEOUT = "120s"
 _CURSOR_NUMBERS = itertools.count()
 _TABLES = ("meta", "entries", "nodes", "checkpoints", "cosignatures")
-#: The triggers by which the database itself keeps the ledger append-only (:func:`schema_statements`).
-POSTGRES_GUARDS = (*(f"{table}_insert_check" for table in ("entries", "nodes", "checkpoints", "cosignatures")),
-                   *(f"{table}_{kind}" for table in _TABLES for kind in ("no_change", "no_truncate")))
+# pg_trigger.tgtype bits (PostgreSQL's catalog/pg_trigger.h): fires per row, BEFORE, and on which events.
+_ROW, _BEFORE, _INSERT, _DELETE, _UPDATE, _TRUNCATE = 1, 2, 4, 8, 16, 32
+_EVENTS = ((_INSERT, "INSERT"), (_UPDATE, "UPDATE"), (_DELETE, "DELETE"), (_TRUNCATE, "TRUNCATE"))
+
+
+@dataclass(frozen=True)
+class _Guard:
+    """One append-only trigger as the schema creates it: on ``table``, of kind ``tgtype``, executing the PL/pgSQL
+    function ``function`` of the ledger's schema, whose source is ``body``. What ``ledger verify`` requires the
+    database to still hold, enabled and unconditional."""
+
+    table: str
+    trigger: str
+    tgtype: int
+    function: str
+    body: str
+
+    def create_trigger(self, schema: str) -> str:
+        events = " OR ".join(name for bit, name in _EVENTS if self.tgtype & bit)
+        level = "ROW" if self.tgtype & _ROW else "STATEMENT"
+        return (f"CREATE TRIGGER {self.trigger} BEFORE {events} ON {schema}.{self.table} FOR EACH {level} "
+                f"EXECUTE FUNCTION {schema}.{self.function}()")
+
+
+def _guards(s: str) -> list[_Guard]:
+    """Every append-only trigger of the ledger schema ``s``: an insert check per table but meta (the next index
+    only, a node once, checkpoints that grow, cosignatures on checkpoints) and, on every table, a refusal of
+    UPDATE, DELETE and TRUNCATE (even by the owner)."""
+    refuse = (" BEGIN RAISE EXCEPTION 'ledger % are append-only', TG_TABLE_NAME USING ERRCODE = '23000'; "
+              "END ")
+    checks = {
+        "entries": ("NEW.idx IS DISTINCT FROM COALESCE((SELECT MAX(idx) FROM {s}.entries), -1) + 1 "
+                    "OR length(NEW.leaf_hash) <> 32", "ledger entries are appended at the next index only"),
+        "nodes": (f"length(NEW.hash) <> 32 OR NEW.level < {MIN_NODE_LEVEL}", "ledger tree nodes are written once"),
+        "checkpoints": ("NEW.size <= COALESCE((SELECT MAX(size) FROM {s}.checkpoints), 0) "
+                        "OR NEW.size > COALESCE((SELECT MAX(idx) FROM {s}.entries), -1) + 1 "
+                        "OR length(NEW.root) <> 32",
+                        "ledger checkpoints only grow, one per size, never past the entries"),
+        "cosignatures": ("NOT EXISTS (SELECT 1 FROM {s}.checkpoints WHERE size = NEW.size)",
+                         "a cosignature is on a signed checkpoint of the ledger"),
+    }
+    guards = [_Guard(table, f"{table}_insert_check", _ROW | _BEFORE | _INSERT, f"{table}_insert_check",
+                     f" BEGIN IF {condition.replace('{s}', s)} THEN RAISE EXCEPTION '{message}' USING ERRCODE = "
+                     "'23000'; END IF; RETURN NEW; END ")
+              for table, (condition, message) in checks.items()]
+    for table in _TABLES:
+        guards += [_Guard(table, f"{table}_no_change", _ROW | _BEFORE | _UPDATE | _DELETE, "refuse_change", refuse),
+                   _Guard(table, f"{table}_no_truncate", _BEFORE | _TRUNCATE, "refuse_change", refuse)]
+    return guards
 
 
 def is_database_url(text: str) -> bool:
@@ -200,13 +247,42 @@ class PostgresStorage:
     def meta(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in self._q("SELECT key, value FROM {s}.meta").fetchall()}
 
-    def missing_guards(self) -> list[str]:
-        """The append-only triggers of the schema (:func:`schema_statements`) that the database no longer has."""
-        present = {str(row[0]) for row in self.conn.execute(
-            "SELECT t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND NOT t.tgisinternal",
-            (self.schema,)).fetchall()}
-        return [name for name in POSTGRES_GUARDS if name not in present]
+    def broken_guards(self) -> list[str]:
+        """The append-only triggers of the schema (:func:`_guards`) that the database no longer has as created:
+        gone, disabled (``ALTER TABLE ... DISABLE TRIGGER``, or firing only for replicas), made conditional or
+        column-bound, on other events, or executing another function or a function rewritten (``CREATE OR
+        REPLACE FUNCTION`` with a body that lets everything through); and a role or database set to skip
+        triggers altogether (``session_replication_role``), which only a superuser can set."""
+        rows = self.conn.execute(
+            "SELECT c.relname, t.tgname, t.tgenabled::text, t.tgtype, t.tgqual IS NULL, t.tgattr::text, "
+            "pn.nspname, p.proname, l.lanname, p.prosrc "
+            "FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_namespace pn ON pn.oid = p.pronamespace "
+            "JOIN pg_language l ON l.oid = p.prolang WHERE n.nspname = %s AND NOT t.tgisinternal",
+            (self.schema,)).fetchall()
+        present = {(str(row[0]), str(row[1])): row[2:] for row in rows}
+        broken = []
+        for guard in _guards(self.schema):
+            found = present.get((guard.table, guard.trigger))
+            if found is None:
+                broken.append(f"{guard.trigger} (gone)")
+                continue
+            enabled, tgtype, unconditional, columns, namespace, function, language, body = found
+            if enabled not in ("O", "A"):
+                broken.append(f"{guard.trigger} (disabled)")
+            elif tgtype != guard.tgtype or not unconditional or columns:
+                broken.append(f"{guard.trigger} (altered)")
+            elif (namespace, function) != (self.schema, guard.function):
+                broken.append(f"{guard.trigger} (executes {namespace}.{function}, not {self.schema}.{guard.function})")
+            elif (language, body) != ("plpgsql", guard.body):
+                broken.append(f"{guard.trigger} (its function {namespace}.{function} altered)")
+        skipping = self.conn.execute(
+            "SELECT count(*) FROM pg_db_role_setting WHERE setdatabase IN (0, (SELECT oid FROM pg_database WHERE "
+            "datname = current_database())) AND array_to_string(setconfig, ',') LIKE '%%session_replication_role%%'"
+        ).fetchone()
+        if skipping and skipping[0]:
+            broken.append("all (a role or the database sets session_replication_role)")
+        return broken
 
     def entry_data(self, index: int) -> bytes | None:
         row = self._q(f"SELECT {_DATA} FROM {{s}}.entries WHERE idx = %s", (index,)).fetchone()
@@ -361,8 +437,7 @@ class PostgresStorage:
 def _schema_sql(schema: str) -> list[str]:
     """The DDL of one ledger schema: tables, append-only triggers, the writer role's grants."""
     s = schema
-    refuse = ("BEGIN RAISE EXCEPTION 'ledger % are append-only', TG_TABLE_NAME USING ERRCODE = '23000'; "
-              "END")
+    guards = _guards(s)
     statements = [
         f"CREATE SCHEMA {s}",
         f"CREATE TABLE {s}.meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -375,34 +450,11 @@ def _schema_sql(schema: str) -> list[str]:
         f"CREATE TABLE {s}.cosignatures (size bigint NOT NULL, witness text NOT NULL, key_id text NOT NULL, "
         "timestamp bigint NOT NULL, line text NOT NULL, vkey text NOT NULL, received_utc text NOT NULL, "
         "PRIMARY KEY (size, witness, key_id, timestamp))",
-        f"CREATE FUNCTION {s}.refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ {refuse} $$",
     ]
-    checks = {
-        "entries": ("NEW.idx IS DISTINCT FROM COALESCE((SELECT MAX(idx) FROM {s}.entries), -1) + 1 "
-                    "OR length(NEW.leaf_hash) <> 32", "ledger entries are appended at the next index only"),
-        "nodes": (f"length(NEW.hash) <> 32 OR NEW.level < {MIN_NODE_LEVEL}", "ledger tree nodes are written once"),
-        "checkpoints": ("NEW.size <= COALESCE((SELECT MAX(size) FROM {s}.checkpoints), 0) "
-                        "OR NEW.size > COALESCE((SELECT MAX(idx) FROM {s}.entries), -1) + 1 "
-                        "OR length(NEW.root) <> 32",
-                        "ledger checkpoints only grow, one per size, never past the entries"),
-        "cosignatures": ("NOT EXISTS (SELECT 1 FROM {s}.checkpoints WHERE size = NEW.size)",
-                         "a cosignature is on a signed checkpoint of the ledger"),
-    }
-    for table, (condition, message) in checks.items():
-        statements += [
-            f"CREATE FUNCTION {s}.{table}_insert_check() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-            f"IF {condition.replace('{s}', s)} THEN RAISE EXCEPTION '{message}' USING ERRCODE = '23000'; END IF; "
-            "RETURN NEW; END $$",
-            f"CREATE TRIGGER {table}_insert_check BEFORE INSERT ON {s}.{table} FOR EACH ROW "
-            f"EXECUTE FUNCTION {s}.{table}_insert_check()",
-        ]
-    for table in _TABLES:
-        statements += [
-            f"CREATE TRIGGER {table}_no_change BEFORE UPDATE OR DELETE ON {s}.{table} FOR EACH ROW "
-            f"EXECUTE FUNCTION {s}.refuse_change()",
-            f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {s}.{table} FOR EACH STATEMENT "
-            f"EXECUTE FUNCTION {s}.refuse_change()",
-        ]
+    functions = {guard.function: guard.body for guard in guards}
+    statements += [f"CREATE FUNCTION {s}.{name}() RETURNS trigger LANGUAGE plpgsql AS $${body}$$"
+                   for name, body in functions.items()]
+    statements += [guard.create_trigger(s) for guard in guards]
     statements += [
         "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '" + WRITER_ROLE + "') THEN "
         f"CREATE ROLE {WRITER_ROLE} NOLOGIN; END IF; END $$",

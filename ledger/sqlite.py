@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from keys.files import fsync_dir, remove_stale_leftovers
-from ledger.db import MIN_NODE_LEVEL, connect
+from ledger.db import MIN_NODE_LEVEL, connect, guard_definitions
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
 from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row, stored_hashes
@@ -54,12 +54,6 @@ _NODE = f"{_integer('level', 0)}, {_integer('idx')}, {_blob('hash')}"  # level 0
 _CHECKPOINT = f"{_integer('size')}, {_blob('root')}, {_text('note')}, {_text('created_utc')}"
 _COSIGNATURE = ", ".join([_integer("size"), _text("witness"), _text("key_id"), _integer("timestamp"), _text("line"),
                           _text("vkey"), _text("received_utc")])
-
-
-#: The triggers by which the database itself keeps the ledger append-only (ledger.db's migrations).
-SQLITE_GUARDS = (*(f"{table}_no_{action}" for table in ("entries", "nodes", "checkpoints", "cosignatures")
-                   for action in ("update", "delete")),
-                 "entries_next_index", "nodes_write_once", "checkpoints_grow", "cosignatures_on_checkpoints")
 
 
 class SqliteStorage:
@@ -99,13 +93,24 @@ class SqliteStorage:
     def meta(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in self.conn.execute("SELECT key, value FROM meta").fetchall()}
 
-    def missing_guards(self) -> list[str]:
-        """The append-only triggers of the schema (``ledger.db``) that the file no longer has."""
-        rows = self.conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'table')")
-        present = {(str(kind), str(name)) for kind, name in rows}
-        # (a schema version 1 file, read without migrating, has no cosignatures table and so none of its triggers)
-        return [name for name in SQLITE_GUARDS if ("trigger", name) not in present
-                and (not name.startswith("cosignatures_") or ("table", "cosignatures") in present)]
+    def broken_guards(self) -> list[str]:
+        """The append-only triggers of the schema (``ledger.db``) that the file no longer has (``name (gone)``)
+        or has with other SQL than the schema's (``name (altered)``: the same name guarding nothing).
+        ``sqlite_master`` is read as it is, whatever its columns hold."""
+        rows = self.conn.execute("SELECT CAST(type AS TEXT), CAST(name AS TEXT), CAST(sql AS TEXT) FROM sqlite_master "
+                                 "WHERE type IN ('trigger', 'table')").fetchall()
+        tables = {name for kind, name, _ in rows if kind == "table"}
+        triggers = {name: sql for kind, name, sql in rows if kind == "trigger"}
+        expected = guard_definitions()
+        broken = []
+        for name in expected:
+            if name.startswith("cosignatures_") and "cosignatures" not in tables:
+                continue  # a schema version 1 file, read without migrating: no cosignatures table, no triggers on it
+            if name not in triggers:
+                broken.append(f"{name} (gone)")
+            elif triggers[name] != expected[name]:
+                broken.append(f"{name} (altered)")
+        return broken
 
     def entry_data(self, index: int) -> bytes | None:
         row = self.conn.execute(f"SELECT {_blob('data')} FROM entries WHERE idx = ?", (index,)).fetchone()

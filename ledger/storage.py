@@ -59,8 +59,10 @@ class LedgerStorage(Protocol):
     # reading ---------------------------------------------------------------------------------------------
     def meta(self) -> dict[str, str]: ...
 
-    def missing_guards(self) -> list[str]:
-        """The append-only triggers the backend's schema creates that the database no longer has."""
+    def broken_guards(self) -> list[str]:
+        """The append-only triggers the backend's schema creates that the database no longer has, or has
+        altered, disabled or made conditional, each as ``name (what is wrong)``: the database then no longer
+        refuses changes to what was logged."""
         ...
 
     def entry_data(self, index: int) -> bytes | None: ...

@@ -11,7 +11,7 @@ from seals.canonical import (
 )
 from seals.passport import EXIT_CODE_FOR_STATE, Passport, PassportState, PassportVerdict, verify_passport
 from seals.signing import Issuer, VerifiedDocument, sign_document, signing_payload, verify_document
-from seals.timeutil import CLOCK_TOLERANCE, Clock, format_utc, parse_utc, system_clock
+from seals.timeutil import CLOCK_TOLERANCE, Clock, format_utc, parse_utc, shifted, system_clock
 
 __all__ = [
     "CLOCK_TOLERANCE",
@@ -31,6 +31,7 @@ __all__ = [
     "parse_utc",
     "prepare",
     "sha256_hex",
+    "shifted",
     "sign_document",
     "signing_payload",
     "system_clock",

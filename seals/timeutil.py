@@ -19,6 +19,18 @@ EARLIEST, LATEST = "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"  # the range a
 CLOCK_TOLERANCE = timedelta(days=1)
 
 
+def shifted(moment: datetime, delta: timedelta) -> datetime:
+    """``moment + delta``, held at the last (or first) time a datetime holds instead of overflowing. Times read
+    from input may lie at either end of the range (a reference time of 9999-12-31T12:00:00Z, an entry dated
+    0001-01-01T00:00:00Z), and a tolerance added to one must still compare and print, not raise: nothing is
+    later than the end, nothing earlier than the start."""
+    try:
+        return moment + delta
+    except OverflowError:
+        end = datetime.max if delta > timedelta(0) else datetime.min
+        return end.replace(tzinfo=moment.tzinfo)
+
+
 def system_clock() -> datetime:
     return datetime.now(UTC)
 

@@ -122,8 +122,41 @@ def test_attack_the_append_only_triggers_dropped(ledger: Ledger) -> None:
         conn.execute("DROP TRIGGER entries_no_update")
         conn.close()
         gone = "entries_no_update"
-    with pytest.raises(LedgerIntegrityError, match=f"append-only triggers are gone \\({gone}\\)"):
+    with pytest.raises(LedgerIntegrityError, match=f"append-only triggers are gone or altered \\({gone} \\(gone\\)\\)"):
         ledger.verify()
+
+
+_SQLITE_DEFUSINGS = {
+    # the same name, guarding nothing (red-team round 15: verify checked names only)
+    "a no-op of the same name": ("entries_no_update", [
+        "DROP TRIGGER entries_no_update",
+        "CREATE TRIGGER entries_no_update BEFORE UPDATE ON entries WHEN 0 BEGIN SELECT 1; END"]),
+    "moved to another table": ("checkpoints_no_delete", [
+        "DROP TRIGGER checkpoints_no_delete",
+        "CREATE TRIGGER checkpoints_no_delete BEFORE DELETE ON meta "
+        "BEGIN SELECT RAISE(ABORT, 'ledger checkpoints are append-only'); END"]),
+    "an insert check that lets a gap through": ("entries_next_index", [
+        "DROP TRIGGER entries_next_index",
+        "CREATE TRIGGER entries_next_index BEFORE INSERT ON entries WHEN length(NEW.leaf_hash) != 32 "
+        "BEGIN SELECT RAISE(ABORT, 'ledger entries are appended at the next index only'); END"]),
+}
+
+
+@pytest.mark.parametrize("defusing", sorted(_SQLITE_DEFUSINGS))
+def test_attack_the_append_only_triggers_defused_under_their_names(tmp_path: Path, defusing: str) -> None:
+    """Whoever holds the file keeps every trigger's name but makes it guard nothing (red-team round 15:
+    ``verify`` read the names alone, so these passed). A SQLite trigger is its SQL text: ``verify`` compares it
+    with what the schema's migrations create. (PostgreSQL's ways: tests/test_ledger_postgres.py.)"""
+    name, statements = _SQLITE_DEFUSINGS[defusing]
+    with new_ledger(tmp_path, entries=5) as ledger:
+        ledger.verify()
+        conn = sqlite3.connect(ledger.path, isolation_level=None)
+        for statement in statements:
+            conn.execute(statement)
+        conn.close()
+        with pytest.raises(LedgerIntegrityError,
+                           match=f"append-only triggers are gone or altered \\({name} \\(altered\\)\\)"):
+            ledger.verify()
 
 
 # --- tampered entry bytes --------------------------------------------------------------------------------------

@@ -357,3 +357,56 @@ def test_demo_end_to_end_on_postgresql(tmp_path: Path, postgres_url: str,
         kinds = {e["type"] for _, e in ledger.entries()}
         assert {"genesis", "seal", "bundle", "retire"} <= kinds
     assert os.environ.get("HELDOUT_DATABASE") is None
+
+
+_DEFUSINGS = {
+    "disabled": ("checkpoints_no_change (disabled)", ["ALTER TABLE {s}.checkpoints DISABLE TRIGGER USER"]),
+    "firing for replicas only": ("entries_no_change (disabled)",
+                                 ["ALTER TABLE {s}.entries ENABLE REPLICA TRIGGER entries_no_change"]),
+    "its function made a no-op": ("entries_no_change (its function {s}.refuse_change altered)", [
+        "CREATE OR REPLACE FUNCTION {s}.refuse_change() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RETURN NULL; END $$"]),
+    "its insert check made a no-op": ("entries_insert_check (its function {s}.entries_insert_check altered)", [
+        "CREATE OR REPLACE FUNCTION {s}.entries_insert_check() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RETURN NEW; END $$"]),
+    "made conditional": ("entries_no_change (altered)", [
+        "DROP TRIGGER entries_no_change ON {s}.entries",
+        "CREATE TRIGGER entries_no_change BEFORE UPDATE OR DELETE ON {s}.entries FOR EACH ROW WHEN (false) "
+        "EXECUTE FUNCTION {s}.refuse_change()"]),
+    "bound to one column": ("entries_no_change (altered)", [
+        "DROP TRIGGER entries_no_change ON {s}.entries",
+        "CREATE TRIGGER entries_no_change BEFORE UPDATE OF data OR DELETE ON {s}.entries FOR EACH ROW "
+        "EXECUTE FUNCTION {s}.refuse_change()"]),
+    "on fewer events": ("checkpoints_no_change (altered)", [
+        "DROP TRIGGER checkpoints_no_change ON {s}.checkpoints",
+        "CREATE TRIGGER checkpoints_no_change BEFORE DELETE ON {s}.checkpoints FOR EACH ROW "
+        "EXECUTE FUNCTION {s}.refuse_change()"]),
+    "executing another function": ("nodes_no_change (executes {s}.let_through, not {s}.refuse_change)", [
+        "CREATE FUNCTION {s}.let_through() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+        "DROP TRIGGER nodes_no_change ON {s}.nodes",
+        "CREATE TRIGGER nodes_no_change BEFORE UPDATE OR DELETE ON {s}.nodes FOR EACH ROW "
+        "EXECUTE FUNCTION {s}.let_through()"]),
+    "skipped by every session of the database": ("all (a role or the database sets session_replication_role)", [
+        "ALTER DATABASE {database} SET session_replication_role = replica"]),
+}
+
+
+@pytest.mark.parametrize("defusing", sorted(_DEFUSINGS))
+def test_attack_the_append_only_triggers_defused_under_their_names(pg_ledger: Ledger, defusing: str) -> None:
+    """The database's owner keeps every trigger's name but makes it guard nothing (red-team round 15: ``verify``
+    read the names alone; disabling a trigger, running the UPDATE and enabling it again left no trace, and
+    disabled ones passed). ``verify`` names each way: by the trigger's state, kind, condition, columns, function
+    and that function's source, and a database or role set to skip triggers."""
+    named, statements = _DEFUSINGS[defusing]
+    storage = storage_of(pg_ledger)
+    pg_ledger.verify()
+    with psycopg.connect(storage.url, autocommit=True) as conn:
+        database = conn.info.dbname
+        try:
+            for statement in statements:
+                conn.execute(statement.format(s=storage.schema, database=database))
+            with pytest.raises(LedgerIntegrityError, match="append-only triggers are gone or altered") as caught:
+                pg_ledger.verify()
+        finally:
+            conn.execute(f"ALTER DATABASE {database} RESET session_replication_role")
+    assert named.format(s=storage.schema) in caught.value.evidence["found"]

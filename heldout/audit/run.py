@@ -80,7 +80,7 @@ from ledger.entries import decode_entry, genesis_key, ledger_id_of, origin_of
 from ledger.policy import CosignedTimes, Policy, WitnessedTimeError, WitnessedTimes
 from ledger.replay import locate_damage
 from ledger.verify import verify_consistency
-from seals import CLOCK_TOLERANCE, format_utc, parse_json_object, sha256_hex
+from seals import CLOCK_TOLERANCE, format_utc, parse_json_object, sha256_hex, shifted
 from seals.manifest import SealManifest
 
 AuditProgress = Callable[[str, int, int], None]
@@ -274,7 +274,7 @@ def _check_times(ctx: _Context) -> None:
     time kept it from lapsing a passport judged at that time). The first such entry is named (every later one
     is dated later still, or the time runs backwards)."""
     previous: tuple[int, str] | None = None
-    latest_true = ctx.now + CLOCK_TOLERANCE
+    latest_true = shifted(ctx.now, CLOCK_TOLERANCE)
     future_named = False
     for index, entry in sorted(ctx.entries.items()):
         stamp = entry.get("created_utc")

@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -115,7 +115,19 @@ class Demo:
         return time.perf_counter() - self.started
 
 
+#: How far past its start the demo dates anything (its longest-lived generation's expiry).
+DEMO_SPAN = timedelta(days=120)
+
+
+def _check_room(now: datetime) -> None:
+    if now > datetime.max.replace(tzinfo=UTC) - DEMO_SPAN:
+        raise UsageError(f"the demo dates things up to {DEMO_SPAN.days} days after its start ({format_utc(now)}): "
+                         f"start it before {format_utc(datetime.max - DEMO_SPAN)}", found=format_utc(now))
+
+
 def run_demo(store: Path, *, fast: bool, database: str | None = None) -> None:
+    now = reference_time()
+    _check_room(now)
     d = Demo(store)
     data = store / "demo-data" / "official"
     pools = store / "demo-data" / "incoming"
@@ -124,7 +136,6 @@ def run_demo(store: Path, *, fast: bool, database: str | None = None) -> None:
     tasks = TASKS[:2] if fast else TASKS
     models = ("majority", "cnn_small") if fast else MODELS
     tasks_arg = ",".join(tasks)
-    now = reference_time()
     day = timedelta(days=1)
 
     console.print(Panel.fit(
@@ -157,7 +168,7 @@ def run_demo(store: Path, *, fast: bool, database: str | None = None) -> None:
           "them, with a published expiry and leakage budget. gen1 and gen2 are drawn disjoint from each other.\n"
           "A full MedEval-1 evaluation releases about 2,000 bits per bundle, so the budgets are explicit here.")
     d.run(["seal", "public", "--tasks", tasks_arg, "--data-root", str(data),
-           "--expires", format_utc(now + 120 * day)])
+           "--expires", format_utc(now + DEMO_SPAN)])
     d.run(["seal", "gen1", "--tasks", tasks_arg, "--per-task", str(SIZES["per_task"]),
            "--expires", format_utc(now + 60 * day), "--budget-bits", "40000"])
     d.run(["seal", "gen2", "--tasks", tasks_arg, "--per-task", str(SIZES["per_task"]),
@@ -279,6 +290,7 @@ def demo_command(
     """Run the whole product end to end on synthetic data: seal, evaluate, audit, passports, retire, replay.
 
     Example: heldout demo --store /tmp/heldout-demo"""
+    _check_room(reference_time())  # before the store is rebuilt: a refusal writes nothing
     run_demo(_prepare_store(store if store is not None else default_demo_store()), fast=fast, database=database)
 
 

@@ -45,7 +45,7 @@ from typing import Any, Protocol, TypeVar
 from heldout.generations.commitments import hex_bytes, set_hash
 from keys import HeldoutError, MalformedInput, VerificationError
 from ledger.cosignature import Cosignature
-from seals import CLOCK_TOLERANCE, format_utc
+from seals import CLOCK_TOLERANCE, format_utc, shifted
 
 DRAW_ALGORITHM = "heldout-draw-v1"
 SEED_DOMAIN = b"heldout-seal-seed-v1\n"
@@ -209,11 +209,11 @@ def check_drawn_before_sealed(generation: str, sealed: datetime, draw: DrawRecor
     A manifest dated earlier contradicts itself: its operator set the clock back (a generation "sealed" before
     its cases could be known)."""
     drawn = draw.latest_cosignature_time()
-    if drawn is not None and sealed < drawn - CLOCK_TOLERANCE:
+    if drawn is not None and sealed < shifted(drawn, -CLOCK_TOLERANCE):
         raise VerificationError(f"the seal manifest of {generation} is dated {format_utc(sealed)}, more than the "
                                 "clock tolerance (a day) before the witness cosignature its draw seed comes from "
                                 f"({format_utc(drawn)}): a seal is made after its draw (was the clock set back?)",
-                                field="created_utc", expected=f">= {format_utc(drawn - CLOCK_TOLERANCE)}",
+                                field="created_utc", expected=f">= {format_utc(shifted(drawn, -CLOCK_TOLERANCE))}",
                                 found=format_utc(sealed))
 
 
