@@ -243,6 +243,33 @@ def test_a_tampered_new_bundle_is_found_by_the_incremental_audit(audited: tuple[
     assert {f["index"] for f in report["findings"]} == {new}  # the bundle check and the blob sweep name it
 
 
+@pytest.mark.parametrize("damage", ["flipped", "deleted"])
+def test_attack_a_blob_damaged_at_rest_before_the_trusted_size(audited: tuple[AuditFixture, Path],
+                                                               damage: str) -> None:
+    """A bundle's predictions blob, audited clean, is damaged (or deleted) at rest afterwards, and an unrelated
+    bundle appended: the incremental audit re-derives only the new bundle but hash-checks every blob it vouches
+    for, so it names the old one as the full audit does (red-team round 15: ``--since`` reported clean)."""
+    built, first = audited
+    earlier = report_of(first)
+    old = next(i for i in range(earlier["ledger_entries"]) if b'"type":"bundle"' in entry_bytes(built, i))
+    digest = json.loads(entry_bytes(built, old))["predictions_sha256"]
+    blob = built.store / "blobs" / "sha256" / digest[:2] / digest
+    if damage == "flipped":
+        data = bytearray(blob.read_bytes())
+        data[len(data) // 2] ^= 1
+        blob.write_bytes(bytes(data))
+    else:
+        blob.unlink()
+    add_bundle(built.store, "gen2", "model_new", seed=64)
+    code, report = operator_audit(built, first.parent / "r1.json", "--since", str(first))
+    assert code == 1
+    assert report["since"] is not None and report["since"]["rederived_now"] == 1  # the chain held: incremental
+    assert [(f["check"], f["index"]) for f in report["findings"]] == [("blob", old)]
+    assert digest in json.dumps(report["findings"][0])
+    full_code, full = operator_audit(built, first.parent / "full.json")
+    assert full_code == 1 and {f["index"] for f in full["findings"]} == {old}
+
+
 def entry_bytes(fixture: AuditFixture, index: int) -> bytes:
     (path,) = (fixture.store / "ledgers").glob("*.sqlite")
     conn = sqlite3.connect(path)
