@@ -368,7 +368,8 @@ def test_a_passport_on_the_public_generation_says_it_is_not_held_out(fixture: Au
 def test_attack_a_generation_drawn_with_cases_of_earlier_ones(fixture: AuditFixture, tmp_path: Path) -> None:
     """The seal draws from the pool less every case an earlier generation holds; the operator's own tool skips
     that exclusion, so gen3 reuses cases of gen1 (revealed: their labels are public) and of gen2 (sealed). The
-    operator's audit names both from the private openings; a third party names gen1's once gen3 is revealed."""
+    operator's audit names both from the private openings; a third party names gen1's once gen3 is revealed, and
+    so does the independent replay of the export."""
     import heldout.generations.seal as seal
 
     assert cli_at("retire", "gen1", "--reason", "leaked", "--reveal", "--store", fixture.store, at=NOW).exit_code == 0
@@ -385,6 +386,9 @@ def test_attack_a_generation_drawn_with_cases_of_earlier_ones(fixture: AuditFixt
     code, third = third_party_audit(fixture, tmp_path)
     assert code == 1
     assert {f["evidence"]["earlier"] for f in third["findings"] if f["check"] == "draw"} == {"gen1"}
+    # and the independent replay, by FORMATS rule 9 (red-team round 15: the rule was the audit's alone)
+    _independent_replay_refuses(fixture, tmp_path, "gen3 holds bloodmnist-[0-9a-f]+, a case of gen1, which was "
+                                "sealed before it: generations are disjoint")
 
 
 def test_honest_generations_are_disjoint(fixture: AuditFixture) -> None:

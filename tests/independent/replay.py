@@ -1156,6 +1156,7 @@ class _Replay:
 
     # R9 ------------------------------------------------------------------------------------------------
     def reveals(self) -> None:
+        reveal_files: dict[str, str] = {}
         for index, entry in enumerate(self.entries):
             if entry["type"] != "reveal":
                 continue
@@ -1176,9 +1177,23 @@ class _Replay:
             doc = canonical_document(file, data, newline=False)
             self.check_reveal(file, name, doc, entry, index)
             self.reveal_docs[name] = doc
+            reveal_files[name] = file
         for published_name in self.seal_listing():
             if published_name.endswith(".reveal.json") and published_name.split(".")[0] not in self.reveal_docs:
                 raise ReplayFailure(f"seals/{published_name}", "reveal", "published, but no reveal entry names it")
+        # generations are disjoint: no revealed case is one (same task and content hash, or same case id) of a
+        # generation sealed before it; the later one is at fault
+        held: dict[tuple[str, str], str] = {}
+        for name in sorted(self.reveal_docs, key=lambda n: self.seal_entries[n][0]):
+            cases = self.reveal_docs[name]["cases"]
+            for case in cases:
+                earlier = held.get((case["task"], case["content_sha256"])) or held.get((case["task"], case["case_id"]))
+                if earlier is not None:
+                    raise ReplayFailure(reveal_files[name], "reveal", f"{name} holds {case['case_id']}, a case of "
+                                        f"{earlier}, which was sealed before it: generations are disjoint")
+            for case in cases:
+                held.setdefault((case["task"], case["content_sha256"]), name)
+                held.setdefault((case["task"], case["case_id"]), name)
 
     def check_reveal(self, file: str, name: str, doc: Any, entry: dict[str, Any], index: int) -> None:
         manifest = self.seal_docs[name]
