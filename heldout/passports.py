@@ -115,10 +115,10 @@ def load_clean_audit(store: Store, ledger: Ledger, *,
     report = parse_json_object(data, what=str(path))
     head = ledger.root().hex()
     if report.get("ledger_entries") != ledger.size or report.get("ledger_head") != head:
-        raise AuditMissing(
-            f"the latest audit is not at the ledger head (it covers {report.get('ledger_entries')} entries, the "
-            f"ledger has {ledger.size}): run python audit.py {ledger.ledger_id}", file=str(path),
-            expected=head, found=report.get("ledger_head"))
+        covers = f"it covers {report.get('ledger_entries')} entries, the ledger has {ledger.size}" \
+            if report.get("ledger_entries") != ledger.size else f"its head is not the ledger's root at {ledger.size}"
+        raise AuditMissing(f"the latest audit is not at the ledger head ({covers}): run python audit.py "
+                           f"{ledger.ledger_id}", file=str(path), expected=head, found=report.get("ledger_head"))
     if report.get("mode") != "operator" or report.get("exit_code") != 0 or report.get("ledger_intact") is not True \
             or report.get("bundles") != report.get("rederived"):
         raise AuditRequired(

@@ -230,6 +230,33 @@ class Ledger(ProvingLog):
     def _proof_tree(self) -> HashTree:
         return self._tree
 
+    def _check_root(self, size: int, root: bytes) -> None:
+        """The stored tree (interior nodes, leaf hashes) is a cache of what the signed checkpoints vouch for: a
+        root computed from it for ``size`` entries must be the latest checkpoint's, or lead to it by a
+        consistency proof read from the same tree, before any root or proof leaves here (red-team round 15: a
+        zeroed node gave proofs to a root no checkpoint has, and ``passport issue`` signed and logged one)."""
+        row = self.storage.latest_checkpoint_row()
+        if row is None or size == 0:
+            return
+        parsed = self._parsed_head
+        latest = parsed[1] if parsed is not None and parsed[0] == row else self._checkpoint_row(row)
+        if size > latest.size:
+            raise LedgerIntegrityError(f"the ledger holds entries past its last signed checkpoint ({latest.size}), "
+                                       "written outside heldout: nothing is signed over them (run heldout ledger "
+                                       "verify)", size=size, expected=latest.size)
+        try:
+            if size == latest.size:
+                if root != latest.root:
+                    raise LedgerIntegrityError("the root differs from the signed checkpoint's", size=size,
+                                               expected=latest.root.hex(), found=root.hex())
+            else:
+                verify_consistency(size, latest.size, root, latest.root, self._tree.consistency_path(size, latest.size))
+        except LedgerIntegrityError as exc:
+            raise LedgerIntegrityError(
+                f"the stored tree disagrees with signed checkpoint {latest.size} at size {size} ({exc.message}): "
+                "a stored tree node or leaf hash is damaged, or the checkpoint was signed over another history (run "
+                "heldout ledger verify)", size=size, checkpoint=latest.size) from None
+
     def entry_bytes(self, index: int) -> bytes:
         self._index(index)
         data = self.storage.entry_data(index)

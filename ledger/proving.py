@@ -5,7 +5,7 @@ inside the tree, a size no larger than the log, no consistency proof from the em
 
 from __future__ import annotations
 
-from ledger.errors import LedgerUsageError
+from ledger.errors import LedgerIntegrityError, LedgerUsageError
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.rfc6962 import leaf_hash
 from ledger.tree import HashTree
@@ -31,6 +31,16 @@ class ProvingLog:
     def _proof_tree(self) -> HashTree:
         raise NotImplementedError
 
+    def _damaged(self, what: str, exc: LedgerIntegrityError) -> LedgerIntegrityError:
+        return LedgerIntegrityError(f"{self.what}'s {what} does not verify ({exc.message}): its tree is damaged "
+                                    "(run heldout ledger verify)", **exc.evidence)
+
+    def _check_root(self, size: int, root: bytes) -> None:
+        """Raise when ``root``, computed from the proof tree for ``size`` entries, is not what the log's
+        signatures vouch for. Every root and proof handed out passes here first. A log whose tree is computed
+        from its entries as they are read needs nothing; the database ledger, whose tree is a stored cache,
+        checks it against its signed checkpoints (``Ledger._check_root``)."""
+
     def _index(self, index: int, size: int | None = None) -> int:
         """``index`` when it is an entry of the tree of ``size`` entries (default: the whole log)."""
         limit = self.size if size is None else size
@@ -49,7 +59,10 @@ class ProvingLog:
 
     def root(self, size: int | None = None) -> bytes:
         """The RFC 6962 root of the first ``size`` entries (default: all)."""
-        return self._proof_tree().root_at(self._size(size))
+        tree_size = self._size(size)
+        root = self._proof_tree().root_at(tree_size)
+        self._check_root(tree_size, root)
+        return root
 
     def inclusion_proof(self, index: int, size: int | None = None) -> InclusionProof:
         """Entry ``index``'s RFC 9162 inclusion proof in the tree of ``size`` entries (default: all)."""
@@ -57,8 +70,14 @@ class ProvingLog:
         self._index(index, tree_size)
         entry = self.entry_bytes(index)
         tree = self._proof_tree()
-        return InclusionProof(index, tree_size, leaf_hash(entry), tree.root_at(tree_size),
-                              tuple(tree.inclusion_path(index, tree_size)), entry)
+        proof = InclusionProof(index, tree_size, leaf_hash(entry), tree.root_at(tree_size),
+                               tuple(tree.inclusion_path(index, tree_size)), entry)
+        self._check_root(tree_size, proof.root)
+        try:  # the path from this entry's own bytes (not a stored leaf hash) must reach that root
+            proof.verify(proof.root)
+        except LedgerIntegrityError as exc:
+            raise self._damaged(f"inclusion proof of entry {index} in size {tree_size}", exc) from None
+        return proof
 
     def consistency_proof(self, old_size: int, new_size: int | None = None) -> ConsistencyProof:
         """The RFC 9162 consistency proof from ``old_size`` to ``new_size`` (default: all)."""
@@ -67,5 +86,12 @@ class ProvingLog:
             raise LedgerUsageError(f"old size {old_size!r} must be between 1 and the new size {new} (a proof from "
                                    "the empty tree proves nothing)", old=old_size, new=new)
         tree = self._proof_tree()
-        return ConsistencyProof(old_size, new, tree.root_at(old_size), tree.root_at(new),
-                                tuple(tree.consistency_path(old_size, new)))
+        proof = ConsistencyProof(old_size, new, tree.root_at(old_size), tree.root_at(new),
+                                 tuple(tree.consistency_path(old_size, new)))
+        self._check_root(old_size, proof.old_root)
+        self._check_root(new, proof.new_root)
+        try:
+            proof.verify(proof.old_root, proof.new_root)
+        except LedgerIntegrityError as exc:
+            raise self._damaged(f"consistency proof from size {old_size} to {new}", exc) from None
+        return proof

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -1493,3 +1494,44 @@ def test_attack_a_withheld_first_bundle_as_the_models_dimensions_reference(fixtu
     assert any(words in m and f"(entry {public})" in m for m in findings_at(third, withheld)), third["findings"]
     _independent_replay_refuses(fixture, tmp_path, f"entry {withheld}: the evaluation's optional dimensions are "
                                 f"not those of its model's first bundle \\(entry {public}\\)")
+
+
+# --- the stored tree is a cache of what the checkpoints sign -----------------------------------------------------
+
+@pytest.mark.parametrize("damage", ["node", "leaf hash"])
+def test_attack_a_damaged_tree_cache_never_reaches_a_proof_or_a_passport(fixture: AuditFixture, damage: str) -> None:
+    """A stored interior node (or an entry's stored leaf hash) zeroed at rest, the triggers put back as they were:
+    the audit replays from the entries and is clean, but proofs read the cached tree. ``ledger prove`` and
+    ``ledger consistency`` printed proofs to a root no checkpoint has (exit 0), and ``passport issue`` signed and
+    logged a passport whose inclusion proofs fail every verifier, a finding no later repair could remove
+    (red-team round 15). Every root and proof is checked against the signed head first: exit 1 naming the
+    damage, and nothing is logged."""
+    (path,) = (fixture.store / "ledgers").glob("*.sqlite")
+    for seed in (31, 32):  # past 16 entries: a stored interior node exists
+        add_bundle(fixture.store, "gen2", "model_0", seed=seed)
+    assert operator_audit(fixture)[0] == 0
+    conn = sqlite3.connect(path, isolation_level=None)
+    size = conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+    assert size >= 16 and conn.execute("SELECT COUNT(*) FROM nodes WHERE level = 4 AND idx = 0").fetchone()[0] == 1
+    triggers = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN "
+                                 "('nodes_no_update', 'entries_no_update')").fetchall())
+    for name in triggers:
+        conn.execute(f"DROP TRIGGER {name}")
+    if damage == "node":
+        conn.execute("UPDATE nodes SET hash = zeroblob(32) WHERE level = 4 AND idx = 0")
+    else:
+        conn.execute("UPDATE entries SET leaf_hash = zeroblob(32) WHERE idx = 3")
+    for sql in triggers.values():
+        conn.execute(sql)
+    conn.close()
+    for args in (["ledger", "prove", fixture.ledger_id, "--index", "2"],  # (its path holds leaf 3's hash)
+                 ["ledger", "consistency", fixture.ledger_id, "--old", "3"]):
+        result = cli_at(*args, "--store", fixture.store)
+        assert result.exit_code == 1, (args, result.output)
+        assert "damaged" in result.stderr and "(run heldout ledger verify)" in result.stderr, result.stderr
+    issued = cli_at("passport", "issue", "model_0", "--generation", "gen2", "--store", fixture.store)
+    assert issued.exit_code == 1 and "damaged" in issued.stderr, issued.output
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == size  # no passport logged
+    conn.close()
+    assert not (fixture.store / "passports" / "model_0__gen2.passport.json").exists()
