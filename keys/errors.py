@@ -9,7 +9,42 @@ emit as JSON. Messages never contain private key material.
 from __future__ import annotations
 
 import errno
+import math
 from typing import Any
+
+_LARGEST_EXACT = 2**53 - 1  # I-JSON's integers (RFC 7493): what every JSON reader takes exactly
+
+
+def _text(value: str) -> str:
+    """``value`` as text any UTF-8 writer can write: a lone surrogate (Python's stand-in for a byte of a file
+    name that is not UTF-8) is written out as its escape, ``\\udcff``."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def _json_safe(value: Any) -> Any:
+    """Evidence as JSON every reader takes, whatever a hostile input put in it (red-team round 15: a file name
+    that is not UTF-8, or a checkpoint file named by 250 digits, made the audit fail writing its report and
+    ``--json`` print what no I-JSON reader accepts): text made writable (:func:`_text`), an integer beyond
+    2^53 or a float that is not finite as its decimal text; containers member by member."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if -_LARGEST_EXACT <= value <= _LARGEST_EXACT else str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if type(value) is list or type(value) is tuple:
+        return type(value)(_json_safe(item) for item in value)
+    if type(value) is dict:
+        return {(_text(key) if isinstance(key, str) else key): _json_safe(item) for key, item in value.items()}
+    return value
 
 
 class HeldoutError(Exception):
@@ -18,9 +53,10 @@ class HeldoutError(Exception):
     exit_code: int = 1
 
     def __init__(self, message: str, **evidence: Any) -> None:
+        message = _text(message)
         super().__init__(message)
         self.message = message
-        self.evidence: dict[str, Any] = evidence
+        self.evidence: dict[str, Any] = {key: _json_safe(value) for key, value in evidence.items()}
 
     def __str__(self) -> str:
         return self.message

@@ -101,3 +101,58 @@ def test_the_demo_started_too_near_the_end_of_time_is_refused_before_it_writes(
     assert result.stderr.startswith("heldout: error: the demo dates things up to 120 days") and \
         len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "demo").exists()
+
+
+# --- hostile file names in evidence ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_export(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    from tests.test_cli_bad_input_edges import store_and_export
+
+    return store_and_export(tmp_path_factory.mktemp("r15-names"))
+
+
+def _walk_json(value: object) -> None:
+    """Fail on what an I-JSON reader refuses or a UTF-8 writer cannot write."""
+    if isinstance(value, str):
+        value.encode("utf-8")
+    elif isinstance(value, bool) or value is None or isinstance(value, float):
+        return
+    elif isinstance(value, int):
+        assert -(2**53) < value < 2**53, value
+    elif isinstance(value, list):
+        for item in value:
+            _walk_json(item)
+    else:
+        assert isinstance(value, dict)
+        for key, item in value.items():
+            _walk_json(key)
+            _walk_json(item)
+
+
+@pytest.mark.parametrize("stray", [b"checkpoints/\xff.note", b"seals/gen9\xff.seal.json", b"blobs/sha256/\xfe",
+                                   b"keys/\xff.pub.json", ("checkpoints/" + "1" * 250 + ".note").encode()])
+def test_a_hostile_file_name_is_named_in_the_report_not_the_end_of_it(
+        small_export: tuple[Path, Path, str], tmp_path: Path, stray: bytes) -> None:
+    """A stray file whose name is not UTF-8, or a checkpoint named by 250 digits: the audit named it, then failed
+    writing its report ("not canonicalisable", "exceeds the I-JSON safe range"), and ``ledger verify --json``
+    printed lone-surrogate escapes and a 250-digit integer (red-team round 15). Evidence is made JSON-safe where
+    errors are made (``keys.errors``): the report is written, naming the file, and ``--json`` is I-JSON."""
+    import json
+    import shutil
+
+    _, export, ledger_id = small_export
+    crafted = tmp_path / "export"
+    shutil.copytree(export, crafted)
+    with open(bytes(crafted) + b"/" + stray, "wb") as handle:
+        handle.write(b"x")
+    report = tmp_path / "report.json"
+    audited = runner.invoke(app, ["audit", ledger_id, "--from", str(crafted), "--out", str(report), "--jobs", "1"])
+    assert audited.exit_code == 1, audited.output
+    assert audited.exception is None or isinstance(audited.exception, SystemExit), repr(audited.exception)
+    written = json.loads(report.read_text(encoding="utf-8"))
+    _walk_json(written)
+    assert written["findings"], written
+    verified = runner.invoke(app, ["ledger", "verify", ledger_id, "--from", str(crafted), "--json"])
+    assert verified.exit_code == 1, verified.output
+    _walk_json(json.loads(verified.stdout))
