@@ -833,11 +833,18 @@ def http_get(url: str, limit: int, *, method: str = "GET", timeout: float = FETC
         if response.status != 200:  # 204, 206 (a range), ...: not the published file's bytes, whole
             raise SourceUnavailable(f"cannot fetch {where}: HTTP {response.status} (a published file is served "
                                     "whole, with 200)", path=where, found=response.status)
-        coding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+        coding = ",".join(response.headers.get_all("Content-Encoding") or ["identity"]).strip().lower()
         if coding != "identity":  # asked for identity: bytes in a coding are not the published file's bytes
             raise SourceUnavailable(f"cannot fetch {where}: the server sent it with Content-Encoding {coding[:40]!r}; "
                                     "a published file is read as published (serve it without a content coding)",
                                     path=where, found=coding[:40])
+        # http.client undoes "chunked" alone and reads any other transfer coding ("gzip, chunked") as the body:
+        # coded bytes judged as the file would be reported as tampering, when the server is what is wrong
+        transfer = ",".join(response.headers.get_all("Transfer-Encoding") or []).strip().lower()
+        if transfer not in ("", "chunked"):
+            raise SourceUnavailable(f"cannot fetch {where}: the server sent it with Transfer-Encoding "
+                                    f"{transfer[:40]!r}, which this client does not decode (only chunked)",
+                                    path=where, found=transfer[:40])
         if method == "HEAD":
             return b""
         expected = response.length  # what Content-Length promises (None: chunked, or not said)
