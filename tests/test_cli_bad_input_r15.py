@@ -156,3 +156,34 @@ def test_a_hostile_file_name_is_named_in_the_report_not_the_end_of_it(
     verified = runner.invoke(app, ["ledger", "verify", ledger_id, "--from", str(crafted), "--json"])
     assert verified.exit_code == 1, verified.output
     _walk_json(json.loads(verified.stdout))
+
+
+def test_a_published_reveal_whose_blob_is_listed_missing_gets_one_verdict(formats: FormatsFixture,
+                                                                          tmp_path: Path) -> None:
+    """The reveal blob listed in ``missing_blobs``, ``seals/gen1.reveal.json`` published with the hash the entry
+    names: heldout accepted it (rule 9: nothing to check but the published file's hash), the independent replay
+    refused it ("is not the reveal entry names": it compared the file with the absent blob). One verdict; and a
+    published file with another hash is refused by both."""
+    import hashlib
+    import json
+    import shutil
+
+    from tests.independent.replay import ReplayFailure, replay_export
+
+    crafted = tmp_path / "export"
+    shutil.copytree(formats.export, crafted)
+    entries = [json.loads(line) for line in (crafted / "entries.jsonl").read_text().splitlines()]
+    digest = next(e["reveal_sha256"] for e in entries if e["type"] == "reveal" and e["generation"] == "gen1")
+    (crafted / "blobs" / "sha256" / digest[:2] / digest).unlink()
+    manifest = json.loads((crafted / "export.json").read_text())
+    manifest["blobs"].remove(digest)
+    manifest["missing_blobs"] = sorted([*manifest["missing_blobs"], digest])
+    (crafted / "export.json").write_text(json.dumps(manifest, sort_keys=True, separators=(",", ":")) + "\n")
+    published = crafted / "seals" / "gen1.reveal.json"
+    assert hashlib.sha256(published.read_bytes()).hexdigest() == digest
+    assert runner.invoke(app, ["ledger", "verify", formats.ledger_id, "--from", str(crafted)]).exit_code == 0
+    replay_export(crafted, formats.ledger_id)
+    published.write_bytes(published.read_bytes() + b" ")
+    assert runner.invoke(app, ["ledger", "verify", formats.ledger_id, "--from", str(crafted)]).exit_code == 1
+    with pytest.raises(ReplayFailure, match="is not the reveal entry"):
+        replay_export(crafted, formats.ledger_id)

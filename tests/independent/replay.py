@@ -1157,10 +1157,12 @@ class _Replay:
     # R9 ------------------------------------------------------------------------------------------------
     def reveals(self) -> None:
         reveal_files: dict[str, str] = {}
+        revealed: set[str] = set()  # generations a reveal entry names (its blob present or not)
         for index, entry in enumerate(self.entries):
             if entry["type"] != "reveal":
                 continue
             name = entry["generation"]
+            revealed.add(name)
             if name not in self.seal_docs or self.seal_entries[name][0] > index:
                 raise ReplayFailure(ENTRIES, "reveal", f"entry {index} reveals {name}, which no earlier entry seals")
             if self.seal_entries[name][1].get("membership") != "public" and not any(
@@ -1170,8 +1172,11 @@ class _Replay:
             file = f"blobs/sha256/{digest[:2]}/{digest}"
             data = self.blob(digest, index, "reveal_sha256")
             published = f"seals/{name}.reveal.json"
-            if published in (f"seals/{n}" for n in self.seal_listing()) and self.read(published) != data:
-                raise ReplayFailure(f"seals/{name}.reveal.json", "reveal", f"is not the reveal entry {index} names")
+            if published in (f"seals/{n}" for n in self.seal_listing()):
+                shown = self.read(published)  # the blob's bytes; with the blob listed missing, its hash
+                differs = shown != data if data is not None else sha256(shown).hex() != digest
+                if differs:
+                    raise ReplayFailure(published, "reveal", f"is not the reveal entry {index} names")
             if data is None:
                 continue
             doc = canonical_document(file, data, newline=False)
@@ -1179,7 +1184,7 @@ class _Replay:
             self.reveal_docs[name] = doc
             reveal_files[name] = file
         for published_name in self.seal_listing():
-            if published_name.endswith(".reveal.json") and published_name.split(".")[0] not in self.reveal_docs:
+            if published_name.endswith(".reveal.json") and published_name.split(".")[0] not in revealed:
                 raise ReplayFailure(f"seals/{published_name}", "reveal", "published, but no reveal entry names it")
         # generations are disjoint: no revealed case is one (same task and content hash, or same case id) of a
         # generation sealed before it; the later one is at fault
