@@ -110,6 +110,12 @@ def parse_key_argument(text: str) -> PublicKey:
         is_file = candidate.is_file()
     except OSError:
         is_file = False
+    try:
+        is_folder = not is_file and candidate.is_dir()
+    except OSError:
+        is_folder = False
+    if is_folder:  # (a folder's name may well decode as base64: "adir" is 3 bytes)
+        raise UsageError(f"--key {shown} is a folder, not a key or a key file", path=shown)
     if is_file:
         try:
             raw = read_named(candidate, limit=KEY_FILE_LIMIT, what="--key file")
@@ -144,8 +150,9 @@ def parse_key_argument(text: str) -> PublicKey:
             found=shown,
         ) from exc
     if len(raw) != PUBLIC_KEY_SIZE:
+        what = "--key" if is_file is False else f"--key file {candidate}"
         raise UsageError(
-            f"--key decodes to {len(raw)} bytes; an Ed25519 public key is {PUBLIC_KEY_SIZE}",
-            expected=PUBLIC_KEY_SIZE, found=len(raw),
+            f"{what} {'is empty' if not raw else f'decodes to {len(raw)} bytes'}; an Ed25519 public key is "
+            f"{PUBLIC_KEY_SIZE} bytes", expected=PUBLIC_KEY_SIZE, found=len(raw),
         )
     return PublicKey(raw)

@@ -5,6 +5,7 @@ C2SP tlog-tiles directory, local or served over HTTP(S) (``ledger tiles``). Ever
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,6 +17,7 @@ from ledger.export import MANIFEST as EXPORT_MANIFEST
 from ledger.export import open_export
 from ledger.log import LogReader
 from ledger.replay import EntryFn, ProgressFn, ReplayReport
+from ledger.tiles import MANIFEST as TILES_MANIFEST
 from ledger.tiles import is_tiles_dir, is_url, open_tiles
 
 
@@ -107,5 +109,10 @@ def open_public_log(source: str | Path) -> PublicLog:
     folder = Path(text)
     if not folder.is_dir():
         raise LedgerUsageError(f"no export or tiles directory at {folder}", path=text)
+    if not _has_export_manifest(folder) and (os.path.lexists(folder / TILES_MANIFEST)
+                                             or os.path.lexists(folder / "tile")):
+        # tiles whose first `ledger tiles` run stopped before it published the checkpoint: not "no export.json"
+        raise LedgerUsageError(f"{folder} holds tiles but no checkpoint: nothing is published there yet (a `heldout "
+                               "ledger tiles` run did not finish; run it again)", path=text, file="checkpoint")
     return open_export(folder)
 

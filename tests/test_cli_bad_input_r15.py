@@ -187,3 +187,26 @@ def test_a_published_reveal_whose_blob_is_listed_missing_gets_one_verdict(format
     assert runner.invoke(app, ["ledger", "verify", formats.ledger_id, "--from", str(crafted)]).exit_code == 1
     with pytest.raises(ReplayFailure, match="is not the reveal entry"):
         replay_export(crafted, formats.ledger_id)
+
+
+def test_messages_name_the_real_cause(formats: FormatsFixture, tmp_path: Path) -> None:
+    """A folder given as --key was decoded as base64 ("--key decodes to 3 bytes"), an empty key file "decodes to
+    0 bytes", and tiles whose first run stopped before the checkpoint were "not a ledger export (no
+    export.json)" (red-team round 15). Each now says what it is, in one line, exit 2."""
+    export, ledger_id = formats.export, formats.ledger_id
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "empty.key").write_bytes(b"")
+    half = tmp_path / "half"
+    (half / "tile" / "0").mkdir(parents=True)
+    (half / "heldout-tiles.json").write_bytes(b"")
+    passport = str(sorted((formats.store / "passports").glob("*.json"))[0])
+    for args, words in (
+            (["passport", "verify", passport, "--from", str(export), "--key", str(tmp_path / "adir")],
+             "is a folder, not a key or a key file"),
+            (["passport", "verify", passport, "--from", str(export), "--key", str(tmp_path / "empty.key")],
+             "empty.key is empty; an Ed25519 public key is 32 bytes"),
+            (["ledger", "verify", ledger_id, "--from", str(half)], "holds tiles but no checkpoint")):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and words in lines[0], (args, result.stderr)
