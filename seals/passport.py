@@ -35,6 +35,54 @@ def _require(body: dict[str, Any], member: str, kind: type | tuple[type, ...], w
     return value
 
 
+# The forms of the members every verifier compares with the ledger (where present: which must be there is each
+# verifier's check). One form each, exactly: ``true`` is not the index 1 (Python's ``True == 1`` made a passport
+# whose ``seal_index`` was ``true`` valid on a ledger whose seal is entry 1; red-team round 16).
+_COUNT, _TEXT, _FLAG, _TEXTS = "a non-negative integer", "a string", "true or false", "a list of strings"
+_HELDOUT_FORMS = {"generation": _TEXT, "ledger_id": _TEXT, "set_hash": _TEXT, "manifest_sha256": _TEXT,
+                  "note_verifier_key": _TEXT, "expiry_utc": _TEXT, "seal_index": _COUNT}
+_CHECKPOINT_FORMS = {"size": _COUNT, "root_b64": _TEXT, "note": _TEXT}
+_BUNDLE_FORMS = {"index": _COUNT, "task": _TEXT, "evaluation_sha256": _TEXT, "predictions_sha256": _TEXT,
+                 "leaf_hash_b64": _TEXT, "inclusion_proof": _TEXTS}
+_PROOFS_FORMS = {"seal": _TEXT, "bundles": _TEXTS}
+_AUDIT_FORMS = {"bundles": _COUNT, "rederived": _COUNT, "ledger_entries": _COUNT, "ledger_head": _TEXT,
+                "ledger_intact": _FLAG, "audit_command": _TEXT}
+
+
+def _has_form(value: Any, form: str) -> bool:
+    if form == _COUNT:
+        return type(value) is int and value >= 0
+    if form == _TEXT:
+        return type(value) is str
+    if form == _FLAG:
+        return type(value) is bool
+    return type(value) is list and all(type(item) is str for item in value)
+
+
+def _check_forms(body: Any, forms: dict[str, str], where: str) -> None:
+    """Each member of ``forms`` that ``body`` (an object, or null/absent: nothing to check) holds, in its form."""
+    if body is None:
+        return
+    if not isinstance(body, dict):
+        raise MalformedInput(f"passport {where} is not an object", field=where, found=type(body).__name__)
+    for member, form in forms.items():
+        if member in body and not _has_form(body[member], form):
+            raise MalformedInput(f"passport {where}.{member} is not {form}", field=f"{where}.{member}",
+                                 found=repr(body[member])[:80])
+
+
+def _check_heldout_forms(heldout: dict[str, Any], audit: Any) -> None:
+    _check_forms(heldout, _HELDOUT_FORMS, "computed.heldout")
+    _check_forms(heldout.get("checkpoint"), _CHECKPOINT_FORMS, "computed.heldout.checkpoint")
+    _check_forms(heldout.get("proofs"), _PROOFS_FORMS, "computed.heldout.proofs")
+    bundles = heldout.get("bundles")
+    if bundles is not None and type(bundles) is not list:
+        raise MalformedInput("passport computed.heldout.bundles is not a list", field="computed.heldout.bundles")
+    for k, ref in enumerate(bundles or []):
+        _check_forms(ref, _BUNDLE_FORMS, f"computed.heldout.bundles[{k}]")
+    _check_forms(audit, _AUDIT_FORMS, "computed.audit")
+
+
 @dataclass(frozen=True)
 class Passport:
     """A parsed passport. ``raw`` is the document exactly as read (signature included)."""
@@ -68,6 +116,8 @@ class Passport:
                 raise MalformedInput(f"computed.evaluations[{i}] is not an object", field=f"computed.evaluations[{i}]")
         _require(computed, "sources", list, "computed.")
         heldout = _require(computed, "heldout", (dict, type(None)), "computed.")
+        if heldout is not None:
+            _check_heldout_forms(heldout, computed.get("audit"))
         return cls(
             raw=doc,
             passport_version=_require(doc, "passport_version", str, ""),
@@ -101,6 +151,9 @@ class PassportVerdict:
     at: datetime
     state: PassportState
     reason: str | None = None
+    #: The trusted key's own name (a keyring's, a ledger's declaration), when the key has one: who signed, as the
+    #: verifier knows the key; the document's ``issuer.name`` is only what it says of itself.
+    trusted_name: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -109,7 +162,9 @@ class PassportVerdict:
     @property
     def line(self) -> str:
         issuer = self.passport.issuer
-        head = f"signature valid, issued by {issuer.name} under key {issuer.key_id}"
+        signer = issuer.name if self.trusted_name in (None, issuer.name) else \
+            f"{self.trusted_name} (the passport names its issuer {issuer.name})"
+        head = f"signature valid, issued by {signer} under key {issuer.key_id}"
         if self.state is PassportState.EXPIRED:
             return f"{head}, expired {format_utc(self.passport.expiry)}"
         if self.state is PassportState.LAPSED:
@@ -123,6 +178,7 @@ class PassportVerdict:
             "state": self.state.value,
             "model_id": p.model_id,
             "issuer": p.issuer.to_json(),
+            **({"trusted_key_name": self.trusted_name} if self.trusted_name is not None else {}),
             "issued_utc": format_utc(p.issued),
             "expiry_utc": format_utc(p.expiry),
             "expiry_basis": p.expiry_basis,
@@ -146,4 +202,5 @@ def verify_passport(doc: Any, trusted: PublicKey | TrustedKey, *, at: datetime) 
                                 "time is not yet valid)", field="issued_utc", expected=f"<= {format_utc(at)}",
                                 found=format_utc(passport.issued))
     state = PassportState.EXPIRED if at >= passport.expiry else PassportState.VALID
-    return PassportVerdict(passport=passport, verified=verified, at=at, state=state)
+    return PassportVerdict(passport=passport, verified=verified, at=at, state=state,
+                           trusted_name=trusted.name if isinstance(trusted, TrustedKey) else None)

@@ -1535,3 +1535,54 @@ def test_attack_a_damaged_tree_cache_never_reaches_a_proof_or_a_passport(fixture
     assert conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == size  # no passport logged
     conn.close()
     assert not (fixture.store / "passports" / "model_0__gen2.passport.json").exists()
+
+
+# --- one form per member -----------------------------------------------------------------------------------------
+
+def test_attack_a_passport_naming_its_seal_index_true(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The public generation's seal is entry 1; the operator signs its passport with ``seal_index: true``.
+    Python's ``True == 1`` let every comparison pass: valid offline, with the ledger, and on the site (red-team
+    round 16). The member's form is checked when the passport is read (a non-negative integer, never a
+    boolean), and the independent replay compares JSON values by type."""
+    from seals import sign_document
+
+    assert operator_audit(fixture)[0] == 0
+    with open_ledger(Store.open(fixture.store)) as ledger:
+        public_seal = load_generations(ledger, parse_utc(LATER))["public"].seal_index
+    assert public_seal == 1  # (what makes ``true`` pass a comparison with it)
+
+    def forging(document: dict[str, Any], signer: Any) -> dict[str, Any]:
+        heldout = {**document["computed"]["heldout"], "seal_index": True}
+        return sign_document({**document, "computed": {**document["computed"], "heldout": heldout}}, signer)
+
+    with operator_skipping(passports, "sign_document", forging):
+        path = issue(fixture, "model_0", "public")
+    for where in (["--store", fixture.store], []):
+        key = [] if where else ["--key", fixture.key_b64]
+        result = cli_at("passport", "verify", path, *where, *key)
+        assert result.exit_code == 1, result.output
+        assert "computed.heldout.seal_index is not a non-negative integer" in result.output, result.output
+    _independent_replay_refuses(fixture, tmp_path, "computed.heldout.seal_index is not the ledger's")
+
+
+def test_attack_a_logged_reveal_that_is_no_reveal_is_not_published_by_the_site(fixture: AuditFixture,
+                                                                               tmp_path: Path) -> None:
+    """The operator's tool logs a "reveal" of gen1 whose blob is an HTML page. ``ledger verify --from`` checks
+    the log, not what a reveal says; the site linked the blob as gen1's reveal (red-team round 16). The site
+    verifies every reveal it links as ``verify-reveal --from`` does and refuses the build; the audit names it."""
+    import heldout.generations.retire as retire
+
+    page = b"<html><body><script>alert(1)</script></body></html>"
+    with operator_skipping(retire, "verify_reveal", lambda *args, **kwargs: None), \
+            operator_skipping(retire, "reveal_bytes", lambda document: page):
+        result = cli_at("retire", "gen1", "--reason", "expired", "--reveal", "--store", fixture.store, at=NOW)
+    assert result.exit_code == 0, result.output
+    export = tmp_path / "export"
+    assert cli_at("ledger", "export", fixture.ledger_id, export, "--store", fixture.store).exit_code == 0
+    assert cli_at("ledger", "verify", fixture.ledger_id, "--from", export).exit_code == 0  # the log is intact
+    built = cli_at("site", "build", tmp_path / "site", "--from", export)
+    assert built.exit_code == 1 and "the reveal of gen1 does not verify, nothing was published" in built.output, \
+        built.output
+    assert not (tmp_path / "site" / "index.html").exists()
+    code, report = third_party_audit(fixture, tmp_path / "audit")
+    assert code == 1 and any(f["check"] == "reveal" for f in report["findings"])

@@ -81,6 +81,24 @@ def test_reference_passport_trusted_through_the_keyring(reference_passport_path:
     assert result.exit_code == 1 and "not in the keyring" in result.output
 
 
+def test_the_verdict_names_the_issuer_as_the_trusted_key_does(reference_passport_path: Path, store_dir: Path) -> None:
+    """The keyring knows the key as "EvilLab"; the passport calls its issuer "NakedSignal". The verdict named the
+    document's own claim (red-team round 16); it names the key as the verifier knows it, and what the passport
+    says beside it."""
+    from heldout.store import Store
+    from keys import PublicKey
+
+    st = Store.open(store_dir)
+    st.create()
+    st.keyring.add(TrustedKey("ns-passport-2026-07", "EvilLab", PublicKey.from_b64(REFERENCE_KEY_B64)))
+    result = verify_cli(reference_passport_path, "--store", str(store_dir), "--at", AT_VALID, "--json")
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(result.stdout)
+    assert verdict["verdict"].startswith("signature valid, issued by EvilLab (the passport names its issuer "
+                                         "NakedSignal) under key ns-passport-2026-07")
+    assert verdict["trusted_key_name"] == "EvilLab" and verdict["issuer"]["name"] == "NakedSignal"
+
+
 # --- the mutation campaign ----------------------------------------------------------------------------------
 
 Path_ = tuple[str | int, ...]

@@ -49,7 +49,8 @@ def verify(
         "ledger's head must be cosigned by the quorum too.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Verify a passport: canonical form, Ed25519 signature, expiry, its offline proofs (with --policy: on a
+    """Verify a passport: its members' forms, the Ed25519 signature over its canonical bytes (the file may be in
+    any JSON form), expiry, its offline proofs (with --policy: on a
     checkpoint the policy's witnesses cosigned); with its ledger (--from an export, else the
     store's copy of that ledger: --store, $HELDOUT_STORE or the default store): the issuer key declared by the
     ledger, the passport logged, its checkpoint, inclusion proofs, expiry within its generation's, and whether

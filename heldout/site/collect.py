@@ -19,7 +19,7 @@ from typing import Any
 
 from heldout.entries import PassportEntry, records
 from heldout.generations import GenerationState, load_generations, open_ledger
-from heldout.generations.verify import logged_seal_files, published_seal_problems
+from heldout.generations.verify import logged_seal_files, published_seal_problems, verify_published_reveal
 from heldout.passports import LedgerFacts, check_passport_on_ledger, require_implemented_spec
 from heldout.site.paths import copied_seal_path, passport_page
 from heldout.specs import Supersession, load_supersessions
@@ -168,6 +168,7 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
     supersessions = load_supersessions(entries)
     entry_types = {index: str(entry.get("type")) for index, entry in entries}
     _check_seal_files(export, entries)
+    _check_reveals(export, generations, [key for _, key in keys], at)
     seal_files = _published_seals(export)
     passports: list[PassportRecord] = []
     latest: dict[tuple[str, str], int] = {}
@@ -214,6 +215,27 @@ def _check_seal_files(export: PublicLog, entries: list[tuple[int, dict[str, Any]
         raise SiteBuildRefused(f"{problem.message} (altered?), nothing was published",
                                file=export.location(str(problem.evidence["file"])),
                                **{k: v for k, v in problem.evidence.items() if k != "file"})
+
+
+def _check_reveals(export: PublicLog, generations: dict[str, GenerationState], keys: list[TrustedKey],
+                   at: datetime) -> None:
+    """Every reveal the site links (its blob, or the published ``seals/<gen>.reveal.json``) verified as
+    ``verify-reveal --from`` verifies it (section 11 of FORMATS: against the signed manifest, the draw included):
+    the site linked a logged "reveal" blob holding HTML as the generation's reveal (red-team round 16)."""
+    for name, state in generations.items():
+        if not state.revealed or not (export.has_seal(f"{name}.reveal.json")
+                                      or export.has_blob(str(state.reveal_sha256))):
+            continue  # withheld: nothing is linked
+        try:
+            issuer = parse_json_object(export.seal_bytes(f"{name}.seal.json"), what="seal manifest").get("issuer")
+            signer = next((key for key in keys if isinstance(issuer, dict)
+                           and key.public_key.b64 == issuer.get("public_key_b64")), keys[0])
+            verify_published_reveal(export, name, signer, at, source=export.location("."))
+        except SourceUnavailable:
+            raise
+        except HeldoutError as exc:
+            raise SiteBuildRefused(f"the reveal of {name} does not verify, nothing was published: {exc.message}",
+                                   **{k: v for k, v in exc.evidence.items() if k != "path"}) from None
 
 
 def _published_seals(export: PublicLog) -> dict[str, str]:

@@ -313,6 +313,11 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def same(found: Any, expected: Any) -> bool:
+    """Equal as JSON values: ``true`` is not ``1`` (Python's ``True == 1`` is)."""
+    return type(found) is type(expected) and found == expected
+
+
 def draw_seed(source: str, material: bytes) -> bytes:
     """FORMATS.md, the draw: SHA-256("heldout-seal-seed-v1" LF || seed_source || LF || material)."""
     return sha256(b"heldout-seal-seed-v1\n" + source.encode("ascii") + b"\n" + material)
@@ -1655,7 +1660,7 @@ class _Replay:
                     "manifest_sha256": seal["manifest_sha256"], "expiry_utc": seal["expiry_utc"],
                     "note_verifier_key": verifier_key(self.ledger_key.name, self.ledger_key.public_key)}
         for member, value in expected.items():
-            if heldout.get(member) != value:
+            if not same(heldout.get(member), value):
                 raise ReplayFailure(file, "passport", f"computed.heldout.{member} is not the ledger's")
         if str(doc.get("expiry_utc")) > seal["expiry_utc"]:
             raise ReplayFailure(file, "passport", "its expiry is after its generation's")
@@ -1667,7 +1672,8 @@ class _Replay:
             raise ReplayFailure(file, "passport", f"its expiry_utc is not {expiry}, the one its ledger gives")
         checkpoint = heldout.get("checkpoint") or {}
         note = verify_note(str(checkpoint.get("note")), file, self.ledger_key, self.origin)
-        if checkpoint.get("size") != note.size or checkpoint.get("root_b64") != base64.b64encode(note.root).decode():
+        if not same(checkpoint.get("size"), note.size) or \
+                checkpoint.get("root_b64") != base64.b64encode(note.root).decode():
             raise ReplayFailure(file, "passport", "checkpoint size or root_b64 is not its note's")
         if note.size > index or mth(self.leaves[:note.size]) != note.root:
             raise ReplayFailure(file, "passport", "its checkpoint is not a tree head of this ledger before it")
@@ -1688,7 +1694,7 @@ class _Replay:
             raise ReplayFailure(file, "passport", "computed.heldout.bundles and computed.evaluations differ in length")
         for k, (ref, evaluation) in enumerate(zip(cited, evaluations, strict=True)):
             at = ref.get("index")
-            if not isinstance(at, int) or not 0 <= at < note.size:
+            if not _count(at) or not at < note.size:
                 raise ReplayFailure(file, "passport", f"bundles[{k}] lies outside its checkpoint")
             bundle = self.entries[at]
             if bundle["type"] != "bundle" or bundle["model_id"] != entry["model_id"] \
@@ -1744,11 +1750,11 @@ class _Replay:
             raise ReplayFailure(file, "passport", "it cites a bundle admitted past the budget")
         audit = doc["computed"].get("audit") or {}
         then = audit.get("ledger_entries")
-        if not isinstance(then, int) or then != note.size or audit.get("ledger_intact") is not True \
+        if not _count(then) or then != note.size or audit.get("ledger_intact") is not True \
                 or audit.get("ledger_head") != mth(self.leaves[:then]).hex():
             raise ReplayFailure(file, "passport", "computed.audit is not this ledger's head at its checkpoint")
         bundles = sum(1 for e in self.entries[:then] if e["type"] == "bundle")
-        if audit.get("bundles") != bundles or audit.get("rederived") != bundles:
+        if not same(audit.get("bundles"), bundles) or not same(audit.get("rederived"), bundles):
             raise ReplayFailure(file, "passport", "computed.audit does not claim every bundle below it re-derived")
         for member, text in (("declared_note", DECLARED_NOTE), ("observed_note", OBSERVED_NOTE),
                              ("expiry_basis", self.expiry_basis(doc, index, expiry))):
