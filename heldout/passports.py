@@ -108,23 +108,32 @@ def load_clean_audit(store: Store, ledger: Ledger, *,
     if data is None:
         raise AuditMissing(f"no audit of ledger {ledger.ledger_id} yet: run python audit.py {ledger.ledger_id}",
                             file=str(path))
+    try:
+        report: dict[str, Any] | None = parse_json_object(data, what=str(path))
+    except MalformedInput:
+        report = None  # damaged: refused below, as not a report the audit recorded when there is a record
+    # What the report says of itself is read first, as a refusal: an honest failed audit is "not clean" (re-run
+    # the audit once fixed), not "altered"; a report that claims a clean audit is then taken only if recorded.
+    if report is not None:
+        head = ledger.root().hex()
+        if report.get("ledger_entries") != ledger.size or report.get("ledger_head") != head:
+            covers = f"it covers {report.get('ledger_entries')} entries, the ledger has {ledger.size}" \
+                if report.get("ledger_entries") != ledger.size else \
+                f"its head is not the ledger's root at {ledger.size}"
+            raise AuditMissing(f"the latest audit is not at the ledger head ({covers}): run python audit.py "
+                               f"{ledger.ledger_id}", file=str(path), expected=head, found=report.get("ledger_head"))
+        if report.get("mode") != "operator" or report.get("exit_code") != 0 \
+                or report.get("ledger_intact") is not True or report.get("bundles") != report.get("rederived"):
+            raise AuditRequired(
+                f"the latest audit is not clean ({report.get('verdict')}: {report.get('rederived')} of "
+                f"{report.get('bundles')} bundles re-derived, {len(report.get('findings') or [])} findings)",
+                file=str(path), found=report.get("verdict"))
     if clean_reports is not None and sha256_hex(data) not in clean_reports:
         raise AuditRequired(f"{path} is not a clean report the audit recorded writing (altered or damaged since, "
                             f"or written by another auditor): run python audit.py {ledger.ledger_id}",
                             file=str(path), found=sha256_hex(data))
-    report = parse_json_object(data, what=str(path))
-    head = ledger.root().hex()
-    if report.get("ledger_entries") != ledger.size or report.get("ledger_head") != head:
-        covers = f"it covers {report.get('ledger_entries')} entries, the ledger has {ledger.size}" \
-            if report.get("ledger_entries") != ledger.size else f"its head is not the ledger's root at {ledger.size}"
-        raise AuditMissing(f"the latest audit is not at the ledger head ({covers}): run python audit.py "
-                           f"{ledger.ledger_id}", file=str(path), expected=head, found=report.get("ledger_head"))
-    if report.get("mode") != "operator" or report.get("exit_code") != 0 or report.get("ledger_intact") is not True \
-            or report.get("bundles") != report.get("rederived"):
-        raise AuditRequired(
-            f"the latest audit is not clean ({report.get('verdict')}: {report.get('rederived')} of "
-            f"{report.get('bundles')} bundles re-derived, {len(report.get('findings') or [])} findings)",
-            file=str(path), found=report.get("verdict"))
+    if report is None:
+        report = parse_json_object(data, what=str(path))  # raises: not a JSON object
     return report, data
 
 

@@ -6,6 +6,7 @@ C2SP tlog-tiles directory, local or served over HTTP(S) (``ledger tiles``). Ever
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,6 +67,12 @@ class PublicLog(LogReader, Protocol):
         ...
 
 
+#: ``scheme://`` at the start of a ``--from`` that is neither a folder nor an http(s) URL
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+#: the schemes of database URLs (``heldout init --database``)
+DATABASE_SCHEMES = frozenset({"postgresql", "postgres", "sqlite", "mysql"})
+
+
 def _has_export_manifest(folder: Path) -> bool:
     try:
         return file_in(folder, EXPORT_MANIFEST, what="ledger export")
@@ -108,6 +115,14 @@ def open_public_log(source: str | Path) -> PublicLog:
         return open_tiles(text)
     folder = Path(text)
     if not folder.is_dir():
+        scheme = _URL_SCHEME.match(text)
+        if scheme is not None:  # (as a path, "postgresql:///db" reads "postgresql:/db": say what it is instead)
+            database = scheme.group(1).lower() in DATABASE_SCHEMES
+            raise LedgerUsageError(
+                f"{text} is a {'database ' if database else ''}URL, not a public copy of a log: --from reads an "
+                "export or tiles directory, or the http(s) URL of tiles" + (
+                    "; a ledger in a database is read through the store that uses it (its --store, or "
+                    "HELDOUT_DATABASE), without --from" if database else ""), path=text, found=scheme.group(1))
         raise LedgerUsageError(f"no export or tiles directory at {folder}", path=text)
     if not _has_export_manifest(folder) and (os.path.lexists(folder / TILES_MANIFEST)
                                              or os.path.lexists(folder / "tile")):

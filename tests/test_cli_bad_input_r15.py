@@ -210,3 +210,17 @@ def test_messages_name_the_real_cause(formats: FormatsFixture, tmp_path: Path) -
         assert result.exit_code == 2, (args, result.output)
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and words in lines[0], (args, result.stderr)
+
+
+@pytest.mark.parametrize(("source", "words"), [
+    ("postgresql:///heldout?host=/tmp/pg&user=lab", "is a database URL, not a public copy of a log"),
+    ("s3://bucket/log", "s3://bucket/log is a URL, not a public copy of a log")])
+def test_a_url_that_no_public_copy_has_is_named_as_such(formats: FormatsFixture, source: str, words: str) -> None:
+    """`--from postgresql:///db?...` was read as a path and named "postgresql:/db?..." ("no export or tiles
+    directory at"), nothing saying that a database is read through its store (red-team round 16)."""
+    for args in (["ledger", "verify", formats.ledger_id, "--from", source],
+                 ["audit", formats.ledger_id, "--from", source]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and source in lines[0] and words in lines[0], (args, result.stderr)

@@ -563,6 +563,41 @@ def test_publish_failure_after_commit_is_finished_by_the_next_command(prepared: 
                          tmp_path) == "completed"
 
 
+def seal_refused(prepared: Prepared, store: Path, monkeypatch: pytest.MonkeyPatch, owner: object, name: str,
+                 replacement: object) -> Any:
+    """Run the seal with ``owner.name`` replaced; it must fail (exit 2) after logging its pools and intent."""
+    monkeypatch.setattr(owner, name, replacement)
+    with command_clock(NOW):
+        result = cli(*operation_args("seal", prepared.fixture), store=store)
+    monkeypatch.undo()
+    assert result.exit_code == 2, result.output
+    assert classify(store, prepared.fixture.ledger_id, prepared.before, "seal") == "draw-abandoned"
+    return result
+
+
+def test_disk_full_after_the_seal_intent_says_it_is_logged_and_the_rerun_resumes_it(
+        prepared: Prepared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills up after the pools and the intent are logged, while the seal stages its files: the
+    command says that the intent is logged and that running it again resumes it (exit 2, the environment's
+    fault; it said only "no space left" as if nothing had happened), and the re-run seals that same intent."""
+    store = tmp_path / "store"
+    shutil.copytree(prepared.fixture.store, store)
+    import heldout.staging as staging
+
+    def no_space(path: Path, data: bytes, mode: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    failed = seal_refused(prepared, store, monkeypatch, staging, "write_synced", no_space)
+    intent = len(prepared.before.entries) + 1  # one pool (one task), then the intent
+    assert f"the seal intent of gen3 is logged (entry {intent})" in failed.output, failed.output
+    assert "no space left" in failed.output and "run the same seal again" in failed.output, failed.output
+    with command_clock(NOW):
+        resumed = cli(*operation_args("seal", prepared.fixture), "--json", store=store)
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads(resumed.stdout)["resumed_intent"] == intent
+    assert classify(store, prepared.fixture.ledger_id, prepared.before, "seal") == "completed"
+
+
 def test_refused_commit_publishes_nothing(prepared: Prepared, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The append refused (another writer came first): the staging folder goes, nothing is published."""
     store = tmp_path / "store"
@@ -574,12 +609,8 @@ def test_refused_commit_publishes_nothing(prepared: Prepared, tmp_path: Path, mo
             kwargs["expected_size"] = self.size - 1  # as if someone appended after the manifest was signed
         return real(self, entries, **kwargs)
 
-    monkeypatch.setattr(Ledger, "append_batch", raced)
-    with command_clock(NOW):
-        result = cli(*operation_args("seal", prepared.fixture), store=store)
-    monkeypatch.undo()
-    assert result.exit_code == 2, result.output
-    assert classify(store, prepared.fixture.ledger_id, prepared.before, "seal") == "draw-abandoned"
+    result = seal_refused(prepared, store, monkeypatch, Ledger, "append_batch", raced)
+    assert "another writer appended" in result.output and "resumes the logged intent" in result.output
     assert picture(store, prepared.fixture.ledger_id).staging == []
 
 

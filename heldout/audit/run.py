@@ -647,7 +647,8 @@ def _check_intents(ctx: _Context) -> None:
             continue  # sealed, but its manifest failed (a finding of its own): which intent it draws from is unknown
         if indices[0] not in used:
             ctx.find("draw", VerificationError(
-                f"the seal intent of {name} at entry {indices[0]} was never sealed: a draw was abandoned",
+                f"the seal intent of {name} at entry {indices[0]} was never sealed: its draw is pending (a seal "
+                "that stopped after logging it; running the same seal again resumes it) or was abandoned",
                 generation=name, intents=indices), index=indices[0])
 
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -76,7 +77,7 @@ from heldout.generations.reveal import CaseOpening, build_reveal, reveal_bytes
 from heldout.generations.state import BlobSource, Generations, GenerationState, load_generations, utc
 from heldout.staging import StagedOperation, staged_operation
 from heldout.store import Store
-from keys import HeldoutError, MalformedInput, Signer, UsageError, VerificationError
+from keys import HeldoutError, MalformedInput, Signer, StorageError, UsageError, VerificationError, storage_error
 from keys.files import fsync_dir, read_private_file, remove_stale_leftovers, write_private_file
 from ledger import AppendConflict, BlobStore, EntryRejected, Ledger
 from ledger.cosignature import with_cosignatures
@@ -603,6 +604,36 @@ def seal_entry_of(manifest: SealManifest, digest: str) -> dict[str, Any]:
     ).to_entry()
 
 
+class SealPending(StorageError):
+    """A seal whose pools and intent are logged failed before its seal entry was (a full disk, an I/O error):
+    exit 2 as any environment error, saying that the intent is logged and that running the same seal again
+    resumes it (its pending draw is kept: same pools, same candidates, the same draw). "Nothing was written"
+    would be false, and an audit counts the intent as a draw abandoned until the seal follows it."""
+
+    def __init__(self, generation: str, intent_index: int, cause: StorageError) -> None:
+        super().__init__(f"the seal intent of {generation} is logged (entry {intent_index}), but the seal failed "
+                         f"before its entry: {cause.message}; run the same seal again once the cause is fixed (it "
+                         "resumes this intent with the same draw)",
+                         **{**cause.evidence, "generation": generation, "index": intent_index})
+
+
+@contextmanager
+def _resumable(name: str, intent_index: int | None, operation: Sequence[StagedOperation]) -> Iterator[None]:
+    """Say so when the file system fails after ``name``'s intent (at ``intent_index``) is logged and before its
+    seal entry is (the staged ``operation``, once it exists, not committed); after the commit the staging says
+    what happened (:class:`PublishPending`)."""
+    try:
+        yield
+    except OSError as exc:
+        if intent_index is None or (operation and operation[0].committed):
+            raise
+        raise SealPending(name, intent_index, storage_error(exc)) from None
+    except StorageError as exc:
+        if intent_index is None or (operation and operation[0].committed) or isinstance(exc, SealPending):
+            raise
+        raise SealPending(name, intent_index, exc) from None
+
+
 def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealRequest,
                     now: datetime) -> SealResult:
     """Seal ``request.generation`` on ``ledger`` at ``now`` (module docstring for the rules)."""
@@ -629,6 +660,7 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
         draw: DrawRecord | None = None
         pool_lists: dict[str, list[bytes]] | None = None
         resume: _Resume | None = None
+        intent_index: int | None = None  # once the seal's intent is logged (not for the public generation)
         if name == "public":
             noise_secret = None
             release = _release_policy(mode, step, request, None)
@@ -667,7 +699,9 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
                 except UsageError:  # another writer came first: nothing was logged, the store stays as it was
                     _remove_pending(store, ledger.ledger_id, name)
                     raise
-            draw, openings = _draw(ledger, name, intent_index, pools, candidates, per_task, _witness_policy(store))
+            with _resumable(name, intent_index, []):
+                draw, openings = _draw(ledger, name, intent_index, pools, candidates, per_task,
+                                       _witness_policy(store))
             pool_lists = {task: [o.commitment for o in pool] for task, pool in candidates.items()}
         counts = {task: sum(1 for o in openings if o.task == task) for task in tasks}
         shapes = [TaskShape.from_labels(task, [o.label for o in openings if o.task == task], n_classes(task))
@@ -696,7 +730,8 @@ def seal_generation(store: Store, ledger: Ledger, signer: Signer, request: SealR
 
         operation: list[StagedOperation] = []  # the staged operation, once it exists
         try:
-            with staged_operation(store, ledger, "seal") as staged:
+            with _resumable(name, intent_index, operation), \
+                    staged_operation(store, ledger, "seal") as staged:
                 operation.append(staged)
                 staged.private_file(opening_path(store, ledger.ledger_id, name, manifest.set_hash), opening,
                                     label="opening")
