@@ -406,13 +406,16 @@ def _declared_issuer(doc: Mapping[str, Any], facts: LedgerFacts, pinned: PublicK
 
 
 def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
-                             pinned: PublicKey | TrustedKey | None = None) -> PassportVerdict:
+                             pinned: PublicKey | TrustedKey | None = None,
+                             logged_at: int | None = None) -> PassportVerdict:
     """The one passport-vs-log verifier (``passport verify`` with a ledger, and the audit). In order:
 
     1. the issuer key is the ledger's genesis key or a logged ``key`` entry (a pinned ``--key`` must be one of
        those too), and the signature verifies under it (then the shape, and expiry at ``at``);
     2. the passport was logged: a ``passport`` entry carries its SHA-256 (of its canonical bytes), for its model
-       and generation;
+       and generation; the first such entry, or with ``logged_at`` (the audit, which checks every passport
+       entry) that entry: each entry is judged by its own members, index and date, so that a blob logged again
+       later (under another model or generation, or after its generation was retired) is judged as logged there;
     3. its anchor: this ledger's id, a checkpoint signed by the ledger key with this ledger's root at its size,
        taken before the passport entry;
     4. each cited bundle: a ``bundle`` entry of the model and generation inside that checkpoint, its inclusion
@@ -425,6 +428,13 @@ def check_passport_on_ledger(doc: Any, facts: LedgerFacts, *, at: datetime,
     """
     digest = sha256_hex(canonical_bytes(doc))
     first = facts.passport_entries().get(digest)
+    if logged_at is not None:
+        logged = facts.entries[logged_at] if 0 <= logged_at < len(facts.entries) else {}
+        if logged.get("type") != "passport" or logged.get("passport_sha256") != digest:
+            raise VerificationError(f"entry {logged_at} does not log this passport (its SHA-256, of its canonical "
+                                    "bytes)", index=logged_at, field="passport_sha256", expected=digest,
+                                    found=logged.get("passport_sha256"))
+        first = logged_at
     trusted = _declared_issuer(doc, facts, pinned, before=first if first is not None else len(facts.entries))
     verdict = verify_passport(doc, trusted, at=at)
     passport = verdict.passport

@@ -678,6 +678,36 @@ def test_a_passport_signed_by_a_second_declared_key_is_checked_offline_under_the
     assert refused.exit_code == 1 and "not signed by the ledger key" in refused.output, refused.output
 
 
+@pytest.mark.parametrize(("case", "changed", "words"), [
+    ("another model", {"model_id": "model_9"}, "subject.model_id"),
+    ("another generation", {"generation": "gen1"}, "computed.heldout.generation"),
+    ("after its generation was retired", {}, "was logged after gen2 was retired")])
+def test_attack_a_passport_blob_logged_again_is_judged_by_its_new_entry(fixture: AuditFixture, tmp_path: Path,
+                                                                       case: str, changed: dict[str, str],
+                                                                       words: str) -> None:
+    """The operator logs a second passport entry naming an issued passport's blob, under another model or
+    generation, or after the generation was retired. The audit judged every passport entry as the first entry
+    carrying its blob, so it stayed clean while the independent replay refused the export (red-team round 17):
+    each entry is now judged by its own members, index and date, by the audit and the site alike."""
+    assert operator_audit(fixture)[0] == 0
+    issue(fixture, "model_0", "gen2")
+    if case == "after its generation was retired":
+        assert cli_at("retire", "gen2", "--reason", "leaked", "--store", fixture.store).exit_code == 0
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        logged = next(dict(e) for _, e in reversed(list(ledger.entries())) if e.get("type") == "passport")
+        again = ledger.append({**logged, **changed, "created_utc": LATER}, signer=ledger_signer(st, ledger),
+                              now=parse_utc(LATER))
+    code, report = operator_audit(fixture)
+    assert code == 1, report["findings"]
+    assert [f["check"] for f in report["findings"]] == ["passport"], report["findings"]
+    assert any(words in message for message in findings_at(report, again)), report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, "passport")
+    export = tmp_path / "replayed-export"  # (written by the replay's helper)
+    result = cli_at("site", "build", tmp_path / "site", "--from", export)
+    assert result.exit_code == 1 and f"passport of entry {again}" in result.output, result.output
+
+
 def test_attack_a_passport_of_another_history_is_named_as_such(fixture: AuditFixture, tmp_path: Path) -> None:
     """The ledger key signed two histories under one id: a passport of the other one is not merely "never logged"
     here, it proves the fork (its checkpoint, signed by the ledger key, has another root at its size)."""

@@ -1147,7 +1147,7 @@ def check_passport_document(ctx: _Context, index: int, doc: dict[str, Any]) -> N
     if ctx.facts is None:  # one set of facts for every passport: what each check derives is derived once
         ctx.facts = LedgerFacts(ledger_id=ctx.source.ledger_id, origin=ctx.source.origin, entries=ctx.entries,
                                 entry_bytes=ctx.entry_bytes.__getitem__, root=ctx.source.log.root)
-    check_passport_on_ledger(doc, ctx.facts, at=ctx.now)
+    check_passport_on_ledger(doc, ctx.facts, at=ctx.now, logged_at=index)
 
 
 def _generation_summary(state: GenerationState) -> dict[str, Any]:

@@ -183,17 +183,12 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
         try:
             data = export.blob(digest)
             doc = parse_json_object(data, what=f"passport {digest}")
-            verdict = check_passport_on_ledger(doc, facts, at=at)  # the issuer key must be one the ledger declares
+            # judged as logged by this entry (its model, generation, index and date), as the audit judges each
+            # entry; the issuer key must be one the ledger declares
+            verdict = check_passport_on_ledger(doc, facts, at=at, logged_at=index)
             require_implemented_spec(verdict)  # a "valid" on numbers nobody here can re-derive is not published
         except HeldoutError as exc:
             raise _refuse(f"passport of entry {index}", path, exc) from None
-        heldout = verdict.passport.heldout or {}
-        if verdict.passport.model_id != entry.model_id or heldout.get("generation") != entry.generation:
-            raise SiteBuildRefused(f"passport of entry {index} is not for the model and generation the entry names",
-                                   index=index, file=str(path))
-        if not int((heldout.get("checkpoint") or {}).get("size") or 0) <= index:
-            raise SiteBuildRefused(f"passport of entry {index} cites a checkpoint that is not before it",
-                                   index=index, file=str(path))
         record = PassportRecord(entry_index=index, sha256=digest, data=data, doc=doc, verdict=verdict,
                                 exit_code=verdict.exit_code)
         key = (record.model_id, record.generation)
