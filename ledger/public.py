@@ -68,7 +68,7 @@ class PublicLog(LogReader, Protocol):
 
 
 #: ``scheme://`` at the start of a ``--from`` that is neither a folder nor an http(s) URL
-_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://.*", re.S)
 #: the schemes of database URLs (``heldout init --database``)
 DATABASE_SCHEMES = frozenset({"postgresql", "postgres", "sqlite", "mysql"})
 
@@ -115,7 +115,7 @@ def open_public_log(source: str | Path) -> PublicLog:
         return open_tiles(text)
     folder = Path(text)
     if not folder.is_dir():
-        scheme = _URL_SCHEME.match(text)
+        scheme = _URL_SCHEME.fullmatch(text)
         if scheme is not None:  # (as a path, "postgresql:///db" reads "postgresql:/db": say what it is instead)
             database = scheme.group(1).lower() in DATABASE_SCHEMES
             raise LedgerUsageError(
