@@ -11,7 +11,7 @@ from keys.errors import HeldoutError, KeyFileError, MalformedInput, UsageError
 from keys.files import write_atomic
 from keys.note import parse_verifier_key, verifier_key_string
 from keys.public import ALGO, PUBLIC_KEY_SIZE, PublicKey, b64decode_strict
-from keys.safeio import KEY_FILE_LIMIT, check_json_depth, read_named
+from keys.safeio import KEY_FILE_LIMIT, check_json_depth, path_kind, read_named
 from keys.signer import check_key_id, check_key_name
 
 
@@ -116,6 +116,9 @@ def parse_key_argument(text: str) -> PublicKey:
         is_folder = False
     if is_folder:  # (a folder's name may well decode as base64: "adir" is 3 bytes)
         raise UsageError(f"--key {shown} is a folder, not a key or a key file", path=shown)
+    kind = None if is_file else path_kind(candidate)
+    if kind is not None:  # a link to nothing, a FIFO or a device: never read its name as a key
+        raise UsageError(f"--key {shown} is {kind}, not a key or a key file", path=shown)
     if is_file:
         try:
             raw = read_named(candidate, limit=KEY_FILE_LIMIT, what="--key file")

@@ -85,6 +85,26 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def path_kind(path: Path | str) -> str | None:
+    """What a named path is when it is neither a regular file (links followed) nor a folder: "a dangling
+    symbolic link", "a symbolic link loop", "a FIFO", "a device", "a socket"; ``None`` when it is a regular file,
+    a folder, absent, or not inspectable. Lets a command say what it was given instead of reading a path that
+    names nothing usable as some other kind of argument (a key, a URL)."""
+    try:
+        link = os.lstat(path)
+    except (OSError, ValueError):
+        return None
+    try:
+        target = os.stat(path)
+    except OSError as exc:
+        if stat.S_ISLNK(link.st_mode):
+            return "a symbolic link loop" if exc.errno == errno.ELOOP else "a dangling symbolic link"
+        return None
+    if stat.S_ISREG(target.st_mode) or stat.S_ISDIR(target.st_mode):
+        return None
+    return _kind(target.st_mode)
+
+
 def split_relative(relative: str | Sequence[str], *, what: str) -> list[str]:
     """The components of a name inside a root, each checked: no empty, ``.``, ``..``, NUL or absolute part."""
     parts = relative.split("/") if isinstance(relative, str) else list(relative)

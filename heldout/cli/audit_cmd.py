@@ -88,6 +88,7 @@ def audit_command(
                              "--from DIR", found=ledger_id)
         source = ExportSource.open(from_dir, ledger_id)
         target = out or third_party_report_path(ledger_id)
+        _require_replaceable(target)  # (now, not after an audit of minutes that could then not be written)
         record = ReportRecord.of(auditor_state_path(), ledger_id, "third-party")
         command = f"python audit.py {ledger_id} --from {from_dir}"
         report = _run(source, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier, record=record)
@@ -96,12 +97,13 @@ def audit_command(
         opened = operator_source(st, ledger_id)
         record = ReportRecord.of(auditor_state_path(), opened.ledger_id, "operator")
         try:
+            target = out or audit_report_path(st, opened.ledger_id)
+            _require_replaceable(target)
             command = f"python audit.py {opened.ledger_id}"
             report = _run(opened, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier,
                           record=record)
         finally:
             opened.ledger.close()
-        target = out or audit_report_path(st, opened.ledger_id)
     if not as_json:
         show_report(report)
     try:

@@ -171,6 +171,22 @@ def refuse_output_in_source(out: Path, source: str | Path | None, what: str) -> 
                          "would replace or change it; write it elsewhere", path=str(out), found=str(source))
 
 
+def require_from_folder(source: str | Path | None) -> None:
+    """Refuse (exit 2, before any work) a local ``--from`` that exists but is not a folder: a file, a FIFO, a
+    device or a link to nothing is a wrong argument, not a public log that failed its check (exit 1). A URL, an
+    absent path and a folder pass: the command that reads them names what it finds there."""
+    from keys.safeio import path_kind
+
+    if source is None or "://" in str(source):
+        return
+    path = Path(source)
+    kind = path_kind(path)
+    if kind is None and path.is_file():
+        kind = "a file"
+    if kind is not None:
+        raise UsageError(f"--from {str(source)[:200]} is {kind}, not a folder", path=str(source)[:200])
+
+
 def open_store(store: Path | None) -> Store:
     return Store.open(store)
 

@@ -27,10 +27,12 @@ from heldout.cli.common import (
     progress_bars,
     read_document_file,
     reference_time,
+    require_from_folder,
     table,
 )
 from heldout.generations import (
     RETIRE_REASONS,
+    MemberProof,
     SealRequest,
     add_pool,
     check_reveal,
@@ -295,6 +297,7 @@ def verify_reveal_cmd(
     case that does not match).
 
     Example: heldout verify-reveal gen1 --from ./public-export --key KEY_B64"""
+    require_from_folder(from_dir)
     verdict = check_reveal(open_store(store), generation, source=from_dir, ledger_id=ledger, now=command_now(at),
                            pinned=parse_key_argument(key) if key is not None else None,
                            policy=load_policy(policy_file) if policy_file is not None else None)
@@ -349,9 +352,11 @@ def verify_member_cmd(
     """Check a membership proof against the generation's signed seal manifest.
 
     Example: heldout verify-member member.json --from ./public-export --key KEY_B64"""
+    require_from_folder(from_dir)
     st = open_store(store)
     proof_doc = read_document_file(proof_file, what="member proof")
-    generation = str(proof_doc.get("generation"))
+    # (parsed before any file is looked up: its generation names the manifest to read)
+    generation = MemberProof.from_json(proof_doc).generation
     folder = from_dir if from_dir is not None else st.seals
     found = read_first_in(folder, [f"seals/{generation}.seal.json", f"{generation}.seal.json"],
                           what="seal manifest")

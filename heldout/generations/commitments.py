@@ -23,6 +23,7 @@ from keys import MalformedInput, VerificationError
 from ledger import root_from_inclusion_proof
 from ledger.rfc6962 import HASH_SIZE, leaf_hash, reference_inclusion_path, reference_root
 from seals import jcs_bytes
+from seals.manifest import GENERATION_PATTERN
 
 SALT_BYTES = 32
 _HEX = frozenset("0123456789abcdef")
@@ -103,15 +104,22 @@ class MemberProof:
             path = doc["audit_path"]
             if not isinstance(case, dict) or not isinstance(path, list):
                 raise TypeError
+            texts = (doc["generation"], doc["set_hash"], case["case_id"], case["task"], case["content_sha256"])
+            # (no str() coercion: a number or a list is not a name, and its text must not reach the verdict)
+            if not all(isinstance(text, str) for text in texts):
+                raise TypeError
             proof = cls(
-                generation=str(doc["generation"]), set_hash=str(doc["set_hash"]), case_id=str(case["case_id"]),
-                task=str(case["task"]), content_sha256=str(case["content_sha256"]), label=case["label"],
+                generation=doc["generation"], set_hash=doc["set_hash"], case_id=case["case_id"],
+                task=case["task"], content_sha256=case["content_sha256"], label=case["label"],
                 salt=hex_bytes(case["salt"], size=None, what="case.salt"), leaf_index=doc["leaf_index"],
                 tree_size=doc["tree_size"],
                 path=tuple(hex_bytes(h, size=HASH_SIZE, what="audit_path[]") for h in path),
             )
         except (KeyError, TypeError):
             raise MalformedInput("member proof lacks a member or has one of the wrong type") from None
+        if not GENERATION_PATTERN.fullmatch(proof.generation):
+            raise MalformedInput("member proof generation is not a generation's name (genN or public)",
+                                 field="generation", found=proof.generation[:60])
         for name in ("label", "leaf_index", "tree_size"):
             value = getattr(proof, name)
             if isinstance(value, bool) or not isinstance(value, int):
