@@ -35,6 +35,7 @@ from ledger.entries import (
 )
 from ledger.errors import EntryRejected
 from seals import CLOCK_TOLERANCE, format_utc, parse_utc
+from seals.timeutil import parse_offset_time
 
 _BASE_MEMBERS = frozenset({"type", "v"})
 
@@ -315,12 +316,12 @@ class BundleEntry(EntryRecord):
 
     def _evaluation_time_disagreement(self, stamp: Any, sealed: datetime | None) -> EvaluationDisagreement | None:
         try:
-            ran = parse_utc(stamp, what="the evaluation's timestamp") if isinstance(stamp, str) else None
+            ran = parse_offset_time(stamp, what="the evaluation's timestamp")
         except HeldoutError:
             ran = None
         if ran is None:
-            return EvaluationDisagreement("timestamp", "an ISO 8601 time", stamp, "its evaluation's timestamp is not "
-                                          "a time")
+            return EvaluationDisagreement("timestamp", "an ISO 8601 time with its offset", stamp,
+                                          "its evaluation's timestamp is not a time in the form of FORMATS section 1")
         if ran - self.created > CLOCK_TOLERANCE:  # (differences: no date overflows)
             return EvaluationDisagreement("timestamp", f"<= {self.created_utc}", stamp, (
                 f"its evaluation is dated {stamp}, more than the clock tolerance (a day) after the entry that logs "

@@ -20,7 +20,7 @@ from typing import Any, cast
 from heldout.entries import BundleEntry, EntryRecord, PassportEntry, SealEntry, entry_record, records
 from heldout.generations import GenerationState, load_generations, manifest_path
 from heldout.generations.ledgers import generations_lock
-from heldout.generations.release import cited_evaluation_matches, withheld_view
+from heldout.generations.release import cited_evaluation_matches, release_mode_of, withheld_view
 from heldout.generations.state import BlobSource, Generations
 from heldout.specs import load_supersessions, require_not_superseded
 from heldout.staging import staged_operation
@@ -372,6 +372,16 @@ class LedgerFacts:
 
         return self._once("bundles by generation and model", group).get((generation, model_id), [])
 
+    def release_mode(self, generation: Any) -> str:
+        """The release mode the first seal entry of ``generation`` states (``full`` when there is none: nothing
+        is withheld of a generation this ledger does not seal)."""
+        def modes() -> dict[str, str]:
+            found: dict[str, str] = {}
+            for seal in records(self.ordered(), SealEntry):
+                found.setdefault(seal.generation, release_mode_of(seal.to_entry()))
+            return found
+        return str(self._once("release modes", modes).get(generation, "full"))
+
     def generations(self, at: datetime) -> Generations:
         return self._once(("generations", at), lambda: load_generations(self.ordered(), at, blobs=self.blobs))
 
@@ -557,11 +567,15 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
     if not isinstance(cited, list) or len(bundles) != len(cited) or len(cited) != len(passport.evaluations):
         raise VerificationError("the passport's bundle proofs do not match its cited bundles",
                                 field="computed.heldout.proofs.bundles")
+    if not cited:  # (as with its ledger: a passport states evidence, and one that cites none proves nothing)
+        raise VerificationError("the passport cites no bundle: it proves no evaluation",
+                                field="computed.heldout.bundles")
     for position, (bundle, ref, evaluation) in enumerate(zip(bundles, cited, passport.evaluations, strict=True)):
         if not isinstance(bundle, BundleEntry) or not isinstance(ref, dict) or ref.get("index") != bundle.index or \
                 bundle.model_id != passport.model_id or bundle.generation != heldout.get("generation") \
                 or not cited_evaluation_matches(evaluation, bundle.to_entry(),
-                                                lambda e: sha256_hex(canonical_bytes(e))):
+                                                lambda e: sha256_hex(canonical_bytes(e)),
+                                                generation_mode=release_mode_of(seal.to_entry())):
             raise VerificationError(f"bundle proof {position} does not prove the passport's evaluation {position}",
                                     index=None if bundle is None else bundle.index,
                                     field=f"computed.heldout.proofs.bundles[{position}]")
@@ -710,7 +724,8 @@ def _check_cited_bundles(passport: Passport, heldout: Mapping[str, Any], facts: 
                                     "entry's leaf hash", index=index, field=f"{where}.leaf_hash_b64")
         proof = [b64decode_strict(h, what="inclusion proof") for h in ref.get("inclusion_proof") or []]
         verify_inclusion(bundle_index, size, leaf_hash(data), proof, root)
-        if not cited_evaluation_matches(evaluation, logged, lambda e: sha256_hex(canonical_bytes(e))):
+        if not cited_evaluation_matches(evaluation, logged, lambda e: sha256_hex(canonical_bytes(e)),
+                                        generation_mode=facts.release_mode(heldout.get("generation"))):
             raise VerificationError(f"evaluation {position} of the passport is not the one bundle {bundle_index} "
                                     "logged", index=index, field=f"computed.evaluations[{position}]")
 

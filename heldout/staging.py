@@ -394,15 +394,36 @@ def staging_pending(store: Store, ledger_id: str) -> bool:
         return False
 
 
-def recover_if_staged(store: Store, ledger: Ledger) -> list[Recovered]:
+READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+class UnpublishedOperation(StorageError):
+    """A reader found an operation logged on the ledger whose files (blobs, seal documents) a killed or failed
+    command left staged, and could not publish them now: exit 2, nothing judged. Judged as they are, the store
+    lacks files its ledger names, which every verdict would call tampering (a full disk is never that)."""
+
+    def __init__(self, store: Store, ledger_id: str, cause: OSError | None) -> None:
+        where = staging_root(store, ledger_id)
+        if cause is None or cause.errno in READ_ONLY_ERRNOS:
+            how = "this store cannot be written (a read-only copy?): run any heldout command on a writable copy " \
+                  "first, which publishes them"
+        else:
+            how = f"publishing them failed: {storage_error(cause).message}; free space (or mend the cause) and run " \
+                  "any heldout command, which publishes them"
+        super().__init__(f"an operation on ledger {ledger_id} did not finish publishing: its files are still staged "
+                         f"in {where}; {how}. Nothing was judged or written", path=str(where))
+
+
+def recover_if_staged(store: Store, ledger: Ledger, *, read_only_is_done: bool = True) -> list[Recovered]:
     """What a command that opens ``ledger`` runs first: nothing (one ``stat``) unless a killed operation left a
-    staging folder; then, under the lock, :func:`recover_staged`. A read-only store is left as it is."""
+    staging folder; then, under the lock, :func:`recover_staged`. A read-only store is left as it is
+    (``read_only_is_done`` False: its error is raised, for the caller to judge)."""
     if not staging_pending(store, ledger.ledger_id):
         return []
     try:
         with ledger_lock(ledger) as outermost:
             return recover_staged(store, ledger) if outermost else []
     except OSError as exc:
-        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        if read_only_is_done and exc.errno in READ_ONLY_ERRNOS:
             return []  # a read-only copy: its reader sees the ledger as committed, its files as they are
         raise

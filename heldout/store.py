@@ -26,22 +26,27 @@ STORE_ENV = "HELDOUT_STORE"
 _STORE_NAMES = ("ledgers", "blobs", "seals", "keys", "passports", "audit", "private", "witnesses", ".heldout-demo")
 
 
+def xdg_base(variable: str, *default: str) -> Path:
+    """``$XDG_DATA_HOME`` and the like: the variable's folder when it is an absolute path, else the default under
+    the home folder. The XDG base-directory specification says a relative value is ignored: taken as is, it
+    put the store under whatever folder a command ran in (a source checkout among them)."""
+    value = os.environ.get(variable)
+    path = Path(value).expanduser() if value else None
+    return path if path is not None and path.is_absolute() else Path.home().joinpath(*default)
+
+
 def default_store_path() -> Path:
     """``$HELDOUT_STORE``, else ``$XDG_DATA_HOME/heldout``, else ``~/.local/share/heldout``."""
     env = os.environ.get(STORE_ENV)
     if env:
         return Path(env).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return base / "heldout"
+    return xdg_base("XDG_DATA_HOME", ".local", "share") / "heldout"
 
 
 def auditor_state_path() -> Path:
     """What the auditor keeps for itself, outside every store (the record of the clean audit reports it wrote):
     ``$XDG_STATE_HOME/heldout``, else ``~/.local/state/heldout``."""
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
-    return base / "heldout"
+    return xdg_base("XDG_STATE_HOME", ".local", "state") / "heldout"
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     """A connection that cannot write. ``mode=ro`` first (it sees concurrent writers' commits); when that
     fails because the file or its folder is not writable (SQLite then cannot create the WAL index), the file
     is opened ``immutable``: nobody here can change it, so it is read as a still file."""
-    quoted = urllib.parse.quote(str(path.resolve()))
+    quoted = urllib.parse.quote(os.fsencode(path.resolve()))  # (bytes: a folder name need not be UTF-8)
     try:
         conn = sqlite3.connect(f"file:{quoted}?mode=ro", uri=True)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

@@ -3,6 +3,7 @@ injectable clock so nothing depends on today's date."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -54,6 +55,25 @@ def parse_utc(text: str, *, what: str = "time", usage: bool = False) -> datetime
     except OverflowError:  # 0001-01-01T00:00:00+01:00 is in year 0 in UTC: outside what a datetime holds
         raise error(f"{what} {text!r} is outside the times this tool can hold "
                     f"({EARLIEST} to {LATEST} in UTC)", found=text[:60]) from None
+
+
+#: A time a document states with its offset (an evaluation's ``timestamp``; FORMATS section 1): seconds, an
+#: optional fraction of 1 to 6 digits, then ``Z`` or ``+HH:MM``/``-HH:MM``. ASCII digits only, nothing around it:
+#: every verifier must read one text as one instant (``parse_utc``, for command lines, is lenient).
+OFFSET_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+                         r"(?:\.[0-9]{1,6})?(?:Z|[+-][0-9]{2}:[0-9]{2})")
+
+
+def parse_offset_time(text: object, *, what: str = "time") -> datetime:
+    """The UTC instant of a document's time in the :data:`OFFSET_TIME` form; :class:`MalformedInput` otherwise."""
+    if not isinstance(text, str) or not OFFSET_TIME.fullmatch(text):
+        raise MalformedInput(f"{what} is not a time in the form 2026-08-04T00:00:00Z or 2026-08-04T00:00:00+00:00",
+                             found=str(text)[:60])
+    try:
+        return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text).astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise MalformedInput(f"{what} {text!r} is not a real calendar time this tool can hold",
+                             found=text[:60]) from None
 
 
 def format_utc(moment: datetime) -> str:

@@ -291,6 +291,18 @@ def test_a_disk_full_after_the_commit_says_the_operation_is_logged(built: AuditF
     line = assert_one_line_error(invoke("retire", "gen1", "--reason", "expired", "--reveal", "--store", str(store)))
     assert "the retire is logged (entries" in line and "no space left" in line and "next command" in line, line
     assert not (store / "seals" / "gen1.reveal.json").exists()
+    # While the disk is still full, no command judges or writes the store as it is: its ledger names a reveal
+    # not yet published. The audit called that tampering (exit 1, a failed report that blocked passports),
+    # verify-reveal exit 5, status and export went on silently, and writers said only "no space left"
+    # (red-team round 18). Each says what waits and how it is published, exit 2, and writes nothing.
+    reports = {p: p.read_bytes() for p in (store / "audit").rglob("*.json")}
+    for args in (["audit"], ["status"], ["verify-reveal", "gen1"], ["ledger", "verify"],
+                 ["ledger", "export", str(tmp_path / "export")], ["retire", "gen2", "--reason", "expired"]):
+        line = assert_one_line_error(invoke(*args, "--store", str(store)))
+        assert "did not finish publishing" in line and "no space left" in line and "Nothing was judged" in line, \
+            (args, line)
+    assert not (tmp_path / "export").exists()
+    assert {p: p.read_bytes() for p in (store / "audit").rglob("*.json")} == reports
     monkeypatch.setattr(staging, "_publish", publish)
     assert invoke("status", "--store", str(store)).exit_code == 0
     assert (store / "seals" / "gen1.reveal.json").is_file()  # published by the next command

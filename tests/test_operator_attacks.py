@@ -1616,3 +1616,200 @@ def test_attack_a_logged_reveal_that_is_no_reveal_is_not_published_by_the_site(f
     assert not (tmp_path / "site" / "index.html").exists()
     code, report = third_party_audit(fixture, tmp_path / "audit")
     assert code == 1 and any(f["check"] == "reveal" for f in report["findings"])
+
+
+def _log_raw_bundle(fixture: AuditFixture, generation: str, model_id: str, *,
+                    edit: Any = None, edit_entry: Any = None) -> tuple[int, dict[str, Any]]:
+    """Log a synthetic bundle with the operator's library append, skipping every check ``record_bundle`` makes
+    (its blobs stored); ``edit`` changes the evaluation, ``edit_entry`` the entry. Returns its index and entry."""
+    import numpy as np
+
+    from harness.bundle import bundle_entry
+    from harness.metrics import evaluation_bytes
+    from heldout.generations import generation_cases
+    from heldout.generations.budget import charge_bits
+    from tests.audit_support import synthetic_result
+
+    st = Store.open(fixture.store)
+    now = parse_utc(NOW)
+    with open_ledger(st) as ledger:
+        state = load_generations(ledger, now)[generation]
+        labels = np.asarray(generation_cases(st, generation, TASK, ledger=ledger).labels, dtype=np.int64)
+        result = synthetic_result(model_id, labels, generation=generation, seed=555, skill=0.05, now=now,
+                                  split_origin=state.split_origin(TASK), edit=edit)
+        entry = bundle_entry(result, generation=generation, created_utc=now)
+        entry["leakage_bits"] = round(charge_bits(result.evaluation), 6)
+        if edit_entry is not None:
+            entry = edit_entry(entry)
+        blobs = BlobStore(st.blobs)
+        blobs.put(evaluation_bytes(result.evaluation))
+        blobs.put(result.predictions_npz)
+        return ledger.append(entry, signer=ledger_signer(st, ledger), now=now), entry
+
+
+def test_attack_a_withheld_value_on_a_full_release_generation(fixture: AuditFixture, tmp_path: Path) -> None:
+    """gen1 releases in full. The operator logs a gen1 bundle whose entry also carries a ``release`` record
+    claiming 99, and signs a passport that shows the "withheld" placeholder (the claim) in place of the public
+    evaluation. The placeholder was accepted by the entry's own word: the passport verified (with the ledger,
+    from the export, offline) and the site ranked it first. It stands for a bundle only on a generation whose
+    sealed release mode withholds, in that mode (red-team round 18)."""
+    from heldout.generations.release import withheld_view
+    from seals import sign_document
+
+    def claiming(entry: dict[str, Any]) -> dict[str, Any]:
+        return {**entry, "release": {"mode": "full", "value": 99.0, "label_dependent": True,
+                                     "bits": entry["leakage_bits"], "score": "dimensions.accuracy.score"}}
+
+    with open_ledger(Store.open(fixture.store)) as ledger:
+        assert load_generations(ledger, parse_utc(NOW))["gen1"].release_mode == "full"
+    index, entry = _log_raw_bundle(fixture, "gen1", "model_r", edit_entry=claiming)
+    code, report = operator_audit(fixture)
+    assert code == 1 and any("release record" in m for m in findings_at(report, index)), report["findings"]
+
+    def placeholder(document: dict[str, Any], signer: Any) -> dict[str, Any]:
+        forged = json.loads(json.dumps(document))
+        forged["computed"]["evaluations"] = [withheld_view(entry)]
+        return sign_document(forged, signer)
+
+    with ExitStack() as stack:  # the operator issues although its audit is not clean
+        stack.enter_context(operator_skipping(passports, "load_clean_audit",
+                                              lambda store, ledger, **_: _claimed_audit(ledger)))
+        stack.enter_context(operator_skipping(passports, "sign_document", placeholder))
+        path = issue(fixture, "model_r", "gen1")
+    assert json.loads(path.read_text())["computed"]["evaluations"][0]["release"]["value"] == 99.0
+    for where in (("--store", fixture.store), ("--key", fixture.key_b64)):  # with the ledger, and offline
+        result = cli_at("passport", "verify", path, *where)
+        assert result.exit_code == 1 and "evaluation 0" in result.output, (where, result.output)
+    _independent_replay_refuses(fixture, tmp_path, "release record")
+
+
+@pytest.mark.parametrize(("name", "words"), [("someone-else", "the same key under another name than entry 0"),
+                                             (None, "the same key as entry 0")])
+def test_attack_a_key_id_declared_again(fixture: AuditFixture, tmp_path: Path, name: str | None,
+                                        words: str) -> None:
+    """The operator's library append skips the declaration check ``ledger append --type key`` makes and logs a key
+    entry naming the genesis key id again. Under another name the operator's audit was clean (it compared only the
+    public keys) while every export refused the log, shutting out third parties behind a clean audit; the same
+    declaration again was accepted too. The audit names any second declaration of a key id (red-team round 18)."""
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        genesis = dict(next(iter(ledger.entries()))[1])["key"]
+        index = ledger.append({"type": "key", "v": 1, "role": "passport-issuer", "created_utc": LATER,
+                               "key": {**genesis, "name": name or genesis["name"]}},
+                              signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    code, report = operator_audit(fixture)
+    assert code == 1, report["findings"]
+    assert any(words in message and "declared once" in message for message in findings_at(report, index)), \
+        report["findings"]
+    result = cli_at("passport", "issue", "model_0", "--generation", "gen1", "--store", fixture.store)
+    assert result.exit_code == 1 and "not clean" in result.output, result.output
+    if name is None:  # (another name: the export itself refuses the log, as every export must)
+        _independent_replay_refuses(fixture, tmp_path, "declares key id")
+
+
+def test_attack_a_passport_that_cites_no_bundle(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The operator signs a passport whose cited bundles, evaluations and bundle proofs are all empty: nothing to
+    re-derive, nothing to contradict. With its ledger it was refused; offline it was "valid ... 0 bundles proven
+    included" (red-team round 18). A passport states evidence: offline too, one that cites none is refused."""
+    from seals import sign_document
+
+    def emptied(document: dict[str, Any], signer: Any) -> dict[str, Any]:
+        forged = json.loads(json.dumps(document))
+        forged["computed"]["evaluations"] = []
+        forged["computed"]["heldout"]["bundles"] = []
+        forged["computed"]["heldout"]["proofs"]["bundles"] = []
+        return sign_document(forged, signer)
+
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document", emptied):
+        path = issue(fixture, "model_0", "gen1")
+    offline = cli_at("passport", "verify", path, "--key", fixture.key_b64)
+    assert offline.exit_code == 1 and "cites no bundle" in offline.output, offline.output
+    with_ledger = cli_at("passport", "verify", path, "--store", fixture.store)
+    assert with_ledger.exit_code == 1 and "cited bundles" in with_ledger.output, with_ledger.output
+    _independent_replay_refuses(fixture, tmp_path, "cites no bundle")
+
+
+def test_attack_a_passport_whose_issuer_key_is_declared_after_it(fixture: AuditFixture, tmp_path: Path) -> None:
+    """A passport signed by a second key whose ``key`` entry the operator logs only after the passport's entry:
+    the key could not have verified the passport when it was logged. heldout refused it; the independent replay
+    accepted any declared key (red-team round 18): FORMATS rule 11 names the key declared before the entry."""
+    from seals import sign_document
+    from tests.conftest import seeded_signer
+
+    second = seeded_signer(78, name="issuer3", key_id="issuer-key-3")
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document", lambda document, signer: sign_document(document, second)):
+        path = issue(fixture, "model_0", "gen1")
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        ledger.append({"type": "key", "v": 1, "role": "passport-issuer", "created_utc": LATER,
+                       "key": {"key_id": second.key_id, "name": second.name, "public_key_b64": second.public_key.b64}},
+                      signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    assert result.exit_code == 1 and "before the passport's entry" in result.output, result.output
+    _independent_replay_refuses(fixture, tmp_path, "declared only after entry")
+
+
+def test_attack_a_passport_whose_offline_proofs_do_not_prove(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The operator signs a passport whose seal proof names an index outside its tree: every heldout verifier
+    refused it, and the independent replay read the proofs only for their cosignature times (red-team round 18).
+    Rule 11 requires the proofs, on a checkpoint of this ledger before the entry; the replay checks them."""
+    from seals import sign_document
+
+    def broken(document: dict[str, Any], signer: Any) -> dict[str, Any]:
+        forged = json.loads(json.dumps(document))
+        proofs = forged["computed"]["heldout"]["proofs"]
+        head, _, note = proofs["seal"].partition("\n\n")
+        lines = head.split("\n")
+        lines[2] = "index 111"
+        proofs["seal"] = "\n".join(lines) + "\n\n" + note
+        return sign_document(forged, signer)
+
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document", broken):
+        path = issue(fixture, "model_0", "gen1")
+    for where in (("--store", fixture.store), ("--key", fixture.key_b64)):
+        result = cli_at("passport", "verify", path, *where)
+        assert result.exit_code == 1 and "index 111" in result.output, (where, result.output)
+    _independent_replay_refuses(fixture, tmp_path, "proofs.seal does not prove")
+
+
+
+@pytest.mark.parametrize("stamp", ["2026-09-01T00:00:00z", " 2026-09-01T00:00:00Z ", "2026-09-01T00:00:00",
+                                   "2026-09-01 00:00:00+00:00", "٢٠٢٦-09-01T00:00:00Z",
+                                   "2026-09-02T00:00:00.5+00:00"])
+def test_attack_an_evaluation_timestamp_in_a_form_verifiers_read_apart(fixture: AuditFixture, tmp_path: Path,
+                                                                       stamp: str) -> None:
+    """An evaluation's ``timestamp`` in a form the audit read leniently (lowercase z, spaces around it) and the
+    independent replay refused, or with a fraction the audit counted and the replay cut off (half a second past
+    the day's tolerance): the same export had opposite verdicts. One form (FORMATS section 1, time with offset)
+    for every verifier and the writer; anything else is not a time (red-team round 18)."""
+    import numpy as np
+
+    from harness.bundle import bundle_entry
+    from heldout.evaluation import record_bundle
+    from heldout.generations import generation_cases
+    from tests.audit_support import synthetic_result
+
+    def dated(evaluation: dict[str, Any]) -> dict[str, Any]:
+        return {**evaluation, "timestamp": stamp}
+
+    st = Store.open(fixture.store)
+    now = parse_utc(NOW)
+    with open_ledger(st) as ledger:  # the operator's own command refuses it
+        state = load_generations(ledger, now)["gen1"]
+        labels = np.asarray(generation_cases(st, "gen1", TASK, ledger=ledger).labels, dtype=np.int64)
+        result = synthetic_result("model_t", labels, generation="gen1", seed=5, skill=0.5, now=now,
+                                  split_origin=state.split_origin(TASK), edit=dated)
+        size = ledger.size
+        with pytest.raises(heldout.entries.HeldoutError, match="timestamp"):
+            record_bundle(st, ledger, ledger_signer(st, ledger), bundle_entry(result, generation="gen1",
+                                                                              created_utc=now),
+                          result.evaluation, result.predictions_npz, now=now)
+        assert ledger.size == size
+    index, _ = _log_raw_bundle(fixture, "gen1", "model_t", edit=dated)
+    code, report = operator_audit(fixture)
+    assert code == 1 and [f["evidence"].get("field") for f in report["findings"] if f.get("index") == index] == \
+        ["timestamp"], report["findings"]
+    _independent_replay_refuses(fixture, tmp_path, "timestamp")

@@ -789,3 +789,71 @@ def test_a_tiles_run_killed_at_any_write_leaves_no_tamper_verdict(tmp_path: Path
         if finished:  # the run wrote fewer files than ``point``: every write has been cut
             break
     assert verdicts == {0, 2} and point > 5
+
+
+class FlippingServer(RawServer):
+    """Serves a folder's files, but answers every GET of ``flipped`` after the first with ``other``: a server
+    that shows a verifier the logged document once and something else afterwards."""
+
+    def __init__(self, folder: Path, flipped: str, other: bytes) -> None:
+        served = {"count": 0}
+        lock = threading.Lock()
+
+        def answer(request: bytes, connection: socket.socket, stop: threading.Event) -> None:
+            method, path = request.split(b" ")[:2]
+            name = path.decode().lstrip("/")
+            target = folder / name
+            if not target.is_file():
+                connection.sendall(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                return
+            data = target.read_bytes()
+            if name == flipped and method == b"GET":
+                with lock:
+                    served["count"] += 1
+                    if served["count"] > 1:
+                        data = other
+            connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(data))
+            if method == b"GET":
+                connection.sendall(data)
+
+        super().__init__(answer)
+
+
+def test_attack_a_seal_file_served_once_as_logged_and_then_otherwise_is_never_published(
+        tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    """The site build checked ``seals/gen2.seal.json`` against the log on one GET, hashed a second GET for its
+    manifest and copied a third compared with the second: a server answering the first GET honestly published its
+    own bytes as gen2's seal manifest, listed in the site's manifest and linked from its pages, exit 0 (red-team
+    round 18). The copy is compared with the logged SHA-256: the build is refused and publishes nothing."""
+    from tests.formats_support import build_formats_export
+
+    fixture = build_formats_export(tmp_path_factory.mktemp("flip"))
+    tiles = tmp_path / "tiles"
+    assert cli("ledger", "tiles", fixture.ledger_id, str(tiles), "--store", str(fixture.store)).exit_code == 0
+    assert (tiles / "seals" / "gen2.seal.json").is_file()
+    with FileServer(tiles) as server:
+        assert cli("site", "build", str(tmp_path / "honest"), "--from", server.url).exit_code == 0
+    other = b'{"not": "the signed gen2 seal manifest"}\n'
+    with FlippingServer(tiles, "seals/gen2.seal.json", other) as server:
+        result = cli("site", "build", str(tmp_path / "site"), "--from", server.url)
+    assert result.exit_code == 1 and "seals/gen2.seal.json changed during the build" in result.output, result.output
+    assert not (tmp_path / "site").exists()
+
+
+@pytest.mark.parametrize("room", [-1, 0])
+def test_attack_a_log_over_the_entries_bound_gets_one_verdict_in_either_form(
+        published: Published, monkeypatch: pytest.MonkeyPatch, room: int) -> None:
+    """An export's entries.jsonl is refused above 256 MiB; the tiles of the same log were read whole whatever the
+    entries' total (a stranger's signed size: 4,300 entries of 65 KB verified from tiles, 349 MB held, while the
+    export of that log was refused): one log, two verdicts (red-team round 18). The tiles reader bounds the
+    entries together as the export's file is bounded (each entry and its LF). Measured here with the bound moved to
+    the size of this log's entries.jsonl, and one byte under it."""
+    import ledger.export as export_module
+
+    limit = (published.export / "entries.jsonl").stat().st_size + room
+    monkeypatch.setattr(export_module, "ENTRIES_FILE_LIMIT", limit)
+    monkeypatch.setattr(tiles_module, "ENTRIES_FILE_LIMIT", limit)
+    codes = {form: verify(published, getattr(published, form)).exit_code for form in ("export", "tiles")}
+    assert codes == ({"export": 1, "tiles": 1} if room < 0 else {"export": 0, "tiles": 0}), codes
+    if room < 0:
+        assert "over the" in verify(published, published.tiles).output

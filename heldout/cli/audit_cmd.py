@@ -36,7 +36,7 @@ from heldout.passports import audit_report_path
 from heldout.store import auditor_state_path, default_store_path
 from keys import HeldoutError, StorageError, UsageError
 from keys.files import write_atomic
-from keys.safeio import DOCUMENT_LIMIT, read_named
+from keys.safeio import DOCUMENT_LIMIT, path_kind, read_named
 from ledger.entries import is_ledger_id
 from ledger.policy import Policy, load_policy
 from seals import parse_json_object
@@ -78,6 +78,9 @@ def audit_command(
     policy = load_policy(policy_file) if policy_file is not None else None
     workers = jobs if jobs is not None else default_jobs()
     if since is not None and not since.is_file():
+        kind = path_kind(since) or ("a folder" if since.is_dir() else None)
+        if kind is not None:
+            raise UsageError(f"--since {since} is {kind}, not a report file", path=str(since))
         raise UsageError(f"no --since report file at {since}", path=str(since))
     earlier = read_named(since, limit=DOCUMENT_LIMIT, what="--since report") if since is not None else None
     if from_dir is not None:
@@ -90,7 +93,7 @@ def audit_command(
         target = out or third_party_report_path(ledger_id)
         _require_replaceable(target)  # (now, not after an audit of minutes that could then not be written)
         record = ReportRecord.of(auditor_state_path(), ledger_id, "third-party")
-        command = f"python audit.py {ledger_id} --from {from_dir}"
+        command = f"python audit.py {ledger_id} --from {_shown(from_dir)}"
         report = _run(source, now, command, quiet=as_json, policy=policy, jobs=workers, since=earlier, record=record)
     else:
         st = open_store(store)
@@ -122,6 +125,12 @@ def audit_command(
         console.print(f"report written to {written}")
     if report.exit_code:
         raise typer.Exit(report.exit_code)
+
+
+def _shown(path: object) -> str:
+    """A path as the report's text states it: a name that is not UTF-8 (its bytes carried as surrogate escapes)
+    is written with backslash escapes; the report is JSON, and it must be written whatever the folder's name."""
+    return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def third_party_report_path(ledger_id: str) -> Path:

@@ -24,7 +24,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from heldout.cli.common import console, handle_errors, reference_time
-from heldout.store import Store
+from heldout.store import Store, xdg_base
 from keys import UsageError, VerificationError
 from seals import format_utc
 
@@ -34,9 +34,7 @@ DEMO_MARKER = ".heldout-demo"
 def default_demo_store() -> Path:
     """``$XDG_DATA_HOME/heldout-demo`` (normally ``~/.local/share/heldout-demo``): beside the default store,
     never in the current folder (which may be a source checkout)."""
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return base / "heldout-demo"
+    return xdg_base("XDG_DATA_HOME", ".local", "share") / "heldout-demo"
 
 
 def heldout_command() -> str:

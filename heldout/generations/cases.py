@@ -132,6 +132,10 @@ def _read_split(path: Path, split: str) -> SplitArrays:
     if len(labels) != len(images):
         raise MalformedInput(f"{path.name}: {len(images)} images but {len(labels)} labels", path=str(path),
                              expected=len(images), found=len(labels))
-    if labels.min() < 0:
+    if len(labels) and labels.min() < 0:
         raise MalformedInput(f"{path.name}: labels must be non-negative", path=str(path), found=int(labels.min()))
+    if len(labels) and int(labels.max()) > np.iinfo(np.int64).max:  # (judged on the file's own type: a cast
+        # first turned 2^63 into a negative "found")
+        raise MalformedInput(f"{path.name}: a label is too large (a class index, 0 to a few dozen)", path=str(path),
+                             found=int(labels.max()))
     return SplitArrays(np.ascontiguousarray(images), labels.astype(np.int64))

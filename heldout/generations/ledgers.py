@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from heldout.staging import ledger_lock, lock_path, operation_lock, recover_if_staged, staging_pending
+from heldout.staging import (
+    UnpublishedOperation,
+    ledger_lock,
+    lock_path,
+    operation_lock,
+    recover_if_staged,
+    staging_pending,
+)
 from heldout.store import Store
 from keys import Signer, TrustedKey, UsageError
 from keys.files import removed_on_failure
@@ -78,17 +85,24 @@ def open_ledger(store: Store, ledger_id: str | None = None, *, read_only: bool =
     found = resolve_ledger_id(store, ledger_id)
     if read_only:
         if staging_pending(store, found):
+            # A logged operation whose files are not published yet: publish them first, or judge nothing (the
+            # store would lack files its ledger names: every verdict would call a full disk tampering).
             try:
                 with backend.open(found) as writable:
                     attach(store, writable, clock=system_clock)
-                    recover_if_staged(store, writable)
-            except (OSError, LedgerStorageError):
-                pass  # an unwritable store: recover_if_staged leaves it as it is in any case
+                    recover_if_staged(store, writable, read_only_is_done=False)
+            except OSError as exc:
+                raise UnpublishedOperation(store, found, exc) from None
+            except LedgerStorageError:
+                raise UnpublishedOperation(store, found, None) from None  # (the database cannot be written)
         return backend.open(found, read_only=True)
     ledger = backend.open(found)
     try:
         attach(store, ledger, clock=system_clock)
         recover_if_staged(store, ledger)
+    except OSError as exc:  # (a full disk: say what waits, not only "no space left")
+        ledger.close()
+        raise UnpublishedOperation(store, found, exc) from None
     except BaseException:
         ledger.close()
         raise

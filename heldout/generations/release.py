@@ -337,9 +337,22 @@ def withheld_view(entry: Mapping[str, Any]) -> dict[str, Any]:
             "note": "evaluation withheld until the generation is retired; only the released value is public"}
 
 
-def cited_evaluation_matches(evaluation: Mapping[str, Any], entry: Mapping[str, Any], sha256_of: Any) -> bool:
+def release_mode_of(seal: Mapping[str, Any]) -> str:
+    """The release mode a seal entry states for its generation (``full`` when it states none)."""
+    release = seal.get("release")
+    mode = release.get("mode", FULL) if isinstance(release, dict) else FULL
+    return mode if isinstance(mode, str) else repr(mode)
+
+
+def cited_evaluation_matches(evaluation: Mapping[str, Any], entry: Mapping[str, Any], sha256_of: Any, *,
+                             generation_mode: str) -> bool:
     """A passport's evaluation stands for a bundle entry: the evaluation whose SHA-256 the entry commits, or,
-    for a withheld bundle (one with a ``release`` record), exactly its :func:`withheld_view`."""
-    if "release" in entry and dict(evaluation) == withheld_view(entry):
+    for a withheld bundle, exactly its :func:`withheld_view`. Withheld by the generation's sealed release mode,
+    not by the entry's word: a ``release`` record on a bundle of a full-release generation (whose evaluation is
+    public) must not let a passport show its made-up value in place of the evaluation."""
+    release = entry.get("release")
+    withheld = generation_mode in WITHHOLDING_MODES and isinstance(release, dict) and \
+        release.get("mode") == generation_mode
+    if withheld and dict(evaluation) == withheld_view(entry):
         return True
     return bool(sha256_of(evaluation) == entry.get("evaluation_sha256"))

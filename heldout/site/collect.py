@@ -29,7 +29,7 @@ from ledger import BlobStore, SourceUnavailable, export_ledger, open_export
 from ledger.checkpoint import Checkpoint
 from ledger.entries import genesis_key
 from ledger.public import PublicLog, open_public_log
-from seals import PassportVerdict, parse_json_object, parse_utc, sha256_hex
+from seals import PassportVerdict, parse_json_object, parse_utc
 
 
 class SiteBuildRefused(VerificationError):
@@ -169,7 +169,7 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
     entry_types = {index: str(entry.get("type")) for index, entry in entries}
     _check_seal_files(export, entries)
     _check_reveals(export, generations, [key for _, key in keys], at)
-    seal_files = _published_seals(export)
+    seal_files = _published_seals(export, entries)
     passports: list[PassportRecord] = []
     latest: dict[tuple[str, str], int] = {}
     passport_entries = records(entries, PassportEntry)
@@ -233,14 +233,17 @@ def _check_reveals(export: PublicLog, generations: dict[str, GenerationState], k
                                    **{k: v for k, v in exc.evidence.items() if k != "path"}) from None
 
 
-def _published_seals(export: PublicLog) -> dict[str, str]:
-    """The seal files the site copies (checked above to be what their names say), by site path, with their
-    SHA-256; a file whose name is not a plain ASCII name stays in the export only."""
+def _published_seals(export: PublicLog, entries: list[tuple[int, dict[str, Any]]]) -> dict[str, str]:
+    """The seal files the site copies (checked above to be what their names say), by site path, with the SHA-256
+    the ledger logs for each: the copy is compared with the log when it is written, not with a read of its own
+    (a source over HTTP may answer each read differently: one checked, another copied). A file whose name is
+    not a plain ASCII name stays in the export only."""
+    logged = logged_seal_files(entries)
     published: dict[str, str] = {}
     for name in export.seal_names():
         path = copied_seal_path(name)
-        if path is not None:
-            published[path] = sha256_hex(export.seal_bytes(name))
+        if path is not None and name in logged:  # (every name is logged: checked above)
+            published[path] = logged[name]
     return published
 
 

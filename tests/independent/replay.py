@@ -23,10 +23,11 @@ import os
 import re
 import stat
 import struct
+import unicodedata
 import zipfile
 from dataclasses import dataclass, field
 from datetime import UTC as UTC_ZONE
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +51,14 @@ def nesting(value: Any) -> int:
             stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
     return deepest
 MAX_SAFE_INTEGER = 2**53 - 1
-HEX64 = re.compile(r"^[0-9a-f]{64}$")
-UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-KEY_NAME = re.compile(r"^[^\s+]{1,128}$")
-CASE_ID = re.compile(r"^([a-z][a-z0-9_]{0,63})-([0-9a-f]{16})(?:-([1-9][0-9]*))?$")
-SIZE_LINE = re.compile(r"^(0|[1-9][0-9]{0,18})$")
+# Every pattern below is applied with ``fullmatch`` and spells its classes out in ASCII: ``$`` also matches before
+# a final newline (``re.match(r"^x$", "x\n")`` holds), and ``\d`` takes every Unicode digit ("٢٠٢٦", which
+# ``strptime`` then reads as 2026): a key id "k\n" or a year in Arabic-Indic digits passed here and not in heldout.
+HEX64 = re.compile(r"[0-9a-f]{64}")
+UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+CASE_ID = re.compile(r"([a-z][a-z0-9_]{0,63})-([0-9a-f]{16})(?:-([1-9][0-9]*))?")
+SIZE_LINE = re.compile(r"(0|[1-9][0-9]{0,18})")
 EM_DASH = "\u2014"
 COMMITMENT_SCHEME = (
     "heldout-commit-v1: commitment = SHA-256(salt || JCS{case_id, content_sha256, label}); "
@@ -65,6 +68,7 @@ COMMITMENT_SCHEME = (
 PREDICTIONS_FORMAT = "MedEval-1 stored predictions v1"
 PERTURBATIONS = ("brightness", "contrast", "defocus_blur", "detector_noise", "field_of_view", "gamma_shift",
                  "gaussian_noise", "pixelate", "quantise", "resolution", "shot_noise", "window_level")
+DRAW_MEMBERS = {"algorithm", "seed_source", "intent_index", "pools", "checkpoint", "cosignatures", "seed"}
 EXPORT_MEMBERS = {"format", "version", "ledger_id", "origin", "size", "root", "note_verifier_key", "checkpoints",
                   "blobs", "missing_blobs", "keys", "seals", "entries"}
 
@@ -77,8 +81,43 @@ OBSERVED_NOTE = ("Not available: production history and drift require continuous
                  "does not run. The object is present and null on purpose.")
 PUBLIC_ANCHOR = "the public generation (its cases and labels are published: this evidence is not held out)"
 SEALED_ANCHOR = "the sealed held-out generation"
+#: Section 12: each member of computed.heldout and computed.audit that a verifier compares has one form, exactly.
+COUNT_FORM, TEXT_FORM, FLAG_FORM, TEXTS_FORM = "a non-negative integer", "a string", "true or false", \
+    "a list of strings"
+HELDOUT_FORMS = {"generation": TEXT_FORM, "ledger_id": TEXT_FORM, "set_hash": TEXT_FORM, "manifest_sha256": TEXT_FORM,
+                 "note_verifier_key": TEXT_FORM, "expiry_utc": TEXT_FORM, "seal_index": COUNT_FORM}
+CHECKPOINT_FORMS = {"size": COUNT_FORM, "root_b64": TEXT_FORM, "note": TEXT_FORM}
+BUNDLE_FORMS = {"index": COUNT_FORM, "task": TEXT_FORM, "evaluation_sha256": TEXT_FORM,
+                "predictions_sha256": TEXT_FORM, "leaf_hash_b64": TEXT_FORM, "inclusion_proof": TEXTS_FORM}
+PROOFS_FORMS = {"seal": TEXT_FORM, "bundles": TEXTS_FORM}
+AUDIT_FORMS = {"bundles": COUNT_FORM, "rederived": COUNT_FORM, "ledger_entries": COUNT_FORM, "ledger_head": TEXT_FORM,
+               "ledger_intact": FLAG_FORM, "audit_command": TEXT_FORM}
+
+
+def has_form(value: Any, form: str) -> bool:
+    if form == COUNT_FORM:
+        return type(value) is int and value >= 0
+    if form == TEXT_FORM:
+        return type(value) is str
+    if form == FLAG_FORM:
+        return type(value) is bool
+    return type(value) is list and all(type(item) is str for item in value)
+
+
 #: A note key name (C2SP signed-note as Go reads it): no unicode.IsSpace character, no "+".
 NOTE_KEY_NAME = re.compile("[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000+]+")
+
+
+def key_name_ok(name: Any) -> bool:
+    """A key name as heldout declares one (keys.signer.check_key_name, FORMATS section 1): 1 to 128 characters,
+    in Unicode NFC (two spellings of one name would be two note keys that look alike), each printable and not
+    whitespace (no control, format or separator character: U+200B, U+0085, U+2028 ...), no "+" (it ends the name
+    in a verifier key) and no backslash; a "/" is allowed (C2SP names such as ``witness.example/w1``)."""
+    return isinstance(name, str) and 0 < len(name) <= 128 and unicodedata.normalize("NFC", name) == name \
+        and all(char.isprintable() and not char.isspace() and char not in "+\\" for char in name) \
+        and NOTE_KEY_NAME.fullmatch(name) is not None
+
+
 #: MedEval-1's name and modality of each task (FORMATS rule 10; the reference passport's strings).
 TASK_TABLE = {
     "bloodmnist": ("Peripheral blood cells (8-class)", "Microscopy"),
@@ -203,6 +242,12 @@ OPTIONAL: dict[str, dict[str, str]] = {
 }
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a member of a stranger's document read with
+    ``.get``: a list or a string there fails the rule that reads it, not the replay)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _bits(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
@@ -294,12 +339,19 @@ def b64decode_canonical(text: Any, file: str, what: str) -> bytes:
     return raw
 
 
+def hex_bytes(value: Any, size: int) -> bytes | None:
+    """The ``size`` bytes that ``value`` spells in lowercase hex (FORMATS section 1), or None."""
+    if not isinstance(value, str) or len(value) != 2 * size or re.fullmatch(r"[0-9a-f]*", value) is None:
+        return None
+    return bytes.fromhex(value)
+
+
 def sha256(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
 def _real_time(text: str) -> bool:
-    if not UTC.match(text):
+    if not UTC.fullmatch(text):
         return False
     try:
         datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
@@ -362,15 +414,43 @@ def cosignature_time(line: Any, file: str) -> str:
         raise ReplayFailure(file, "draw", "a draw cosignature's timestamp is not a time") from None
 
 
-def utc_text(value: Any) -> str | None:
-    """An ISO 8601 time (any offset; the harness writes ``+00:00``) in the UTC form of section 1, or None."""
+PROOF_INDEX = re.compile(r"index (0|[1-9][0-9]{0,18})")
+OFFSET_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?"
+                         r"(?:Z|([+-])([0-9]{2}):([0-9]{2}))")
+
+
+def offset_time(value: Any) -> datetime | None:
+    """FORMATS section 1, time with offset (an evaluation's ``timestamp``): the instant, or None for any other
+    form (no blanks, no lowercase z, no time without its offset). Built from its fields, not by a lenient parser."""
+    match = OFFSET_TIME.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction, sign, off_h, off_m = match.groups()
     try:
-        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
+        offset = timedelta(hours=int(off_h or 0), minutes=int(off_m or 0)) * (-1 if sign == "-" else 1)
+        local = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
+                         int((fraction or "").ljust(6, "0")), tzinfo=timezone(offset))
+        return local.astimezone(UTC_ZONE)
+    except (ValueError, OverflowError):
         return None
-    if moment is None:
+
+
+def utc_moment(stamp: str) -> datetime:
+    """A UTC time of section 1 (already checked) as an instant."""
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC_ZONE)
+
+
+def iso_utc(value: Any) -> str | None:
+    """A passport's time as a verifier reads it (ISO 8601, surrounding blanks ignored, a final "Z" or "z" for
+    UTC, a naive time taken as UTC) in the UTC form of section 1; None when it is not one."""
+    if not isinstance(value, str):
         return None
-    moment = moment.replace(tzinfo=UTC_ZONE) if moment.tzinfo is None else moment.astimezone(UTC_ZONE)
+    raw = value.strip()
+    try:
+        moment = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw)
+        moment = moment.replace(tzinfo=UTC_ZONE) if moment.tzinfo is None else moment.astimezone(UTC_ZONE)
+    except (ValueError, OverflowError):
+        return None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -528,10 +608,11 @@ def _key_member(value: Any, file: str, where: str) -> Key:
     if not isinstance(value, dict):
         raise ReplayFailure(file, "entry", f"{where}: key is not an object")
     key_id, name = value.get("key_id"), value.get("name")
-    if not isinstance(key_id, str) or not KEY_ID.match(key_id):
+    if not isinstance(key_id, str) or not KEY_ID.fullmatch(key_id):
         raise ReplayFailure(file, "entry", f"{where}: key.key_id is not a key id")
-    if not isinstance(name, str) or not KEY_NAME.match(name):
-        raise ReplayFailure(file, "entry", f"{where}: key.name is not a note key name")
+    if not key_name_ok(name):
+        raise ReplayFailure(file, "entry", f"{where}: key.name is not a key name (printable NFC, no whitespace, "
+                            "'+' or backslash)")
     raw = b64decode_canonical(value.get("public_key_b64"), file, f"{where} key.public_key_b64")
     if len(raw) != 32:
         raise ReplayFailure(file, "entry", f"{where}: key.public_key_b64 is not 32 bytes")
@@ -559,14 +640,16 @@ def verify_note(text: str, file: str, key: Key, origin: str) -> Note:
     lines = body[:-1].split("\n")
     if len(lines) < 3:
         raise ReplayFailure(file, "checkpoint", "body lacks origin, size or root")
-    note_origin, size_text, root_text = lines[:3]
+    note_origin, size_text, root_text, *extensions = lines
     if note_origin != origin:
         raise ReplayFailure(file, "checkpoint", f"origin {note_origin!r} is not {origin!r}")
-    if not SIZE_LINE.match(size_text):
-        raise ReplayFailure(file, "checkpoint", "size line is not a decimal number")
+    if not SIZE_LINE.fullmatch(size_text) or int(size_text) >= 2**63:
+        raise ReplayFailure(file, "checkpoint", "size line is not a decimal number below 2^63")
     root = b64decode_canonical(root_text, file, "root line")
     if len(root) != 32:
         raise ReplayFailure(file, "checkpoint", "root is not 32 bytes")
+    if not all(extensions):  # section 7: "a parser accepts non-empty ones after the root"
+        raise ReplayFailure(file, "checkpoint", "an extension line after the root is empty")
     if block.count("\n") > 100:
         raise ReplayFailure(file, "checkpoint", "more than 100 signature lines")
     wanted = note_key_hash(key.name, key.public_key)
@@ -793,7 +876,7 @@ class _Replay:
         if value["format"] != "heldout-ledger-export" or value["version"] != 1:
             raise ReplayFailure(MANIFEST, "export", "unknown format or version")
         missing = value["missing_blobs"]
-        if not isinstance(missing, list) or not all(isinstance(d, str) and HEX64.match(d) for d in missing):
+        if not isinstance(missing, list) or not all(isinstance(d, str) and HEX64.fullmatch(d) for d in missing):
             raise ReplayFailure(MANIFEST, "export", "missing_blobs is not a list of SHA-256 hex values")
         self.manifest = value
         self.missing = set(missing)
@@ -821,8 +904,16 @@ class _Replay:
             raise ReplayFailure(ENTRIES, "ledger-id", f"entry 0 hashes to ledger {self.ledger_id}, not {self.pinned}")
         self.origin = "heldout/ledger/" + self.ledger_id
         self.ledger_key = _key_member(self.entries[0]["key"], ENTRIES, "entry 0")
-        self.keys = [self.ledger_key] + [_key_member(e["key"], ENTRIES, f"entry {i}")
-                                         for i, e in enumerate(self.entries) if e["type"] == "key"]
+        self.keys = [self.ledger_key]
+        self.key_declared_at = {self.ledger_key.key_id: 0}
+        for i, e in enumerate(self.entries):
+            if e["type"] == "key":
+                key = _key_member(e["key"], ENTRIES, f"entry {i}")
+                if key.key_id in self.key_declared_at:  # FORMATS rule 3: one key id is declared once
+                    raise ReplayFailure(ENTRIES, "entry", f"entry {i} declares key id {key.key_id} again (entry "
+                                        f"{self.key_declared_at[key.key_id]} declared it)")
+                self.key_declared_at[key.key_id] = i
+                self.keys.append(key)
 
     def check_entry(self, index: int, entry: Any) -> None:
         where = f"entry {index}"
@@ -846,7 +937,7 @@ class _Replay:
                   BITS: _bits(value), BITS_OR_NULL: value is None or _bits(value),
                   SEED: _count(value) and value < 2**53, OBJECT: isinstance(value, dict),
                   MEMBERSHIP: value in ("sealed", "public"), WORDS: isinstance(value, str) and value != "",
-                  HEX: isinstance(value, str) and bool(HEX64.match(value)),
+                  HEX: isinstance(value, str) and bool(HEX64.fullmatch(value)),
                   TIME: isinstance(value, str) and _real_time(value),
                   KEY: True,
                   NOTE: isinstance(value, str) and bool(value.strip()) and len(value) <= MAX_NOTE_CHARS,
@@ -864,7 +955,7 @@ class _Replay:
         for name in self.listing("checkpoints"):
             relative = f"checkpoints/{name}"
             stem, _, suffix = name.partition(".")
-            if suffix != "note" or not SIZE_LINE.match(stem):
+            if suffix != "note" or not SIZE_LINE.fullmatch(stem):
                 raise ReplayFailure(relative, "layout", "not a checkpoint file name <size>.note")
             try:
                 text = self.read(relative).decode("utf-8")
@@ -936,7 +1027,7 @@ class _Replay:
         found = [(prefix, name) for prefix in prefixes for name in self.listing(f"blobs/sha256/{prefix}")]
         for prefix, name in found:
             relative = f"blobs/sha256/{prefix}/{name}"
-            if not HEX64.match(name) or prefix != name[:2]:
+            if not HEX64.fullmatch(name) or prefix != name[:2]:
                 raise ReplayFailure(relative, "layout", "not a blob path blobs/sha256/<hh>/<sha256>")
             data = self.read(relative)
             if hashlib.sha256(data).hexdigest() != name:
@@ -946,7 +1037,7 @@ class _Replay:
         def walk(value: Any) -> None:
             if isinstance(value, dict):
                 for key, item in value.items():
-                    if key.endswith("_sha256") and isinstance(item, str) and HEX64.match(item):
+                    if key.endswith("_sha256") and isinstance(item, str) and HEX64.fullmatch(item):
                         self.referenced.append(item)
                     else:
                         walk(item)
@@ -966,8 +1057,9 @@ class _Replay:
                                     "exported but referenced by no entry")
 
     # R8 ------------------------------------------------------------------------------------------------
-    def signed_document(self, file: str, doc: Any) -> Key:
-        """FORMATS.md 3: issuer is a ledger key; Ed25519 over JCS of the document without signature."""
+    def signed_document(self, file: str, doc: Any, before: int | None = None) -> Key:
+        """FORMATS.md 3: issuer is a ledger key (declared by an entry before ``before``, when given: a passport's
+        issuer before the passport's entry); Ed25519 over JCS of the document without signature."""
         if not isinstance(doc, dict) or not isinstance(doc.get("issuer"), dict):
             raise ReplayFailure(file, "signature", "no issuer")
         issuer = doc["issuer"]
@@ -976,6 +1068,8 @@ class _Replay:
         claimed = _key_member(issuer, file, "issuer")
         if claimed not in self.keys:
             raise ReplayFailure(file, "signature", "issued under a key the ledger does not declare")
+        if before is not None and self.key_declared_at[claimed.key_id] >= before:
+            raise ReplayFailure(file, "signature", f"issued under a key declared only after entry {before}")
         signature = b64decode_canonical(doc.get("signature"), file, "signature")
         body = jcs({k: v for k, v in doc.items() if k != "signature"})
         if len(signature) != 64 or not ed25519_ok(claimed.public_key, body, signature):
@@ -1020,7 +1114,8 @@ class _Replay:
             for member, value in expected.items():
                 if doc.get(member) != value:
                     raise ReplayFailure(file, "seal", f"{member} disagrees with seal entry {index}")
-            if not isinstance(tasks, dict) or {t: c.get("cases") for t, c in tasks.items()} != entry.get("tasks") \
+            if not isinstance(tasks, dict) or not all(isinstance(c, dict) for c in tasks.values()) \
+                    or {t: c.get("cases") for t, c in tasks.items()} != entry.get("tasks") \
                     or doc.get("n_cases") != sum(entry.get("tasks", {}).values()):
                 raise ReplayFailure(file, "seal", f"task counts disagree with seal entry {index}")
             if entry != self.seal_entry_of(doc, hashlib.sha256(data).hexdigest()):
@@ -1057,11 +1152,18 @@ class _Replay:
         if basis == "public":
             return doc.get("membership") == "public" and (budget.get("bits"), n, k, delta, budget.get("eps")) == (
                 None, min(cases.values()), 1, 0.05, None)
-        mode = (doc.get("release") or {}).get("mode")
+        mode = _object(doc.get("release")).get("mode")
         if basis not in ("default", "explicit") or mode not in ("full", "ladder", "thresholdout") or \
-                not _count(n) or not _count(k) or not isinstance(delta, (int, float)):
+                not _count(n) or not _count(k) or k < 1 or type(delta) not in (int, float) or not 0 < delta < 1:
+            return False  # (section 9: k >= 1 models, delta in (0, 1); else there is no rule to follow)
+        try:
+            return _Replay._budget_rule_holds(budget, cases, mode, basis, n, k, delta, weak)
+        except (ValueError, OverflowError, ZeroDivisionError):  # a stated eps or bits no double arithmetic holds
             return False
 
+    @staticmethod
+    def _budget_rule_holds(budget: dict[str, Any], cases: dict[str, int], mode: str, basis: str, n: int, k: int,
+                           delta: float, weak: tuple[str, int] | None) -> bool:
         def eps_at(bits: float, at: int, statistics: int) -> float:
             return round(math.sqrt((max(bits, 0.0) * math.log(2) + math.log(2 * statistics / delta)) / (2 * at)), 6)
 
@@ -1092,8 +1194,9 @@ class _Replay:
             families = [{"n": at, "scale": round(scale, 6), "per_evaluation": each, "statistics": statistics,
                          "eps": round(scale * eps_at(bits, at, statistics), 6) if covered else None}
                         for at, scale, each, covered in shapes]
+            listed = budget.get("families")
             stated = [{key: f.get(key) for key in ("n", "scale", "per_evaluation", "statistics", "eps")}
-                      for f in budget.get("families") or [] if isinstance(f, dict)]
+                      for f in listed if isinstance(f, dict)] if isinstance(listed, list) else None
             if (budget.get("bits"), budget.get("eps"), budget.get("statement_bits")) == (bits, eps, statement) \
                     and stated == families:
                 return True
@@ -1102,8 +1205,8 @@ class _Replay:
     @staticmethod
     def seal_entry_of(doc: dict[str, Any], digest: str) -> dict[str, Any]:
         """FORMATS.md section 9, binding: the seal entry a manifest makes, member by member."""
-        budget = doc.get("leakage_budget") or {}
-        tasks = doc.get("tasks") or {}
+        budget = _object(doc.get("leakage_budget"))
+        tasks = _object(doc.get("tasks"))  # (each an object: seals() checked them)
         entry: dict[str, Any] = {
             "type": "seal", "v": 1, "generation": doc.get("generation"), "set_hash": doc.get("set_hash"),
             "created_utc": doc.get("created_utc"), "expiry_utc": doc.get("expiry_utc"),
@@ -1126,12 +1229,20 @@ class _Replay:
         draw = doc.get("draw")
         if not isinstance(draw, dict) or draw.get("algorithm") != "heldout-draw-v1":
             raise ReplayFailure(file, "draw", "a sealed generation's manifest records its draw (heldout-draw-v1)")
+        checkpoint, pools, cosignatures = draw.get("checkpoint"), draw.get("pools"), draw.get("cosignatures")
+        if set(draw) != DRAW_MEMBERS or not isinstance(checkpoint, dict) or set(checkpoint) != {"size", "note"} \
+                or not _count(checkpoint["size"]) or not isinstance(checkpoint["note"], str) \
+                or not isinstance(pools, dict) or not pools or not all(
+                    isinstance(ref, dict) and set(ref) == {"index", "pool_root", "pool_size"} and _count(ref["index"])
+                    and _count(ref["pool_size"]) and isinstance(ref["pool_root"], str) for ref in pools.values()) \
+                or not isinstance(cosignatures, list) or not all(isinstance(line, str) for line in cosignatures):
+            raise ReplayFailure(file, "draw", "draw is not {algorithm, seed_source, intent_index, pools {task: {index, "
+                                "pool_root, pool_size}}, checkpoint {size, note}, cosignatures [lines], seed}")
         at = draw.get("intent_index")
         if not _count(at) or at >= seal_index or self.entries[at]["type"] != "intent" \
                 or self.entries[at]["generation"] != name:
             raise ReplayFailure(file, "draw", "intent_index is not an intent of the generation before its seal")
         intent = self.entries[at]
-        pools = draw.get("pools") or {}
         if intent["tasks"] != {t: c["cases"] for t, c in doc["tasks"].items()} \
                 or intent["expiry_utc"] != doc["expiry_utc"] or intent.get("release") != doc.get("release") \
                 or intent["pools"] != {t: ref.get("index") for t, ref in pools.items()}:
@@ -1141,10 +1252,12 @@ class _Replay:
             if pool.get("type") != "pool" or pool.get("task") != task or pool.get("pool_root") != ref.get(
                     "pool_root") or pool.get("pool_size") != ref.get("pool_size"):
                 raise ReplayFailure(file, "draw", f"draw.pools.{task} is not the pool entry it names")
-        checkpoint = draw.get("checkpoint") or {}
-        note = verify_note(str(checkpoint.get("note")), file, self.ledger_key, self.origin)
-        if note.size != at + 1 or checkpoint.get("size") != note.size or mth(self.leaves[:note.size]) != note.root:
+        note = verify_note(checkpoint["note"], file, self.ledger_key, self.origin)
+        if note.size != at + 1 or checkpoint["size"] != note.size or mth(self.leaves[:note.size]) != note.root:
             raise ReplayFailure(file, "draw", "the seed's checkpoint is not this ledger's first containing the intent")
+        carried = set(checkpoint["note"].rpartition("\n\n")[2].splitlines())
+        if any(line not in carried for line in cosignatures):
+            raise ReplayFailure(file, "draw", "a recorded cosignature is not a signature line of the seed's note")
         source = draw.get("seed_source")
         if source == "checkpoint-root":
             material = note.root
@@ -1229,19 +1342,19 @@ class _Replay:
             if not isinstance(case, dict) or set(case) != {"case_id", "task", "content_sha256", "label", "salt",
                                                            "commitment"}:
                 raise ReplayFailure(file, "reveal", f"{where} has the wrong members")
-            try:
-                salt = bytes.fromhex(case["salt"])
-                listed = bytes.fromhex(case["commitment"])
-            except (TypeError, ValueError):
-                raise ReplayFailure(file, "reveal", f"{where}: salt or commitment is not hex") from None
-            if len(salt) != salt_size or case["salt"] != salt.hex() or len(listed) != 32:
-                raise ReplayFailure(file, "reveal", f"{where}: salt or commitment has the wrong size")
+            # lowercase hex of the stated size, nothing else (bytes.fromhex also reads "AB", " ab" and "a\u3000b")
+            salt, listed = hex_bytes(case["salt"], salt_size), hex_bytes(case["commitment"], 32)
+            if salt is None or listed is None:
+                raise ReplayFailure(file, "reveal", f"{where}: salt or commitment is not lowercase hex of its size")
             label = case["label"]
             if isinstance(label, bool) or not isinstance(label, int) or label < 0:
                 raise ReplayFailure(file, "reveal", f"{where}: label is not a non-negative integer")
-            match = CASE_ID.match(case["case_id"]) if isinstance(case["case_id"], str) else None
+            if not isinstance(case["task"], str) or not isinstance(case["content_sha256"], str):
+                raise ReplayFailure(file, "reveal", f"{where}: task or content_sha256 is not a string")
+            match = CASE_ID.fullmatch(case["case_id"]) if isinstance(case["case_id"], str) else None
             if not match or match.group(1) != case["task"] or match.group(2) != case["content_sha256"][:16] \
-                    or (match.group(3) and doc["membership"] != "public") or not HEX64.match(case["content_sha256"]):
+                    or (match.group(3) and doc["membership"] != "public") \
+                    or not HEX64.fullmatch(case["content_sha256"]):
                 raise ReplayFailure(file, "reveal", f"{where}: case id is not <task>-<16 hex of the content hash>")
             if case["case_id"] in seen:
                 raise ReplayFailure(file, "reveal", f"{where}: listed twice")
@@ -1255,6 +1368,19 @@ class _Replay:
             counts[case["task"]] = counts.get(case["task"], 0) + 1
         if counts != {t: c["cases"] for t, c in manifest["tasks"].items()}:
             raise ReplayFailure(file, "reveal", "case counts per task are not the manifest's")
+        images, order, pools = doc["images"], doc["order"], doc["pools"]
+        if images is not None and (not isinstance(images, dict) or not all(
+                isinstance(digest, str) for digest in images.values())):
+            raise ReplayFailure(file, "reveal", "images is not null or an object {task: sha256}")
+        if order is not None and (not isinstance(order, dict) or not all(
+                isinstance(ids, list) and all(isinstance(c, str) for c in ids) and ids
+                and sorted(ids) == sorted(c["case_id"] for c in cases if c["task"] == task)
+                for task, ids in order.items())):
+            raise ReplayFailure(file, "reveal", "order is not null or an object {task: exactly that task's case ids}")
+        if pools is not None and (not isinstance(pools, dict) or not all(
+                isinstance(listed, list) and all(hex_bytes(c, 32) is not None for c in listed)
+                for listed in pools.values())):
+            raise ReplayFailure(file, "reveal", "pools is not null or an object {task: [lowercase hex commitments]}")
         root = mth([leaf_hash(bytes.fromhex(c["commitment"])) for c in cases]).hex()
         if root != manifest["set_hash"]:
             raise ReplayFailure(file, "reveal", "the commitments do not hash to the sealed set hash")
@@ -1310,11 +1436,13 @@ class _Replay:
                 arrays = read_npz(data)
                 ids = _unicode_items(*arrays["case_ids"])
                 descr, shape, raw = arrays["images"]
-            except (KeyError, ValueError, zipfile.BadZipFile, SyntaxError) as exc:
+            except (KeyError, IndexError, ValueError, TypeError, zipfile.BadZipFile, SyntaxError, struct.error,
+                    EOFError, NotImplementedError, RuntimeError, MemoryError, RecursionError) as exc:
                 raise ReplayFailure(blob_file, "reveal-images", f"not a reveal image file ({exc})") from None
-            if descr != "|u1" or len(shape) < 3 or shape[0] != len(ids):
+            if descr != "|u1" or len(shape) < 3 or not all(type(d) is int and d >= 0 for d in shape) \
+                    or shape[0] != len(ids):
                 raise ReplayFailure(blob_file, "reveal-images", "images are not uint8 N x H x W (x C)")
-            per_case = len(raw) // shape[0]
+            per_case = len(raw) // shape[0] if shape[0] else 0
             for n, case_id in enumerate(ids):
                 case = by_id.get(case_id)
                 if case is None or case["task"] != task:
@@ -1501,6 +1629,9 @@ class _Replay:
             if self.over_budget(index):
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was admitted past {name}'s leakage budget")
             mode = (seal[1].get("release") or {}).get("mode", "full")
+            if mode == "full" and "release" in entry:  # FORMATS section 5: ladder and Thresholdout only
+                raise ReplayFailure(ENTRIES, "bundle", f"entry {index} carries a release record on {name}, which "
+                                    "releases in full")
             if mode in ("ladder", "thresholdout"):
                 self.check_release(index, entry, mode, seal[1]["release"].get("step"),
                                    transcripts.setdefault((name, entry["task"]), []))
@@ -1532,6 +1663,8 @@ class _Replay:
             if data is not None:
                 file = f"blobs/sha256/{entry['evaluation_sha256'][:2]}/{entry['evaluation_sha256']}"
                 evaluation = canonical_document(file, data, newline=False)
+                if not isinstance(evaluation, dict):
+                    raise ReplayFailure(file, "bundle", f"entry {index}: the evaluation is not a JSON object")
                 if evaluation.get("spec_version") == "MedEval-1 v0.2" and (
                         type(evaluation.get("seed")) is not int or evaluation.get("seed") != 20260727):
                     raise ReplayFailure(file, "bundle", f"entry {index}: a MedEval-1 v0.2 evaluation's seed is not "
@@ -1577,8 +1710,10 @@ class _Replay:
                     raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made under a superseded spec")
                 if evaluation.get("spec_version") != self.spec_in_force(index, entry["created_utc"]):
                     raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made under a spec not yet in force")
-                ran = utc_text(evaluation.get("timestamp"))
-                if ran is None or ran > day_after(entry["created_utc"]) or day_after(ran) < seal[1]["created_utc"]:
+                ran = offset_time(evaluation.get("timestamp"))
+                day = timedelta(days=1)
+                if ran is None or ran - utc_moment(entry["created_utc"]) > day \
+                        or utc_moment(seal[1]["created_utc"]) - ran > day:
                     raise ReplayFailure(file, "bundle", f"evaluation timestamp is not within a day of [the seal, "
                                         f"entry {index}]")
             predictions = self.blob(entry["predictions_sha256"], index, "predictions_sha256")
@@ -1638,14 +1773,95 @@ class _Replay:
             done.append(index)
         return done
 
-    def check_passport(self, file: str, doc: Any, entry: dict[str, Any], index: int) -> None:
-        self.signed_document(file, doc)
-        if self.superseded(doc.get("spec_version"), index, str(doc.get("issued_utc"))):
-            raise ReplayFailure(file, "passport", "issued under a spec version already superseded")
+    @staticmethod
+    def passport_shape(file: str, doc: dict[str, Any]) -> None:
+        """FORMATS section 12's members and their forms, before any is read: a stranger signs what they like, and a
+        ``subject`` that is a string or a ``computed`` that is a list is a failed passport, not a traceback."""
+        def fail(what: str) -> None:
+            raise ReplayFailure(file, "passport", what)
+
         for member in ("passport_version", "spec_version", "subject", "computed", "declared", "observed",
                        "issued_utc", "expiry_utc", "expiry_basis", "canonicalisation"):
             if member not in doc:
-                raise ReplayFailure(file, "passport", f"lacks {member}")
+                fail(f"lacks {member}")
+        for member in ("passport_version", "spec_version", "expiry_basis"):
+            if not isinstance(doc[member], str):
+                fail(f"{member} is not a string")
+        for member in ("issued_utc", "expiry_utc"):
+            if iso_utc(doc[member]) is None:
+                fail(f"{member} is not an ISO 8601 time")
+        subject, computed = doc["subject"], doc["computed"]
+        if not isinstance(subject, dict) or not isinstance(subject.get("model_id"), str):
+            fail("subject is not an object naming a model_id")
+        if not isinstance(computed, dict):
+            fail("computed is not an object")
+        for member in ("audit", "cross_site", "evaluations", "heldout", "sources"):
+            if member not in computed:
+                fail(f"lacks computed.{member}")
+        if not isinstance(computed["evaluations"], list) or not all(
+                isinstance(evaluation, dict) for evaluation in computed["evaluations"]):
+            fail("computed.evaluations is not a list of objects")
+        if not isinstance(computed["sources"], list):
+            fail("computed.sources is not a list")
+        heldout = computed["heldout"]
+        if not isinstance(heldout, dict):
+            fail("computed.heldout is not an object (a passport of a ledger is anchored to it)")
+        bundles = heldout.get("bundles")
+        if bundles is not None and not isinstance(bundles, list):
+            fail("computed.heldout.bundles is not a list")
+        bodies = [("computed.heldout", heldout, HELDOUT_FORMS),
+                  ("computed.heldout.checkpoint", heldout.get("checkpoint"), CHECKPOINT_FORMS),
+                  ("computed.heldout.proofs", heldout.get("proofs"), PROOFS_FORMS),
+                  ("computed.audit", computed["audit"], AUDIT_FORMS),
+                  *((f"computed.heldout.bundles[{k}]", ref, BUNDLE_FORMS) for k, ref in enumerate(bundles or []))]
+        for where, body, forms in bodies:
+            if body is None and not where.startswith("computed.heldout.bundles["):
+                continue  # (absent: which must be there is the checks' below)
+            if not isinstance(body, dict):
+                fail(f"{where} is not an object")
+            for member, form in forms.items():
+                if member in body and not has_form(body[member], form):
+                    fail(f"{where}.{member} is not the ledger's: section 12 gives it one form, {form}")
+
+    def check_passport_proofs(self, file: str, heldout: dict[str, Any], seal_index: int, cited: list[Any],
+                              index: int) -> None:
+        """FORMATS section 12 and rule 11: the offline proofs (C2SP tlog-proof texts) of the seal entry and of each
+        cited bundle, in order, all on one checkpoint note signed by the ledger key, at a size no later than the
+        passport's entry, with this ledger's root there; each carries its entry's bytes and leads to that root."""
+        proofs = heldout.get("proofs")
+        texts = [proofs.get("seal"), *proofs.get("bundles")] if isinstance(proofs, dict) and \
+            isinstance(proofs.get("bundles"), list) else None
+        if texts is None or len(texts) != len(cited) + 1:
+            raise ReplayFailure(file, "passport", "its proofs are not one for the seal and one per cited bundle")
+        parsed = []
+        for position, (text, at) in enumerate(zip(texts, [seal_index, *cited], strict=True)):
+            what = "proofs.seal" if position == 0 else f"proofs.bundles[{position - 1}]"
+            if not isinstance(text, str):
+                raise ReplayFailure(file, "passport", f"{what} is not text")
+            head, _, note_text = text.partition("\n\n")
+            lines = head.split("\n")
+            if not note_text or lines[0] != "c2sp.org/tlog-proof@v1" or len(lines) < 3 \
+                    or not lines[1].startswith("extra ") or PROOF_INDEX.fullmatch(lines[2]) is None:
+                raise ReplayFailure(file, "passport", f"{what} is not a tlog-proof with its entry as extra data")
+            extra = b64decode_canonical(lines[1][len("extra "):], file, what)
+            proven_at = int(lines[2][len("index "):])
+            path = [b64decode_canonical(line, file, what) for line in lines[3:]]
+            parsed.append((what, at, proven_at, extra, path, note_text))
+        if len({item[5] for item in parsed}) != 1:
+            raise ReplayFailure(file, "passport", "its proofs rest on different checkpoints")
+        note = verify_note(parsed[0][5], file, self.ledger_key, self.origin)
+        if note.size > index or mth(self.leaves[:note.size]) != note.root:
+            raise ReplayFailure(file, "passport", f"its proofs' checkpoint is not a tree head of this ledger before "
+                                f"entry {index}")
+        for what, at, proven_at, extra, path, _ in parsed:
+            if proven_at != at or root_from_inclusion(proven_at, note.size, leaf_hash(extra), path) != note.root:
+                raise ReplayFailure(file, "passport", f"{what} does not prove entry {at}")
+
+    def check_passport(self, file: str, doc: Any, entry: dict[str, Any], index: int) -> None:
+        self.signed_document(file, doc, before=index)
+        self.passport_shape(file, doc)
+        if self.superseded(doc.get("spec_version"), index, str(doc.get("issued_utc"))):
+            raise ReplayFailure(file, "passport", "issued under a spec version already superseded")
         if doc["subject"].get("model_id") != entry["model_id"]:
             raise ReplayFailure(file, "passport", f"subject.model_id is not entry {index}'s")
         for member, value in (("declared", doc.get("declared")), ("observed", doc.get("observed")),
@@ -1655,7 +1871,12 @@ class _Replay:
         heldout = doc["computed"].get("heldout")
         if not isinstance(heldout, dict) or heldout.get("generation") != entry["generation"]:
             raise ReplayFailure(file, "passport", f"computed.heldout.generation is not entry {index}'s")
-        seal_index, seal = self.seal_entries[entry["generation"]]
+        sealed = self.seal_entries.get(entry["generation"])
+        if sealed is None:
+            raise ReplayFailure(file, "passport", f"entry {index} names {entry['generation']}, which no entry seals")
+        seal_index, seal = sealed
+        if seal_index > index:
+            raise ReplayFailure(file, "passport", f"entry {index} comes before {entry['generation']}'s seal")
         expected = {"ledger_id": self.ledger_id, "set_hash": seal["set_hash"], "seal_index": seal_index,
                     "manifest_sha256": seal["manifest_sha256"], "expiry_utc": seal["expiry_utc"],
                     "note_verifier_key": verifier_key(self.ledger_key.name, self.ledger_key.public_key)}
@@ -1692,6 +1913,10 @@ class _Replay:
         cited = heldout.get("bundles")
         if not isinstance(cited, list) or not isinstance(evaluations, list) or len(cited) != len(evaluations):
             raise ReplayFailure(file, "passport", "computed.heldout.bundles and computed.evaluations differ in length")
+        if not cited:
+            raise ReplayFailure(file, "passport", "it cites no bundle")
+        self.check_passport_proofs(file, heldout, seal_index, [ref.get("index") for ref in cited], index)
+        withholding = (seal.get("release") or {}).get("mode", "full") in ("ladder", "thresholdout")
         for k, (ref, evaluation) in enumerate(zip(cited, evaluations, strict=True)):
             at = ref.get("index")
             if not _count(at) or not at < note.size:
@@ -1718,7 +1943,7 @@ class _Replay:
                      else []):
                 if spec != doc.get("spec_version"):
                     raise ReplayFailure(file, "passport", f"bundles[{k}] is under {spec}, not the passport's spec")
-            if "release" in bundle and evaluation == withheld:
+            if withholding and "release" in bundle and evaluation == withheld:
                 continue
             if hashlib.sha256(jcs(evaluation)).hexdigest() != bundle["evaluation_sha256"]:
                 raise ReplayFailure(file, "passport", f"evaluations[{k}] is not the evaluation entry {at} logged")
