@@ -121,6 +121,8 @@ def _pinned_key(state: Path, key: str | None, export: PublicLog, ledger_id: str)
 def _follow(export: PublicLog, *, ledger_id: str, state: Path, key: str | None, policy: Policy | None,
             evidence_dir: Path | None) -> FollowResult:
     origin = origin_of(ledger_id)
+    if export.size < 1:  # (every ledger starts with its genesis entry; every other reader says so too, exit 1)
+        raise LedgerIntegrityError("the public log holds no entry, not even its genesis entry", found=export.size)
     name, public = _pinned_key(state, key, export, ledger_id)
     client = CheckpointClient(state, origin=origin, name=name, key=public, evidence_dir=evidence_dir)
     previous = client.accepted()

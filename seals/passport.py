@@ -14,7 +14,7 @@ from typing import Any
 
 from keys import MalformedInput, PublicKey, TrustedKey, VerificationError
 from seals.signing import Issuer, VerifiedDocument, verify_document
-from seals.timeutil import format_utc, parse_utc
+from seals.timeutil import format_utc, parse_utc_text
 
 PASSPORT_VERSION = "0.1"
 TOP_LEVEL_MEMBERS = (
@@ -124,8 +124,8 @@ class Passport:
             spec_version=_require(doc, "spec_version", str, ""),
             model_id=_require(subject, "model_id", str, "subject."),
             issuer=Issuer.from_json(doc["issuer"]),
-            issued=parse_utc(_require(doc, "issued_utc", str, ""), what="issued_utc"),
-            expiry=parse_utc(_require(doc, "expiry_utc", str, ""), what="expiry_utc"),
+            issued=parse_utc_text(_require(doc, "issued_utc", str, ""), what="issued_utc"),
+            expiry=parse_utc_text(_require(doc, "expiry_utc", str, ""), what="expiry_utc"),
             expiry_basis=_require(doc, "expiry_basis", str, ""),
             evaluations=tuple(evaluations),
             heldout=heldout,

@@ -76,6 +76,20 @@ def parse_offset_time(text: object, *, what: str = "time") -> datetime:
                              found=text[:60]) from None
 
 
+#: A UTC time as documents state it (FORMATS section 1): seconds, always ``Z``.
+UTC_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+
+
+def parse_utc_text(text: object, *, what: str = "time") -> datetime:
+    """A document's UTC time in the :data:`UTC_TEXT` form (what every writer of heldout writes); any other
+    spelling is :class:`MalformedInput`: verifiers that compare such times as text and those that parse them
+    must read one instant from one text."""
+    if not isinstance(text, str) or not UTC_TEXT.fullmatch(text):
+        raise MalformedInput(f"{what} is not a UTC time in the form 2026-08-04T00:00:00Z", field=what,
+                             found=str(text)[:60])
+    return parse_offset_time(text, what=what)
+
+
 def format_utc(moment: datetime) -> str:
     """``2026-09-20T00:00:00Z``: seconds precision, always UTC."""
     if moment.tzinfo is None:

@@ -273,7 +273,7 @@ PASSPORTS: dict[str, tuple[dict[str, Any], str]] = {
                                   "strings"),
     "audit-a-list": ({"computed__audit": []}, "computed.audit is not an object"),
     "evaluations-of-strings": ({"computed__evaluations": ["e"]}, "computed.evaluations is not a list of objects"),
-    "issued-not-a-time": ({"issued_utc": 20260102}, "issued_utc is not an ISO 8601 time"),
+    "issued-not-a-time": ({"issued_utc": 20260102}, "issued_utc is not a UTC time of section 1"),
 }
 
 

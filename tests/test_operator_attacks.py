@@ -1813,3 +1813,22 @@ def test_attack_an_evaluation_timestamp_in_a_form_verifiers_read_apart(fixture: 
     assert code == 1 and [f["evidence"].get("field") for f in report["findings"] if f.get("index") == index] == \
         ["timestamp"], report["findings"]
     _independent_replay_refuses(fixture, tmp_path, "timestamp")
+
+
+@pytest.mark.parametrize(("member", "stamp"), [("issued_utc", "2026-09-02T00:00:00+00:00"),
+                                               ("issued_utc", "2026-09-01T23:00:00.5Z"),
+                                               ("expiry_utc", "2026-09-05T00:00:00z")])
+def test_attack_a_passport_time_in_another_spelling(fixture: AuditFixture, tmp_path: Path, member: str,
+                                                    stamp: str) -> None:
+    """heldout parsed a passport's times leniently, the independent replay compared them as text: another
+    spelling of an instant could get two verdicts (red-team round 18). Section 12: UTC times of section 1."""
+    from seals import sign_document
+
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document",
+                           lambda document, signer: sign_document({**document, member: stamp}, signer)):
+        path = issue(fixture, "model_0", "gen1")
+    for where in (("--store", fixture.store), ("--key", fixture.key_b64)):
+        result = cli_at("passport", "verify", path, *where)
+        assert result.exit_code == 1 and f"{member} is not a UTC time" in result.output, (where, result.output)
+    _independent_replay_refuses(fixture, tmp_path, f"{member} is not a UTC time")

@@ -857,3 +857,24 @@ def test_attack_a_log_over_the_entries_bound_gets_one_verdict_in_either_form(
     assert codes == ({"export": 1, "tiles": 1} if room < 0 else {"export": 0, "tiles": 0}), codes
     if room < 0:
         assert "over the" in verify(published, published.tiles).output
+
+
+def test_attack_tiles_of_size_zero_are_refused_alike_by_follow(published: Published, tmp_path: Path) -> None:
+    """Tiles whose signed checkpoint (a stranger's key) and manifest say size 0: every reader refused them as a
+    damaged log (exit 1), ``ledger follow`` said "index 0 is outside the tiles" (exit 2, a usage error) while
+    looking for the genesis entry (red-team round 18). No ledger has no entry: follow says so, exit 1."""
+    import hashlib
+
+    from ledger.checkpoint import sign_checkpoint
+    from tests.conftest import seeded_signer
+
+    folder = copy(published.tiles, tmp_path)
+    note = sign_checkpoint(f"heldout/ledger/{published.ledger_id}", 0, hashlib.sha256(b"").digest(),
+                           seeded_signer(91, name="stranger", key_id="stranger-key")).note
+    (folder / "checkpoint").write_text(note)
+    edit_manifest(folder, size=0, checkpoints=[])
+    for args in (["ledger", "verify", published.ledger_id, "--from", str(folder)],
+                 ["ledger", "follow", published.ledger_id, "--from", str(folder), "--state",
+                  str(tmp_path / "state.json")]):
+        refused(cli(*args), 1)
+    assert not (tmp_path / "state.json").exists()
