@@ -407,9 +407,16 @@ def _declared_issuer(doc: Mapping[str, Any], facts: LedgerFacts, pinned: PublicK
         if issuer_b64 != pinned_b64:
             raise UntrustedKey("the passport's issuer is not the key given: it is signed by another key",
                                field="issuer.public_key_b64", expected=pinned_b64, found=str(issuer_b64)[:60])
-    for key in declared:
-        if key.public_key.b64 == issuer_b64:
+    named = (issuer.get("key_id"), issuer.get("name")) if isinstance(issuer, dict) else (None, None)
+    for key in declared:  # the declared key by its whole identity (id, name, key), as every verifier reads it
+        if key.public_key.b64 == issuer_b64 and (key.key_id, key.name) == named:
             return key
+    alike = next((key for key in declared if key.public_key.b64 == issuer_b64), None)
+    if alike is not None:
+        raise UntrustedKey(f"the passport's issuer names key id {str(named[0])[:64]!r} and name {str(named[1])[:64]!r} "
+                           f"for a key ledger {facts.ledger_id} declares as {alike.key_id!r}, {alike.name!r}",
+                           field="issuer", expected=f"{alike.key_id} {alike.name}",
+                           found=f"{str(named[0])[:64]} {str(named[1])[:64]}")
     raise UntrustedKey(f"the passport's issuer key is not declared by ledger {facts.ledger_id} (neither its genesis "
                        "key nor a key entry) before the passport's entry", field="issuer.public_key_b64",
                        found=str(issuer_b64)[:60])

@@ -84,6 +84,7 @@ from ledger.export import (
     CHECKPOINTS,
     KEYS,
     MANIFEST_MEMBERS,
+    MIN_ENTRY_LINE,
     SEALS,
     key_file_bytes,
     logged_seal_bytes,
@@ -1116,7 +1117,9 @@ class TilesLog(EntryList):
             # The entries together are bounded as an export's entries.jsonl is (its lines are these bytes and a
             # LF each): one log, one verdict in either form, and a stranger's signed size cannot make the reader
             # hold more than that bound.
-            held[0] += sum(len(data) + 1 for data in bundle)
+            # (each counted as at least the shortest line an export takes: a log of empty entries is refused as
+            # soon as its export would be, not after a quarter of a billion of them were fetched and hashed)
+            held[0] += sum(max(len(data) + 1, MIN_ENTRY_LINE) for data in bundle)
             if held[0] > ENTRIES_FILE_LIMIT:
                 raise LedgerIntegrityError(f"the log's entries are over the {ENTRIES_FILE_LIMIT}-byte limit of a "
                                            "public log (an export's entries.jsonl has the same)",

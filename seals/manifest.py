@@ -25,7 +25,7 @@ from keys import MalformedInput, PublicKey, Signer, TrustedKey
 from keys.names import SHA256_HEX
 from seals.canonical import canonical_bytes, sha256_hex
 from seals.signing import ISSUER_FIELD, SIGNATURE_FIELD, sign_document, verify_document
-from seals.timeutil import format_utc, parse_utc
+from seals.timeutil import format_utc, parse_utc, parse_utc_text
 
 MANIFEST_TYPE = "heldout/seal-manifest"
 MANIFEST_VERSION = 1
@@ -387,8 +387,9 @@ class SealManifest:
             tasks=tuple(sorted(tasks, key=lambda t: t.task)),
             n_cases=_int(_member(body, "n_cases", int), "n_cases", low=1),
             set_hash=_member(body, "set_hash", str),
-            created=parse_utc(_member(body, "created_utc", str), what="seal manifest created_utc"),
-            expiry=parse_utc(_member(body, "expiry_utc", str), what="seal manifest expiry_utc"),
+            # (section 1 form only: the seal entry carries them as text, and a verifier compares them as text)
+            created=parse_utc_text(_member(body, "created_utc", str), what="seal manifest created_utc"),
+            expiry=parse_utc_text(_member(body, "expiry_utc", str), what="seal manifest expiry_utc"),
             leakage_budget=LeakageBudget.from_json(body.get("leakage_budget")),
             release=ReleasePolicy.from_json(body.get("release")),
             seed=body["seed"],

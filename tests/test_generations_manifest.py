@@ -130,3 +130,18 @@ def test_manifest_json_round_trip(counts: dict[str, int], seconds: int, bits: fl
     parsed = SealManifest.from_json(parse_json_object(canonical_bytes(original.to_json())))
     assert parsed == original
     assert canonical_bytes(parsed.to_json()) == canonical_bytes(original.to_json())
+
+
+@pytest.mark.parametrize("member", ["created_utc", "expiry_utc"])
+@pytest.mark.parametrize("spelling", ["+00:00", ".5Z", "z", " "])
+def test_manifest_times_are_utc_times_of_section_1_only(member: str, spelling: str) -> None:
+    """The manifest's times were read leniently and its seal entry rebuilt through format_utc: a manifest
+    spelling ``...+00:00`` or ``...12:00:00.5Z`` passed heldout while the independent replay, comparing the
+    manifest's text with its entry's, refused the export (red-team round 18). One spelling: ``...Z``."""
+    body = manifest().to_json()
+    stamp = body[member]
+    body[member] = {"+00:00": stamp[:-1] + "+00:00", ".5Z": stamp[:-1] + ".5Z", "z": stamp[:-1] + "z",
+                    " ": " " + stamp}[spelling]
+    with pytest.raises(MalformedInput, match="not a UTC time"):
+        SealManifest.from_json(body)
+    SealManifest.from_json({**body, member: stamp})  # (the form of section 1 still reads)

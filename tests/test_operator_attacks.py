@@ -1832,3 +1832,54 @@ def test_attack_a_passport_time_in_another_spelling(fixture: AuditFixture, tmp_p
         result = cli_at("passport", "verify", path, *where)
         assert result.exit_code == 1 and f"{member} is not a UTC time" in result.output, (where, result.output)
     _independent_replay_refuses(fixture, tmp_path, f"{member} is not a UTC time")
+
+
+@pytest.mark.parametrize("stamp", ["2026-09-01T24:00:00Z", "2026-02-30T00:00:00Z"])
+def test_attack_a_passport_time_that_is_no_calendar_time(fixture: AuditFixture, tmp_path: Path, stamp: str) -> None:
+    """``2026-09-01T24:00:00Z`` has the section 1 pattern and sorts between the times a passport's issue may
+    take: every heldout verifier refused it as no calendar time, the replay (comparing text) accepted it."""
+    from seals import sign_document
+
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document",
+                           lambda document, signer: sign_document({**document, "issued_utc": stamp}, signer)):
+        path = issue(fixture, "model_0", "gen1")
+    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    assert result.exit_code == 1 and "issued_utc" in result.output, result.output
+    _independent_replay_refuses(fixture, tmp_path, "issued_utc is not a UTC time")
+
+
+@pytest.mark.parametrize(("case", "accepted"), [("another name", False), ("an alias declared before", True)])
+def test_attack_a_passport_issuer_named_otherwise_than_declared(fixture: AuditFixture, tmp_path: Path, case: str,
+                                                               accepted: bool) -> None:
+    """heldout chose the first declared key with the issuer's public key and never compared its name: a passport
+    whose issuer carries the genesis key and id under another name was valid for heldout and refused by the
+    replay; one issued under an alias id a key entry declares for the same public key was refused by heldout and
+    accepted by the replay (red-team round 18). Both now take the declared key by its whole identity."""
+    from keys import Signer
+    from seals import sign_document
+
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        operator = ledger_signer(st, ledger)
+        if case == "an alias declared before":
+            ledger.append({"type": "key", "v": 1, "role": "operator", "created_utc": LATER,
+                           "key": {"key_id": "alias", "name": operator.name,
+                                   "public_key_b64": operator.public_key.b64}},
+                          signer=operator, now=parse_utc(LATER))
+    issuer = Signer(operator._key, name="someone-else", key_id=operator.key_id) if case == "another name" else \
+        Signer(operator._key, name=operator.name, key_id="alias")
+    assert operator_audit(fixture)[0] == 0
+    with operator_skipping(passports, "sign_document", lambda document, signer: sign_document(document, issuer)):
+        path = issue(fixture, "model_0", "gen1")
+    result = cli_at("passport", "verify", path, "--store", fixture.store)
+    if accepted:
+        assert result.exit_code == 0, result.output
+        from tests.independent.replay import replay_export
+
+        export = tmp_path / "export"
+        assert cli_at("ledger", "export", fixture.ledger_id, export, "--store", fixture.store).exit_code == 0
+        replay_export(export, fixture.ledger_id)
+    else:
+        assert result.exit_code == 1 and "declares as" in result.output, result.output
+        _independent_replay_refuses(fixture, tmp_path, "does not declare")

@@ -636,3 +636,59 @@ def test_attack_a_logged_passport_that_says_other_than_its_bundles_is_refused_by
     assert result.startswith("exit 1") and words in result, result
     assert problems == []
     context.close()
+
+
+@pytest.fixture(scope="module")
+def withholding_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A ladder gen1 and a Thresholdout gen2, two models' bundles on each, an honest passport of one model on
+    each (citing its withheld bundles by their public record), exported and built into a site."""
+    from tests.audit_support import N_CLASSES, NOW, TASK, add_bundle, command_clock
+    from tests.generations_support import cli, init_store, write_npz
+
+    root = tmp_path_factory.mktemp("browser-withholding")
+    store, data = root / "store", root / "data"
+    with command_clock(NOW):
+        ledger_id = init_store(store)
+        write_npz(data / f"{TASK}.npz", n_test=60, classes=N_CLASSES, shape=(28, 28, 3), seed=11)
+        pool = write_npz(root / "pool" / f"{TASK}.npz", n_test=200, classes=N_CLASSES, shape=(28, 28, 3), seed=12)
+        for args in (("pool", "add", TASK, str(pool)),
+                     ("seal", "public", "--tasks", TASK, "--data-root", str(data), "--expires", "2027-06-01"),
+                     ("seal", "gen1", "--tasks", TASK, "--per-task", "80", "--expires", "2027-03-01",
+                      "--budget-bits", "400", "--ladder-step", "1.0"),
+                     ("seal", "gen2", "--tasks", TASK, "--per-task", "80", "--expires", "2027-04-01",
+                      "--budget-bits", "400", "--thresholdout", "--threshold", "4", "--sigma", "1")):
+            assert cli(*args, store=store).exit_code == 0
+    for i, (model, skill) in enumerate([("good", 0.3), ("fair", 0.2)]):
+        add_bundle(store, "public", model, seed=20 + i, skill=skill, data_root=data)
+        add_bundle(store, "gen1", model, seed=10 + i, skill=skill)
+        add_bundle(store, "gen2", model, seed=20 + i, skill=skill)
+    with command_clock(SITE_AT):
+        for generation in ("gen1", "gen2"):
+            assert cli("audit", ledger_id, store=store).exit_code == 0
+            assert cli("passport", "issue", "good", "--generation", generation, store=store).exit_code == 0
+        export = root / "export"
+        assert cli("ledger", "export", ledger_id, str(export), store=store).exit_code == 0
+    out = root / "site"
+    result = run("site", "build", str(out), "--from", str(export), "--at", SITE_AT)
+    assert result.exit_code == 0, result.output
+    return store, export, out
+
+
+def test_verify_button_accepts_withheld_bundles_as_the_cli_does(browser: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                withholding_site: tuple[Path, Path, Path]) -> None:
+    """A passport on a ladder or Thresholdout generation cites its bundles by their public record (the evaluation
+    is withheld): the page's Verify said "evaluation 0 of the passport is not the one bundle logged" where the CLI
+    and the site build said valid (red-team round 18). The browser applies the same rule: by the sealed mode."""
+    store, export, out = withholding_site
+    pages = sorted((out / "passports").glob("*.html"))
+    assert len(pages) == 2
+    for path in pages:
+        evaluations = json.loads(blob_of_page(path).read_text())["computed"]["evaluations"]
+        assert {e.get("kind") for e in evaluations} == {"withheld-bundle"}
+        context, page, _, problems = open_page(browser, path)
+        page.click("#verify-button")
+        page.wait_for_function("document.getElementById('verify-result').textContent.startsWith('exit ')")
+        code, line = cli_verdict(blob_of_page(path), ["--from", str(export), "--at", SITE_AT], store, monkeypatch)
+        assert code == 0 and page.text_content("#verify-result") == f"exit 0: {line}", path.name
+        assert problems == [], problems
+        context.close()

@@ -878,3 +878,16 @@ def test_attack_tiles_of_size_zero_are_refused_alike_by_follow(published: Publis
                   str(tmp_path / "state.json")]):
         refused(cli(*args), 1)
     assert not (tmp_path / "state.json").exists()
+
+
+def test_attack_entries_shorter_than_any_line_count_as_the_shortest_line(published: Published,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export refuses at once a file of lines shorter than any entry; the tiles bound counted each entry's
+    own bytes, so a stranger's log of a quarter of a billion empty entries fitted it (a million: 68 MB and 7.7 s
+    before any refusal; red-team round 18). Each entry counts as at least the shortest line an export takes:
+    shown here with that minimum raised past the bound's room for this log's five entries."""
+    limit = (published.export / "entries.jsonl").stat().st_size
+    monkeypatch.setattr(tiles_module, "ENTRIES_FILE_LIMIT", limit)
+    assert verify(published, published.tiles).exit_code == 0
+    monkeypatch.setattr(tiles_module, "MIN_ENTRY_LINE", limit // published.size + 1)
+    refused(verify(published, published.tiles), 1, "over the")

@@ -1774,7 +1774,7 @@ class _Replay:
             if not isinstance(doc[member], str):
                 fail(f"{member} is not a string")
         for member in ("issued_utc", "expiry_utc"):  # section 12: UTC times of section 1 (compared as text)
-            if not isinstance(doc[member], str) or UTC.fullmatch(doc[member]) is None:
+            if not isinstance(doc[member], str) or not _real_time(doc[member]):
                 fail(f"{member} is not a UTC time of section 1")
         subject, computed = doc["subject"], doc["computed"]
         if not isinstance(subject, dict) or not isinstance(subject.get("model_id"), str):

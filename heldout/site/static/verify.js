@@ -737,6 +737,12 @@
       consistency = context.consistency.map((h) => b64decodeStrict(h, "consistency proof"));
     }
     await verifyConsistency(checkpoint.size, head.size, checkpoint.root, head.root, consistency);
+    // A withheld bundle (heldout.generations.release.cited_evaluation_matches) is cited by its public record
+    // alone, only on a generation whose sealed release mode withholds, in that mode.
+    const sealOf = proven.find(([, e]) => get(e, "type") === "seal" && sameJson(get(e, "generation"),
+      get(heldout, "generation")));
+    const sealRelease = sealOf ? get(sealOf[1], "release") : null;
+    const sealMode = isObject(sealRelease) && has(sealRelease, "mode") ? get(sealRelease, "mode") : "full";
     let bundles = get(heldout, "bundles");
     const citedEntries = [];
     bundles = truthy(bundles) ? bundles : [];
@@ -774,7 +780,12 @@
       if (position >= passport.evaluations.length) fail(`the passport has no evaluation ${position}`);
       citedEntries.push([index, entry, passport.evaluations[position]]);
       const digest = hex(await sha256(canonicalBytes(passport.evaluations[position])));
-      if (digest !== get(entry, "evaluation_sha256")) {
+      const release = get(entry, "release");
+      const withheld = (sealMode === "ladder" || sealMode === "thresholdout") && isObject(release) &&
+        get(release, "mode") === sealMode && sameJson(passport.evaluations[position], {
+          kind: "withheld-bundle", task: get(entry, "task"), release, evaluation_sha256: get(entry, "evaluation_sha256"),
+          note: "evaluation withheld until the generation is retired; only the released value is public" });
+      if (!withheld && digest !== get(entry, "evaluation_sha256")) {
         fail(`evaluation ${position} of the passport is not the one bundle ${index} logged`);
       }
     }
