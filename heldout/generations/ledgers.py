@@ -91,17 +91,19 @@ def open_ledger(store: Store, ledger_id: str | None = None, *, read_only: bool =
                 with backend.open(found) as writable:
                     attach(store, writable, clock=system_clock)
                     recover_if_staged(store, writable, read_only_is_done=False)
-            except OSError as exc:
-                raise UnpublishedOperation(store, found, exc) from None
-            except LedgerStorageError:
-                raise UnpublishedOperation(store, found, None) from None  # (the database cannot be written)
+            except (OSError, LedgerStorageError) as exc:
+                if not staging_pending(store, found):
+                    raise  # (published after all, or failed for another reason: said as it is)
+                raise UnpublishedOperation(store, found, exc if isinstance(exc, OSError) else None) from None
         return backend.open(found, read_only=True)
     ledger = backend.open(found)
     try:
         attach(store, ledger, clock=system_clock)
         recover_if_staged(store, ledger)
-    except OSError as exc:  # (a full disk: say what waits, not only "no space left")
+    except OSError as exc:  # (a full disk while publishing: say what waits, not only "no space left")
         ledger.close()
+        if not staging_pending(store, found):
+            raise
         raise UnpublishedOperation(store, found, exc) from None
     except BaseException:
         ledger.close()
