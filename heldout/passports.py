@@ -378,7 +378,7 @@ class LedgerFacts:
         def modes() -> dict[str, str]:
             found: dict[str, str] = {}
             for seal in records(self.ordered(), SealEntry):
-                found.setdefault(seal.generation, release_mode_of(seal.to_entry()))
+                found.setdefault(seal.generation, release_mode_of(seal.get("release")))
             return found
         return str(self._once("release modes", modes).get(generation, "full"))
 
@@ -582,7 +582,7 @@ def check_passport_proofs(passport: Passport, *, log_name: str, log_key: PublicK
                 bundle.model_id != passport.model_id or bundle.generation != heldout.get("generation") \
                 or not cited_evaluation_matches(evaluation, bundle.to_entry(),
                                                 lambda e: sha256_hex(canonical_bytes(e)),
-                                                generation_mode=release_mode_of(seal.to_entry())):
+                                                generation_mode=release_mode_of(seal.get("release"))):
             raise VerificationError(f"bundle proof {position} does not prove the passport's evaluation {position}",
                                     index=None if bundle is None else bundle.index,
                                     field=f"computed.heldout.proofs.bundles[{position}]")

@@ -106,18 +106,10 @@ def parse_key_argument(text: str) -> PublicKey:
     (or a ``.pub.json`` key file). Any failure is a usage error naming what was expected."""
     candidate = Path(text)
     shown = text[:80]  # what an error may quote: the argument, never the content of a file it names
-    try:
-        is_file = candidate.is_file()
-    except OSError:
-        is_file = False
-    try:
-        is_folder = not is_file and candidate.is_dir()
-    except OSError:
-        is_folder = False
-    if is_folder:  # (a folder's name may well decode as base64: "adir" is 3 bytes)
-        raise UsageError(f"--key {shown} is a folder, not a key or a key file", path=shown)
-    kind = None if is_file else path_kind(candidate)
-    if kind is not None:  # a link to nothing, a FIFO or a device: never read its name as a key
+    kind = path_kind(candidate)
+    is_file = kind == "a file"
+    if kind not in (None, "a file"):  # a folder, a link to nothing, a FIFO, a device: never read its name as a
+        # key (a folder's name may well decode as base64: "adir" is 3 bytes)
         raise UsageError(f"--key {shown} is {kind}, not a key or a key file", path=shown)
     if is_file:
         try:

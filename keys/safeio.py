@@ -86,10 +86,10 @@ def _kind(mode: int) -> str:
 
 
 def path_kind(path: Path | str) -> str | None:
-    """What a named path is when it is neither a regular file (links followed) nor a folder: "a dangling
-    symbolic link", "a symbolic link loop", "a FIFO", "a device", "a socket"; ``None`` when it is a regular file,
-    a folder, absent, or not inspectable. Lets a command say what it was given instead of reading a path that
-    names nothing usable as some other kind of argument (a key, a URL)."""
+    """What a named path is, links followed: "a file", "a folder", "a dangling symbolic link", "a symbolic link
+    loop", "a FIFO", "a device", "a socket"; ``None`` when it is absent or not inspectable. Lets a command say
+    what it was given instead of reading a path that names something else as another kind of argument (a key's
+    text, a URL)."""
     try:
         link = os.lstat(path)
     except (OSError, ValueError):
@@ -100,9 +100,9 @@ def path_kind(path: Path | str) -> str | None:
         if stat.S_ISLNK(link.st_mode):
             return "a symbolic link loop" if exc.errno == errno.ELOOP else "a dangling symbolic link"
         return None
-    if stat.S_ISREG(target.st_mode) or stat.S_ISDIR(target.st_mode):
-        return None
-    return _kind(target.st_mode)
+    if stat.S_ISREG(target.st_mode):
+        return "a file"
+    return "a folder" if stat.S_ISDIR(target.st_mode) else _kind(target.st_mode)
 
 
 def split_relative(relative: str | Sequence[str], *, what: str) -> list[str]:

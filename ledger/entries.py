@@ -27,6 +27,7 @@ from keys.signer import check_key_id, check_key_name
 from ledger.errors import EntryRejected, LedgerIntegrityError
 from seals import canonical_bytes, format_utc, jcs_bytes, parse_json
 from seals.canonical import canonical_value, canonical_values, plain_canonical_bytes, plain_canonical_many
+from seals.timeutil import UTC_TEXT
 
 MAX_ENTRY_BYTES = 64 * 1024
 LEDGER_ID_HEX_CHARS = 20
@@ -34,7 +35,6 @@ ORIGIN_PREFIX = "heldout/ledger/"
 NONCE_BYTES = 32
 MAX_NOTE_CHARS = 16384
 
-_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _LEDGER_ID = re.compile(r"[0-9a-f]{20}")
 _LEDGER_PREFIX = re.compile(r"[0-9a-f]{1,20}")
 
@@ -57,7 +57,7 @@ def _utc(value: Any) -> str | None:
 
 @functools.lru_cache(maxsize=1024)  # a batch's entries mostly share their times
 def _utc_text(value: str) -> str | None:
-    if not _UTC.fullmatch(value):
+    if not UTC_TEXT.fullmatch(value):
         return "a UTC time YYYY-MM-DDTHH:MM:SSZ"
     try:  # the constructor checks the calendar (strptime would too, ten times slower)
         datetime(int(value[0:4]), int(value[5:7]), int(value[8:10]), int(value[11:13]), int(value[14:16]),

@@ -1111,20 +1111,21 @@ class TilesLog(EntryList):
         nodes = MemoryNodes()
         bundles = (size + TILE_WIDTH - 1) >> TILE_HEIGHT
 
-        held = [0]
+        held = 0
 
         def add(number: int, bundle: list[bytes], leaves: list[bytes]) -> None:
+            nonlocal held
             # The entries together are bounded as an export's entries.jsonl is (its lines are these bytes and a
             # LF each): one log, one verdict in either form, and a stranger's signed size cannot make the reader
             # hold more than that bound.
             # (each counted as at least the shortest line an export takes: a log of empty entries is refused as
             # soon as its export would be, not after a quarter of a billion of them were fetched and hashed)
-            held[0] += sum(max(len(data) + 1, MIN_ENTRY_LINE) for data in bundle)
-            if held[0] > ENTRIES_FILE_LIMIT:
+            held += sum(max(len(data) + 1, MIN_ENTRY_LINE) for data in bundle)
+            if held > ENTRIES_FILE_LIMIT:
                 raise LedgerIntegrityError(f"the log's entries are over the {ENTRIES_FILE_LIMIT}-byte limit of a "
                                            "public log (an export's entries.jsonl has the same)",
                                            file=bundle_path(number, len(leaves)), expected=ENTRIES_FILE_LIMIT,
-                                           found=held[0])
+                                           found=held)
             for offset, (data, stored) in enumerate(zip(bundle, leaves, strict=True)):
                 if leaf_hash(data) != stored:
                     index = (number << TILE_HEIGHT) + offset

@@ -93,6 +93,24 @@ def synthetic_result(model_id: str, labels: np.ndarray, *, generation: str, seed
                             labels=labels.astype(np.int64), model=info)
 
 
+def withholding_store(root: Path, *seals: tuple[str, ...], pool_cases: int) -> tuple[Path, Path, str]:
+    """A store under ``root`` (``store``, ``data``) with a pool of ``pool_cases`` synthetic cases of ``TASK``, the
+    ``public`` generation, and the generations ``seals`` gives as their ``seal`` arguments (ladder, Thresholdout);
+    returns the store, the public data root and the ledger id."""
+    store, data = root / "store", root / "data"
+    with command_clock(NOW):
+        ledger_id = init_store(store)
+        write_npz(data / f"{TASK}.npz", n_test=60, classes=N_CLASSES, shape=(28, 28, 3), seed=11)
+        pool = write_npz(root / "pool" / f"{TASK}.npz", n_test=pool_cases, classes=N_CLASSES, shape=(28, 28, 3),
+                         seed=12)
+        for args in (("pool", "add", TASK, str(pool)),
+                     ("seal", "public", "--tasks", TASK, "--data-root", str(data), "--expires", "2027-06-01"),
+                     *seals):
+            result = cli(*args, store=store)
+            assert result.exit_code == 0, result.output
+    return store, data, ledger_id
+
+
 def add_bundle(store: Path, generation: str, model_id: str, *, seed: int, skill: float = 0.6, at: str = NOW,
                data_root: Path | None = None,
                edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:

@@ -17,8 +17,8 @@ from heldout.cli import app
 from heldout.generations import open_ledger
 from heldout.generations.access import withheld_blobs_path
 from heldout.store import Store
-from tests.audit_support import N_CLASSES, NOW, TASK, add_bundle, command_clock
-from tests.generations_support import cli, init_store, runner, write_npz
+from tests.audit_support import N_CLASSES, NOW, TASK, add_bundle, withholding_store
+from tests.generations_support import cli, runner
 from tests.independent.replay import replay_export
 
 MODELS = [("majority_like", 0.0), ("weak", 0.1), ("weak_again", 0.05), ("fair", 0.2), ("good", 0.3)]
@@ -52,18 +52,9 @@ def _numbers(text: str) -> set[float]:
 
 @pytest.fixture
 def ladder(tmp_path: Path) -> dict[str, Any]:
-    store = tmp_path / "store"
-    data = tmp_path / "data"
-    with command_clock(NOW):
-        ledger_id = init_store(store)
-        write_npz(data / f"{TASK}.npz", n_test=60, classes=N_CLASSES, shape=(28, 28, 3), seed=11)
-        pool = write_npz(tmp_path / "pool" / f"{TASK}.npz", n_test=120, classes=N_CLASSES, shape=(28, 28, 3), seed=12)
-        for args in (("pool", "add", TASK, str(pool)),
-                     ("seal", "public", "--tasks", TASK, "--data-root", str(data), "--expires", "2027-06-01"),
-                     ("seal", "gen1", "--tasks", TASK, "--per-task", "80", "--expires", "2027-03-01",
-                      "--budget-bits", "400", "--ladder-step", str(STEP))):
-            result = cli(*args, store=store)
-            assert result.exit_code == 0, result.output
+    store, _, ledger_id = withholding_store(tmp_path, ("seal", "gen1", "--tasks", TASK, "--per-task", "80", "--expires",
+                                                      "2027-03-01", "--budget-bits", "400", "--ladder-step", str(STEP)),
+                                            pool_cases=120)
     indices = [add_bundle(store, "gen1", model, seed=10 + i, skill=skill) for i, (model, skill) in enumerate(MODELS)]
     return {"store": store, "ledger_id": ledger_id, "indices": indices, "root": tmp_path}
 

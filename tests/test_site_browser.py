@@ -642,22 +642,15 @@ def test_attack_a_logged_passport_that_says_other_than_its_bundles_is_refused_by
 def withholding_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """A ladder gen1 and a Thresholdout gen2, two models' bundles on each, an honest passport of one model on
     each (citing its withheld bundles by their public record), exported and built into a site."""
-    from tests.audit_support import N_CLASSES, NOW, TASK, add_bundle, command_clock
-    from tests.generations_support import cli, init_store, write_npz
+    from tests.audit_support import TASK, add_bundle, command_clock, withholding_store
+    from tests.generations_support import cli
 
     root = tmp_path_factory.mktemp("browser-withholding")
-    store, data = root / "store", root / "data"
-    with command_clock(NOW):
-        ledger_id = init_store(store)
-        write_npz(data / f"{TASK}.npz", n_test=60, classes=N_CLASSES, shape=(28, 28, 3), seed=11)
-        pool = write_npz(root / "pool" / f"{TASK}.npz", n_test=200, classes=N_CLASSES, shape=(28, 28, 3), seed=12)
-        for args in (("pool", "add", TASK, str(pool)),
-                     ("seal", "public", "--tasks", TASK, "--data-root", str(data), "--expires", "2027-06-01"),
-                     ("seal", "gen1", "--tasks", TASK, "--per-task", "80", "--expires", "2027-03-01",
-                      "--budget-bits", "400", "--ladder-step", "1.0"),
-                     ("seal", "gen2", "--tasks", TASK, "--per-task", "80", "--expires", "2027-04-01",
-                      "--budget-bits", "400", "--thresholdout", "--threshold", "4", "--sigma", "1")):
-            assert cli(*args, store=store).exit_code == 0
+    store, data, ledger_id = withholding_store(
+        root, ("seal", "gen1", "--tasks", TASK, "--per-task", "80", "--expires", "2027-03-01", "--budget-bits", "400",
+               "--ladder-step", "1.0"),
+        ("seal", "gen2", "--tasks", TASK, "--per-task", "80", "--expires", "2027-04-01", "--budget-bits", "400",
+         "--thresholdout", "--threshold", "4", "--sigma", "1"), pool_cases=200)
     for i, (model, skill) in enumerate([("good", 0.3), ("fair", 0.2)]):
         add_bundle(store, "public", model, seed=20 + i, skill=skill, data_root=data)
         add_bundle(store, "gen1", model, seed=10 + i, skill=skill)

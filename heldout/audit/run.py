@@ -571,12 +571,12 @@ def _decode_entries(ctx: _Context) -> None:
         return
     try:
         ctx.keys = [genesis_key(genesis)]
-        declared_at = {ctx.keys[0].key_id: 0}
+        declared = {ctx.keys[0].key_id: (0, ctx.keys[0])}  # each key id's first declaration: (index, key)
         for index, entry in sorted(ctx.entries.items()):
             if entry.get("type") == "key":
                 key = genesis_key(entry)
-                known = next((k for k in ctx.keys if k.key_id == key.key_id), None)
-                if known is not None:
+                if key.key_id in declared:
+                    first, known = declared[key.key_id]
                     # One id is declared once (FORMATS rule 3), as the writer refuses: whoever names the id means
                     # the first. Another key, or the same key under another name, also makes every export refuse
                     # the log (its key file could match one declaration only); even the same declaration again
@@ -584,12 +584,12 @@ def _decode_entries(ctx: _Context) -> None:
                     what = "another key than" if known.public_key.b64 != key.public_key.b64 else \
                         "the same key under another name than" if known.name != key.name else "the same key as"
                     ctx.find("keys", VerificationError(
-                        f"entry {index} declares key id {key.key_id!r} again, for {what} entry "
-                        f"{declared_at[key.key_id]}: one key id names one key, declared once", index=index,
+                        f"entry {index} declares key id {key.key_id!r} again, for {what} entry {first}: one key id "
+                        "names one key, declared once", index=index,
                         field="key.key_id", found=f"{key.name} {key.public_key.b64}",
                         expected=f"{known.name} {known.public_key.b64}"))
                     continue
-                declared_at[key.key_id] = index
+                declared[key.key_id] = (index, key)
                 ctx.keys.append(key)
     except (HeldoutError, KeyError, TypeError) as exc:
         ctx.find("keys", exc if isinstance(exc, HeldoutError) else VerificationError(str(exc)), index=0)

@@ -77,11 +77,11 @@ def audit_command(
         refuse_output_in_source(out, from_dir, "--out")
     policy = load_policy(policy_file) if policy_file is not None else None
     workers = jobs if jobs is not None else default_jobs()
-    if since is not None and not since.is_file():
-        kind = path_kind(since) or ("a folder" if since.is_dir() else None)
-        if kind is not None:
-            raise UsageError(f"--since {since} is {kind}, not a report file", path=str(since))
+    since_kind = path_kind(since) if since is not None else "a file"
+    if since_kind is None:
         raise UsageError(f"no --since report file at {since}", path=str(since))
+    if since_kind != "a file":
+        raise UsageError(f"--since {since} is {since_kind}, not a report file", path=str(since))
     earlier = read_named(since, limit=DOCUMENT_LIMIT, what="--since report") if since is not None else None
     if from_dir is not None:
         if store is not None:

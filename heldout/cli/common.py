@@ -179,11 +179,8 @@ def require_from_folder(source: str | Path | None) -> None:
 
     if source is None or "://" in str(source):
         return
-    path = Path(source)
-    kind = path_kind(path)
-    if kind is None and path.is_file():
-        kind = "a file"
-    if kind is not None:
+    kind = path_kind(source)
+    if kind not in (None, "a folder"):
         raise UsageError(f"--from {str(source)[:200]} is {kind}, not a folder", path=str(source)[:200])
 
 

@@ -337,11 +337,10 @@ def withheld_view(entry: Mapping[str, Any]) -> dict[str, Any]:
             "note": "evaluation withheld until the generation is retired; only the released value is public"}
 
 
-def release_mode_of(seal: Mapping[str, Any]) -> str:
-    """The release mode a seal entry states for its generation (``full`` when it states none)."""
-    release = seal.get("release")
-    mode = release.get("mode", FULL) if isinstance(release, dict) else FULL
-    return mode if isinstance(mode, str) else repr(mode)
+def release_mode_of(release: Any) -> str:
+    """The release mode a seal entry's ``release`` member states for its generation (``full`` when it states
+    none, or is no object)."""
+    return str(release.get("mode", FULL)) if isinstance(release, dict) else FULL
 
 
 def cited_evaluation_matches(evaluation: Mapping[str, Any], entry: Mapping[str, Any], sha256_of: Any, *,

@@ -29,7 +29,7 @@ from harness.metrics.spec import split_origin_for
 from heldout.entries import BundleEntry, EntryRecord, RetireEntry, RevealEntry, SealEntry, entry_record
 from heldout.generations.budget import TOLERANCE as BUDGET_TOLERANCE
 from heldout.generations.budget import charge_bits, implied_eps
-from heldout.generations.release import WITHHOLDING_MODES
+from heldout.generations.release import WITHHOLDING_MODES, release_mode_of
 from keys import ExpiredError, HeldoutError, IncompleteError, LapsedError, VerificationError
 from ledger.errors import EntryRejected, SourceUnavailable
 from ledger.log import LogReader
@@ -271,7 +271,6 @@ def _seal_state(index: int, entry: SealEntry, now: datetime) -> GenerationState:
         raise VerificationError(f"seal entry {index} lacks its task counts", index=index, field="tasks")
     raw_release = entry.get("release")
     release: Mapping[str, Any] = raw_release if isinstance(raw_release, dict) else {}
-    mode = release.get("mode", "full")
     step = _number(release.get("step"))
     budget = entry.get("budget_bits")
     if budget is not None and _number(budget) is None:
@@ -287,7 +286,7 @@ def _seal_state(index: int, entry: SealEntry, now: datetime) -> GenerationState:
         name=entry.generation, seal_index=index, manifest_sha256=entry.manifest_sha256,
         set_hash=entry.set_hash, created=entry.created, expiry=entry.expiry, tasks=dict(sorted(tasks.items())),
         membership=str(entry.get("membership", "sealed")), budget_bits=_number(budget),
-        release_mode=str(mode), ladder_step=step, now=now,
+        release_mode=release_mode_of(raw_release), ladder_step=step, now=now,
     )
 
 

@@ -783,6 +783,7 @@ class _Replay:
         self.entries: list[dict[str, Any]] = []
         self.lines: list[bytes] = []
         self.leaves: list[bytes] = []
+        self.roots: dict[int, bytes] = {}  # MTH of the first n leaves, by n (checkpoints, passports, draws, audits)
         self.keys: list[Key] = []
         self.blob_files: dict[str, bytes] = {}
         self.referenced: list[str] = []
@@ -790,6 +791,13 @@ class _Replay:
         self.seal_entries: dict[str, tuple[int, dict[str, Any]]] = {}
         self.reveal_docs: dict[str, dict[str, Any]] = {}
 
+
+    def root_at(self, size: int) -> bytes:
+        """The MTH of the first ``size`` leaves, computed once per size (a passport's checkpoint and its proofs'
+        are usually one note, and a checkpoint's root was computed when the checkpoints were replayed)."""
+        if size not in self.roots:
+            self.roots[size] = mth(self.leaves[:size])
+        return self.roots[size]
     def read(self, relative: str, limit: int | None = None) -> bytes:
         """A file of the export: reached without a symbolic link, a regular file, within its bound (FORMATS
         sections 15 and 17); anything else in its place is a fault of that file."""
@@ -960,7 +968,7 @@ class _Replay:
             if checkpoint_size > size:
                 raise ReplayFailure(ENTRIES, "checkpoint-root",
                                     f"checkpoint {checkpoint_size} signs more entries than the {size} present")
-            if mth(self.leaves[:checkpoint_size]) != note.root:
+            if self.root_at(checkpoint_size) != note.root:
                 raise ReplayFailure(ENTRIES, "checkpoint-root",
                                     f"the entries do not give the root signed at size {checkpoint_size}")
             if previous is not None and not consistency_holds(
@@ -1239,7 +1247,7 @@ class _Replay:
                     "pool_root") or pool.get("pool_size") != ref.get("pool_size"):
                 raise ReplayFailure(file, "draw", f"draw.pools.{task} is not the pool entry it names")
         note = verify_note(checkpoint["note"], file, self.ledger_key, self.origin)
-        if note.size != at + 1 or checkpoint["size"] != note.size or mth(self.leaves[:note.size]) != note.root:
+        if note.size != at + 1 or checkpoint["size"] != note.size or self.root_at(note.size) != note.root:
             raise ReplayFailure(file, "draw", "the seed's checkpoint is not this ledger's first containing the intent")
         carried = set(checkpoint["note"].rpartition("\n\n")[2].splitlines())
         if any(line not in carried for line in cosignatures):
@@ -1836,7 +1844,7 @@ class _Replay:
         if len({item[5] for item in parsed}) != 1:
             raise ReplayFailure(file, "passport", "its proofs rest on different checkpoints")
         note = verify_note(parsed[0][5], file, self.ledger_key, self.origin)
-        if note.size > index or mth(self.leaves[:note.size]) != note.root:
+        if note.size > index or self.root_at(note.size) != note.root:
             raise ReplayFailure(file, "passport", f"its proofs' checkpoint is not a tree head of this ledger before "
                                 f"entry {index}")
         for what, at, proven_at, extra, path, _ in parsed:
@@ -1882,7 +1890,7 @@ class _Replay:
         if not same(checkpoint.get("size"), note.size) or \
                 checkpoint.get("root_b64") != base64.b64encode(note.root).decode():
             raise ReplayFailure(file, "passport", "checkpoint size or root_b64 is not its note's")
-        if note.size > index or mth(self.leaves[:note.size]) != note.root:
+        if note.size > index or self.root_at(note.size) != note.root:
             raise ReplayFailure(file, "passport", "its checkpoint is not a tree head of this ledger before it")
         earliest = self.entries[note.size - 1]["created_utc"] if note.size else ""
         if not earliest <= str(doc.get("issued_utc")) <= entry["created_utc"]:
@@ -1962,7 +1970,7 @@ class _Replay:
         audit = doc["computed"].get("audit") or {}
         then = audit.get("ledger_entries")
         if not _count(then) or then != note.size or audit.get("ledger_intact") is not True \
-                or audit.get("ledger_head") != mth(self.leaves[:then]).hex():
+                or audit.get("ledger_head") != self.root_at(then).hex():
             raise ReplayFailure(file, "passport", "computed.audit is not this ledger's head at its checkpoint")
         bundles = sum(1 for e in self.entries[:then] if e["type"] == "bundle")
         if not same(audit.get("bundles"), bundles) or not same(audit.get("rederived"), bundles):
