@@ -21,6 +21,7 @@ from harness.metrics.npz import read_npz_file
 from harness.provenance import FileProvenance, file_provenance
 from harness.tasks import SPLITS, TaskSpec, capped_train_indices, import_medmnist
 from keys.errors import MalformedInput, UsageError
+from keys.safeio import not_a_file, path_kind
 
 DOWNLOAD_HOST: Final = ("zenodo.org", 443)
 #: How long a download may wait to learn that the network is not there (never a hang).
@@ -81,6 +82,8 @@ def load_task(spec: TaskSpec, root: Path | None = None, *, download: bool = Fals
 def _load_task(spec: TaskSpec, root: Path | None, *, download: bool) -> TaskData:
     path = task_file(spec, root)
     if not path.is_file():
+        if path_kind(path) is not None:  # something else stands there: downloading would not help
+            raise UsageError(not_a_file(path, "task file"), file=str(path))
         if not download:
             raise UsageError(
                 f"{path} not found: download it with --download (needs the network), put the official file "

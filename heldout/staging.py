@@ -385,6 +385,28 @@ def recover_staged(store: Store, ledger: Ledger) -> list[Recovered]:
     return done
 
 
+def logged_but_unpublished(store: Store, ledger: Ledger) -> bool:
+    """Whether a staged operation's entries are in ``ledger`` (so its files must be published before anything
+    is judged), as :func:`recover_staged` decides, writing nothing: what a reader that cannot recover asks. An
+    operation killed before its commit left files nobody logged (recovery discards them): the store is judged as
+    it is. A damaged intent counts as logged (it cannot be told apart)."""
+    root = staging_root(store, ledger.ledger_id)
+    try:
+        folders = [f for f in sorted(root.iterdir()) if str(f) not in _live and f.is_dir()]
+    except OSError:
+        return True
+    for folder in folders:
+        intent_file = folder / INTENT
+        if not intent_file.is_file():
+            continue
+        try:
+            if _committed(ledger, _read_intent(intent_file, ledger)):
+                return True
+        except (OSError, HeldoutError):
+            return True
+    return False
+
+
 def staging_pending(store: Store, ledger_id: str) -> bool:
     """Whether a killed operation left a staging folder for ``ledger_id`` (one ``stat`` when none did)."""
     root = staging_root(store, ledger_id)

@@ -105,6 +105,16 @@ def path_kind(path: Path | str) -> str | None:
     return "a folder" if stat.S_ISDIR(target.st_mode) else _kind(target.st_mode)
 
 
+def not_a_file(path: Path | str, what: str) -> str:
+    """Why ``path``, named as ``what`` (a policy file, a passport file), is not read: "no WHAT at PATH" when
+    nothing is there, else what is there instead ("PATH is a FIFO, not a WHAT"): a FIFO, device, folder or
+    dangling link was said to be missing (red-team round 19), or, for data, to need downloading."""
+    kind = path_kind(path)
+    if kind is None:
+        return f"no {what} at {path}"
+    return f"{path} is {kind}, not {'a ' if not what.startswith(('a ', 'an ')) else ''}{what}"
+
+
 def split_relative(relative: str | Sequence[str], *, what: str) -> list[str]:
     """The components of a name inside a root, each checked: no empty, ``.``, ``..``, NUL or absolute part."""
     parts = relative.split("/") if isinstance(relative, str) else list(relative)

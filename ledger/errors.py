@@ -131,3 +131,10 @@ class TimeRegression(LedgerUsageError):
 class EntryAfterNow(LedgerUsageError):
     """An entry dated after the append's own reference time: since the ledger's time only moves forward, one
     entry dated in the far future would refuse every later append, for good (exit 2; nothing is written)."""
+
+
+class EntryAfterClock(LedgerUsageError):
+    """An entry dated ahead of the machine's clock (a reference time given with ``--at`` or ``$HELDOUT_NOW``
+    that runs ahead): logged, it would refuse every append made on the real date until that date passes, on a
+    log nobody can rewrite (exit 2; nothing is written). Rehearsals of a later day run on stores of their own
+    (``$HELDOUT_REHEARSAL``)."""

@@ -55,6 +55,7 @@ from ledger.entries import (
 from ledger.errors import (
     AppendConflict,
     CheckpointError,
+    EntryAfterClock,
     EntryAfterNow,
     EntryRejected,
     LedgerIntegrityError,
@@ -120,6 +121,11 @@ class Ledger(ProvingLog):
         self.key: TrustedKey = genesis_key(self.genesis)
         self.after_checkpoint: Callable[[Ledger, Checkpoint], None] | None = None
         self.witnessing_error: BaseException | None = None
+        # The machine's clock, which no entry may run ahead of (by more than MAX_AHEAD): set by the store on the
+        # ledgers its commands write, so that a time given for a rehearsal (or mistyped) cannot date an entry
+        # that stops every append made on the real date. ``None``: the caller's ``now`` is the only time (tests,
+        # benchmarks, rehearsal stores).
+        self.wall_clock: Callable[[], datetime] | None = None
         # What the last append read back and parsed, keyed by the very row it came from: the next append takes
         # it again only when the stored row is still byte for byte that one (another writer's append, or an
         # altered row, is a different key and is parsed afresh)
@@ -414,9 +420,30 @@ class Ledger(ProvingLog):
                                 f"{format_utc(now)}: entries are dated when they are made, not ahead (one far ahead "
                                 "would stop every later append)", field="created_utc", position=position,
                                 expected=f"<= {moment}", found=found)
+        if isinstance(last, str) and self.wall_clock is not None:
+            self._check_clock(plain, last)
         return self._append_encoded(encoded, signer=signer, now=now, expected_size=expected_size,
                                     first_entry_time=first if isinstance(first, str) else None,
                                     last_entry_time=last if isinstance(last, str) else None)
+
+    def _check_clock(self, plain: Sequence[Mapping[str, Any]], last: str) -> None:
+        assert self.wall_clock is not None
+        clock = self.wall_clock()
+        bound = format_utc(_ahead(clock))
+        if last <= bound:  # (dated in order: the last one is the latest)
+            return
+        position = next(p for p, e in enumerate(plain) if str(e.get("created_utc")) > bound)
+        raise self.after_clock(str(plain[position].get("created_utc")), clock, position=position)
+
+    @staticmethod
+    def after_clock(found: str, clock: datetime, *, position: int = 0) -> EntryAfterClock:
+        """The refusal of an entry dated ``found``, more than MAX_AHEAD after the machine's clock ``clock``."""
+        return EntryAfterClock(f"an entry would be dated {found}, more than {MAX_AHEAD} after this machine's clock "
+                               f"({format_utc(clock)}): the ledger's time only moves forward, so every append made "
+                               "before that date would be refused, for good (is --at or $HELDOUT_NOW mistyped? a "
+                               "rehearsal of a later day runs on a store of its own, with $HELDOUT_REHEARSAL=1)",
+                               field="created_utc", position=position, expected=f"<= {format_utc(_ahead(clock))}",
+                               found=found)
 
     def _append_encoded(self, encoded: list[tuple[str, bytes]], *, signer: Signer, now: datetime,
                         expected_size: int | None = None, first_entry_time: str | None = None,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from keys import HeldoutError, MalformedInput, PublicKey, UsageError, VerificationError, parse_verifier_key
-from keys.safeio import UnsafeFile, read_named
+from keys.safeio import UnsafeFile, not_a_file, read_named
 from ledger.checkpoint import Checkpoint, verify_checkpoint
 from ledger.cosignature import Cosignature, Cosigner, time_of, verified_cosignatures, verified_times
 from ledger.errors import LedgerError
@@ -412,7 +412,7 @@ def load_policy(path: Path) -> Policy:
     """Read and parse a policy file (a usage error when it cannot be read)."""
     file = Path(path)
     if not file.is_file():
-        raise PolicyError(f"no policy file at {file}", path=str(file))
+        raise PolicyError(not_a_file(file, "policy file"), path=str(file))
     return parse_policy(read_policy_file(file), what=str(file))
 
 

@@ -748,6 +748,13 @@ def _response_class(deadline: _Deadline) -> type[http.client.HTTPResponse]:
     return type("DeadlineResponse", (_DeadlineResponse,), {"deadline": deadline})
 
 
+def deadline_response_class(seconds: float) -> type[http.client.HTTPResponse]:
+    """An ``http.client`` response class whose reading (status line, headers, body: however slowly a peer
+    sends them) ends within ``seconds`` of this call, with :class:`FetchDeadline`: set on a connection before
+    each request whose answer must not hold its reader longer (a witness's, say)."""
+    return _response_class(_Deadline.start(seconds))
+
+
 class _DeadlineHTTPConnection(http.client.HTTPConnection):
     def __init__(self, host: str, *, deadline: _Deadline, timeout: Any = FETCH_TIMEOUT_S, **kwargs: Any) -> None:
         per_operation = timeout if isinstance(timeout, (int, float)) else FETCH_TIMEOUT_S

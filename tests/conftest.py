@@ -60,6 +60,14 @@ def private_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
 
 
+@pytest.fixture(autouse=True)
+def rehearsal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests date their stores' entries by fixed times (``$HELDOUT_NOW``, ``--at``), some after today's date:
+    never by the machine's clock. So every test runs as a rehearsal (see ``REHEARSAL_ENV``), except the tests of
+    the clock bound itself, which unset it and give the machine's clock a fixed time."""
+    monkeypatch.setenv("HELDOUT_REHEARSAL", "1")
+
+
 @pytest.fixture
 def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty store location; HELDOUT_STORE points at it so no test touches the user's store."""

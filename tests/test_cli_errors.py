@@ -456,6 +456,62 @@ def run_as_reader(args: list[str], work: Path) -> subprocess.CompletedProcess[st
                           env=env, cwd=work, timeout=300, check=False)
 
 
+def test_a_read_only_copy_with_an_operation_killed_before_its_commit_is_judged_as_it_is(
+        built: AuditFixture) -> None:
+    """A copy taken while an operation was still staging (killed before its commit: nothing logged): every
+    reader refused it, exit 2, saying its files waited to be published on a writable copy (red-team round 19),
+    though a writable run would only discard them. Nothing logged waits: the copy is judged as it is. One whose
+    entries are logged is still refused (the store would lack files its ledger names)."""
+    import json
+
+    from heldout.staging import INTENT, INTENT_VERSION, staging_root
+    from heldout.store import Store
+
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: cannot drop the capability to write read-only files")
+    top = Path(tempfile.mkdtemp(prefix="heldout-ro-staged-"))
+    try:
+        store, work = top / "store", top / "work"
+        shutil.copytree(built.store, store)
+        work.mkdir()
+        root = staging_root(Store.open(store), built.ledger_id)
+        (root / "evaluate-killed-before-intent").mkdir(parents=True)
+        (root / "evaluate-killed-before-intent" / "blob").write_bytes(b"staged, never logged")
+        unlogged = root / "evaluate-killed-before-commit"
+        unlogged.mkdir()
+        (unlogged / INTENT).write_text(json.dumps({
+            "intent_version": INTENT_VERSION, "ledger_id": built.ledger_id, "size_before": 1,
+            "entries_sha256": ["0" * 64], "files": []}))
+        for path in [*store.rglob("*"), store]:
+            path.chmod(path.stat().st_mode & ~0o222)
+        for args in (["status"], ["ledger", "verify"], ["audit"]):
+            run = run_as_reader([*args, "--store", str(store)], work)
+            assert run.returncode == 0, (args, run.stdout + run.stderr)
+        logged = root / "retire-logged"  # entries that are in the ledger (its genesis): files wait to be published
+        root.chmod(0o755)
+        logged.mkdir()
+        genesis = hashlib.sha256(next(iter(_entry_lines(store, built.ledger_id)))).hexdigest()
+        (logged / INTENT).write_text(json.dumps({
+            "intent_version": INTENT_VERSION, "ledger_id": built.ledger_id, "size_before": 0,
+            "entries_sha256": [genesis], "files": []}))
+        for path in [root, *root.rglob("*")]:
+            path.chmod(path.stat().st_mode & ~0o222)
+        run = run_as_reader(["status", "--store", str(store)], work)
+        assert run.returncode == 2 and "did not finish publishing" in run.stderr, run.stdout + run.stderr
+    finally:
+        for path in [top, *top.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode | 0o700)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _entry_lines(store: Path, ledger_id: str) -> list[bytes]:
+    from ledger import Ledger
+
+    with Ledger.open(Ledger.locate(store / "ledgers", ledger_id), read_only=True) as ledger:
+        return [data for _, data in ledger.entries_bytes()]
+
+
 def test_a_read_only_store_can_be_verified_audited_and_exported(read_only_copy: tuple[Path, Path],
                                                                 built: AuditFixture) -> None:
     store, work = read_only_copy

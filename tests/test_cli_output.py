@@ -74,6 +74,22 @@ def test_narrow_output_folds_and_never_cuts(built: AuditFixture, tmp_path: Path,
     assert sorted(letters(narrow)) == sorted(letters(wide))
 
 
+@pytest.mark.parametrize("columns", ["12", "20", "30"])
+@pytest.mark.parametrize("args", [["status"], ["ledger", "show"], ["pool", "list"], ["keys", "list"],
+                                  ["spec", "list"]], ids=" ".join)
+def test_a_terminal_narrower_than_a_table_keeps_every_cell(built: AuditFixture, args: list[str],
+                                                           columns: str) -> None:
+    """Below a few characters a column, rich gave columns no width and their cells vanished, exit 0
+    (``COLUMNS=12 heldout status``: an empty frame; red-team round 19). A table is laid out at least a few
+    characters a column wide (its lines then wrap in the terminal): every character is kept."""
+    wide = ok(*args, "--store", str(built.store), env={"COLUMNS": "250"}).stdout
+    narrow = ok(*args, "--store", str(built.store), env={"COLUMNS": columns}).stdout
+
+    def letters(text: str) -> str:
+        return re.sub(r"[\s│┃┏┓┗┛┡┩└┘├┤┼┬┴━─╇╈╋┳┻╍]", "", text)
+    assert sorted(letters(narrow)) == sorted(letters(wide))
+
+
 # --- --json, hashes, reprs ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", [p for p in COMMANDS if tuple(p) not in NO_DATA], ids=" ".join)

@@ -439,7 +439,8 @@ def test_prove_member_and_verify_member(env: SimpleNamespace, tmp_path: Path) ->
     assert bad.exit_code == 1, bad.output
     for not_a_file in (tmp_path, tmp_path / "missing.json"):  # the user named something that is no proof file
         wrong = cli("verify-member", str(not_a_file), store=env.store)
-        assert wrong.exit_code == 2 and "no member proof file" in wrong.output, wrong.output
+        said = "is a folder, not a member proof file" if not_a_file.is_dir() else "no member proof file"
+        assert wrong.exit_code == 2 and said in wrong.output, wrong.output
 
 
 

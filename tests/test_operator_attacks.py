@@ -6,8 +6,11 @@ again from the log, which every outsider can read. One named test per attack."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -29,6 +32,7 @@ from keys.files import read_private_file
 from ledger import BlobStore
 from seals import parse_json_object, parse_utc
 from tests.audit_support import NOW, TASK, AuditFixture, add_bundle, build_store, command_clock, copy_fixture
+from tests.conftest import REPO_ROOT
 
 runner = CliRunner()
 LATER = "2026-09-02T00:00:00Z"
@@ -1496,19 +1500,25 @@ def test_attack_a_withheld_first_bundle_as_the_models_dimensions_reference(fixtu
     who does not until the reveal, by another: two verdicts on one log, and a reference that moves at the
     reveal. The reference is the model's first bundle on a generation that releases in full (FORMATS rule 10):
     the withheld bundle is judged by it, by the operator now and by a third party once it is revealed."""
-    from heldout.generations.release import RELEASED_SCORE, Transcript, answer_bits, transcripts
+    from heldout.generations.release import RELEASED_SCORE, Transcript, answer_bits, ladder_release, transcripts
     from tests.audit_support import log_withheld_bundle
 
     assert cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "40", "--expires", "2027-05-01", "--budget-bits",
                   "1e6", "--ladder-step", "5", "--store", fixture.store, at=NOW).exit_code == 0
 
-    def honest(ledger: Any, state: Any) -> dict[str, Any]:
+    scored: list[float] = []
+
+    def keep_score(evaluation: dict[str, Any]) -> dict[str, Any]:
+        scored.append(evaluation["dimensions"]["accuracy"]["score"])
+        return evaluation
+
+    def honest(ledger: Any, state: Any) -> dict[str, Any]:  # the ladder's first answer: the score on its grid
         transcript = transcripts(ledger.entries(state.seal_index), state.name).get(TASK, Transcript())
-        return {"mode": "ladder", "value": None, "label_dependent": False, "score": RELEASED_SCORE,
-                "bits": answer_bits("ladder", transcript, False, 5.0)}
+        return {"mode": "ladder", "value": ladder_release(scored[-1], None, 5.0), "label_dependent": True,
+                "score": RELEASED_SCORE, "bits": answer_bits("ladder", transcript, True, 5.0)}
 
     withheld = log_withheld_bundle(fixture.store, "gen3", "mix", seed=31, skill=0.3, release=honest, at=NOW,
-                                   prompts=True)  # spec_sensitivity scored: a model that takes a prompt
+                                   prompts=True, edit=keep_score)  # spec_sensitivity: a model that takes a prompt
     public = add_bundle(fixture.store, "public", "mix", seed=32, at=NOW,  # neither: one that does not
                         data_root=fixture.data_root)
     words = "of the optional dimensions, and model mix's first bundle"
@@ -1883,3 +1893,147 @@ def test_attack_a_passport_issuer_named_otherwise_than_declared(fixture: AuditFi
     else:
         assert result.exit_code == 1 and "declares as" in result.output, result.output
         _independent_replay_refuses(fixture, tmp_path, "does not declare")
+
+
+# --- round 19: claims whose log the audit refuses --------------------------------------------------------------
+# ``passport verify`` (with the store or --from an export), ``site build`` and ``verify-reveal`` replayed the log
+# and checked the claim against it, but the domain rules of FORMATS section 15 and the re-derivation of the cited
+# numbers lived in the audit alone: an operator who signs a passport without a clean audit (the issuing command
+# refuses; the operator's own tooling need not) had it called valid, and ranked first on the site, with numbers
+# that do not re-derive or resting on a better run logged again as the latest. Each of those verifiers now runs
+# the audit on the same log first (heldout.audit.gate), re-deriving the bundles the claim cites, and judges the
+# claim on the log as it stood when the claim was logged.
+
+def _issue_without_audit(fx: AuditFixture, model_id: str, generation: str) -> Path:
+    with operator_skipping(passports, "load_clean_audit", lambda store, ledger, **_: _claimed_audit(ledger)):
+        return issue(fx, model_id, generation)
+
+
+def _export(fx: AuditFixture, tmp_path: Path) -> Path:
+    out = tmp_path / "export"
+    assert cli_at("ledger", "export", fx.ledger_id, out, "--store", fx.store).exit_code == 0
+    return out
+
+
+def _refused_by_its_log(result: Any, *words: str) -> str:
+    assert result.exit_code == 1, result.output
+    assert "fails its audit" in result.output and all(w in result.output for w in words), result.output
+    assert "Traceback" not in result.output
+    return str(result.output)
+
+
+def test_honest_passports_on_an_audited_log_still_verify_everywhere(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The gate refuses nothing an honest log holds: a passport on public (re-derived by a third party) and on
+    gen2 (still sealed: its bundles cannot be re-derived from the export, and that is no finding)."""
+    paths = []
+    for generation in ("public", "gen2"):  # (each passport entry moves the head: audited again before the next)
+        assert cli_at("audit", fixture.ledger_id, "--store", fixture.store, "--jobs", "1").exit_code == 0
+        st = Store.open(fixture.store)
+        with open_ledger(st) as ledger:
+            paths.append(passports.issue_passport(st, ledger, ledger_signer(st, ledger), "model_0",
+                                                  generation=generation, now=parse_utc(LATER)).path)
+    out = _export(fixture, tmp_path)
+    for path in paths:
+        assert cli_at("passport", "verify", path, "--store", fixture.store).exit_code == 0
+        assert cli_at("passport", "verify", path, "--from", out, "--key", fixture.key_b64).exit_code == 0
+    site = cli_at("site", "build", tmp_path / "site", "--from", _export(fixture, tmp_path / "again"))
+    assert site.exit_code == 0, site.output
+    assert cli_at("verify-reveal", "public", "--from", out, "--key", fixture.key_b64).exit_code == 0
+
+
+def _forge_the_score(evaluation: dict[str, Any]) -> dict[str, Any]:
+    evaluation["composite"]["index"] = 99.5
+    evaluation["dimensions"]["accuracy"]["score"] = 99.5
+    return evaluation
+
+
+def test_attack_a_passport_on_numbers_that_do_not_rederive(fixture: AuditFixture, tmp_path: Path) -> None:
+    """A public bundle whose evaluation states 99.5 where its predictions give far less, and a passport citing
+    it signed without a clean audit: passport verify (store and export) refuses it naming the re-derivation,
+    and the site publishes nothing (it ranked the model first, "valid")."""
+    with command_clock(NOW):
+        add_bundle(fixture.store, "public", "liar", seed=7, skill=0.1, data_root=fixture.data_root,
+                   edit=_forge_the_score)
+    path = _issue_without_audit(fixture, "liar", "public")
+    _refused_by_its_log(cli_at("passport", "verify", path, "--store", fixture.store), "does not re-derive", "99.5")
+    out = _export(fixture, tmp_path)
+    key = ("--key", fixture.key_b64)
+    _refused_by_its_log(cli_at("passport", "verify", path, "--from", out, *key), "does not re-derive")
+    site = tmp_path / "site"
+    _refused_by_its_log(cli_at("site", "build", site, "--from", out), "nothing was published", "does not re-derive")
+    assert not (site / "index.html").exists()
+
+
+def test_attack_a_better_run_logged_again_as_the_latest(fixture: AuditFixture, tmp_path: Path) -> None:
+    """A model's good run, then a worse one (the latest: what a passport must cite), then the good run's entry
+    appended again through the library so that it is the latest. The audit names the repeat; the passport
+    that cites it, and the site, are refused with it."""
+    with command_clock(NOW):
+        good = add_bundle(fixture.store, "gen1", "flip", seed=21, skill=2.0)
+        add_bundle(fixture.store, "gen1", "flip", seed=22, skill=0.0)
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        entry = dict(next(iter(ledger.entries(good, good + 1)))[1])
+        again = ledger.append(entry, signer=ledger_signer(st, ledger), now=parse_utc(NOW))
+    path = _issue_without_audit(fixture, "flip", "gen1")
+    out = _export(fixture, tmp_path)
+    words = f"logs the stored predictions of entry {good} again"
+    text = _refused_by_its_log(cli_at("passport", "verify", path, "--from", out, "--key", fixture.key_b64), words)
+    assert f"bundle entry {again} logs" in text
+    _refused_by_its_log(cli_at("passport", "verify", path, "--store", fixture.store), words)
+    _refused_by_its_log(cli_at("site", "build", tmp_path / "site", "--from", out), words)
+
+
+def test_attack_a_retried_draw_then_revealed(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The operator kills gen3's seal after its intent is logged, throws the pending draw away and seals with
+    --retry-draw (a second intent: a draw chosen among several), then retires gen3 with its reveal. The reveal
+    recomputes the set hash of the manifest it opens, so verify-reveal said "verified"; the log it rests on
+    shows the draw was retried (FORMATS section 15 rule 8), and verify-reveal now refuses it with that."""
+    seal = ["seal", "gen3", "--tasks", "bloodmnist", "--per-task", "20", "--expires", "2027-05-01",
+            "--budget-bits", "1e9", "--store", str(fixture.store)]
+    env = {**os.environ, "HELDOUT_CRASH_AT": "seal.staging", "HELDOUT_NOW": NOW, "PYTHONPATH": str(REPO_ROOT)}
+    killed = subprocess.run([sys.executable, "-m", "heldout", *seal], env=env, capture_output=True, timeout=300)
+    assert killed.returncode != 0
+    for pending in fixture.store.glob("private/pending-draws/*/gen3.json"):
+        pending.unlink()  # the first draw, "lost"
+    assert cli_at(*seal, "--retry-draw", at=NOW).exit_code == 0
+    assert cli_at("retire", "gen3", "--reason", "expired", "--reveal", "--store", fixture.store).exit_code == 0
+    out = _export(fixture, tmp_path)
+    key = ("--key", fixture.key_b64)
+    _refused_by_its_log(cli_at("verify-reveal", "gen3", "--from", out, *key), "the reveal", "retried")
+    _refused_by_its_log(cli_at("verify-reveal", "gen3", "--store", fixture.store), "retried")
+
+
+def test_attack_a_seal_manifest_signed_by_a_key_declared_after_the_seal(fixture: AuditFixture,
+                                                                       tmp_path: Path) -> None:
+    """gen3's manifest is signed by a key the ledger declares only after gen3's seal entry (a passport's issuer
+    must be declared before its entry, FORMATS rule 11; a seal's had no such rule): every verifier accepted it.
+    The audit (store and export) and the independent replay now refuse it (rule 8), and so does every claim
+    resting on the log."""
+    import seals.manifest as manifest_module
+    from heldout.generations.seal import SealRequest, seal_generation
+    from keys import TrustedKey
+    from tests.conftest import seeded_signer
+    from tests.independent.replay import replay_export
+
+    late = seeded_signer(7, name="late-key", key_id="late-key")
+    st = Store.open(fixture.store)
+    original = manifest_module.SealManifest.sign
+    with pytest.MonkeyPatch.context() as patch, open_ledger(st) as ledger:
+        patch.setattr(manifest_module.SealManifest, "sign", lambda self, signer: original(self, late))
+        seal_generation(st, ledger, ledger_signer(st, ledger), SealRequest(
+            generation="gen3", tasks=("bloodmnist",), expiry=parse_utc("2027-05-01T00:00:00Z"), per_task=20,
+            budget_bits=1e9), parse_utc(NOW))
+    with open_ledger(st) as ledger:
+        declared = ledger.append({"type": "key", "v": 1, "role": "seal-issuer", "created_utc": NOW, "key": {
+            "key_id": "late-key", "name": "late-key", "public_key_b64": late.public_key.b64}},
+            signer=ledger_signer(st, ledger), now=parse_utc(NOW))
+    st.keyring.add(TrustedKey(key_id="late-key", name="late-key", public_key=late.public_key))
+    audited = cli_at("audit", fixture.ledger_id, "--store", fixture.store, "--jobs", "1")
+    assert audited.exit_code == 1 and f"only at entry {declared}" in audited.output, audited.output
+    out = _export(fixture, tmp_path)
+    third = cli_at("audit", fixture.ledger_id, "--from", out, "--jobs", "1", "--out", tmp_path / "r.json")
+    assert third.exit_code == 1 and f"only at entry {declared}" in third.output, third.output
+    with pytest.raises(Exception, match="declared only after entry"):
+        replay_export(out, fixture.ledger_id)
+    _refused_by_its_log(cli_at("verify-reveal", "public", "--from", out, "--key", fixture.key_b64), "only at entry")

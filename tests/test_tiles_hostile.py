@@ -836,7 +836,8 @@ def test_attack_a_seal_file_served_once_as_logged_and_then_otherwise_is_never_pu
     other = b'{"not": "the signed gen2 seal manifest"}\n'
     with FlippingServer(tiles, "seals/gen2.seal.json", other) as server:
         result = cli("site", "build", str(tmp_path / "site"), "--from", server.url)
-    assert result.exit_code == 1 and "seals/gen2.seal.json changed during the build" in result.output, result.output
+    # (refused by the audit the build runs first since round 19, which reads the file again; else by the copy)
+    assert result.exit_code == 1 and "seals/gen2.seal.json" in result.output, result.output
     assert not (tmp_path / "site").exists()
 
 

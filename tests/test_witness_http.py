@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -312,3 +313,42 @@ def test_witness_commands_print_their_data_as_json(tmp_path: Path) -> None:
         finally:
             process.terminate()
             assert process.wait(timeout=20) == 0
+
+
+@pytest.mark.parametrize("answer", [b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000,
+                                    b"HTTP/1.1 100 Continue\r\n\r\n" * 1000])
+def test_a_witness_that_dribbles_its_answer_is_cut_off_at_its_deadline(
+        setup: tuple[Path, str, Ledger, list[Path], Clock], answer: bytes) -> None:
+    """Red-team round 19: a witness that sends its answer a byte at a time (each byte within the per-read
+    timeout, or endless "100 Continue" lines) held its sender thread, and so the command that waits for it at
+    its end, for as long as it liked. Each answer now has a deadline (twice the request timeout); the append's
+    witnessing and the client's close both end within it."""
+    from heldout.witness.operator import WitnessEndpoint, Witnessing
+
+    _, _, ledger, _, clock = setup
+    stop = threading.Event()
+
+    def dribble(conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            for k in range(len(answer)):
+                if stop.wait(0.05):
+                    return
+                conn.sendall(answer[k:k + 1])
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        server.settimeout(5)
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        witnessing = Witnessing([WitnessEndpoint(url, cosigner(0))], clock=clock, timeout=0.4)
+        accepting = threading.Thread(target=lambda: dribble(server.accept()[0]), daemon=True)
+        accepting.start()
+        began = time.monotonic()
+        try:
+            outcomes = witnessing.witness(ledger)
+        finally:
+            witnessing.close()
+            stop.set()
+        assert time.monotonic() - began < 3.0  # deadline 0.8 s (the dribble alone would run for minutes)
+        assert [o.ok for o in outcomes] == [False]

@@ -15,6 +15,7 @@ from typing import Final
 
 from harness.tasks import hub_offline
 from keys.errors import UsageError
+from keys.safeio import not_a_file, path_kind
 
 BIOMEDCLIP_REPO: Final = "microsoft/BiomedCLIP-PubMedBERT_256-vit_base_patch16_224"
 CHECKPOINT_SUFFIXES: Final = (".bin", ".safetensors", ".pth", ".pt")
@@ -120,6 +121,8 @@ def clip_source(arch: str, weights: str | None, *, model_id: str = "clip_zerosho
     path = Path(weights).expanduser()
     if path.is_file():
         return WeightsSource(arch, str(path), False, f"weights from {path}", CLIP_HOW_TO)
+    if path_kind(path) is not None:  # (a FIFO, a folder, a dangling link: said as what it is)
+        raise UsageError(f"{not_a_file(path, 'weights file')}: {CLIP_HOW_TO}", path=str(path))
     if os.sep in weights or weights.endswith(CHECKPOINT_SUFFIXES):
         raise UsageError(f"weights file {path} not found: {CLIP_HOW_TO}", path=str(path))
     return WeightsSource(arch, weights, False, f"pretrained tag {weights}", CLIP_HOW_TO)

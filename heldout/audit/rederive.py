@@ -15,6 +15,7 @@ shares the cores with the workers.
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -281,5 +282,19 @@ def bundle_rederiver(jobs: int, bundles: int) -> Iterator[tuple[Submit, int]]:
     if workers == 1:
         yield (lambda job: _Done(rederive_bundle(job))), 0
         return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=_leave_interrupts)
+    try:
         yield _Batches(pool).submit, workers * IN_FLIGHT_PER_WORKER
+    except BaseException:
+        # Ctrl-C (or any failure) in the parent: the batches not started are dropped, the running ones end,
+        # and the workers with them; waiting for every queued batch would hold an interrupted audit for minutes
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _leave_interrupts() -> None:
+    """A worker ignores the terminal's interrupt: it reaches the whole process group, and the parent, which
+    handles it (exit 130, one line), ends the pool. A worker that took it died with a traceback of its own and
+    left the pool broken, and the parent waiting on it (red-team round 19)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

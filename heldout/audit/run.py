@@ -110,6 +110,7 @@ class _Context:
     report: AuditReport
     now: datetime
     keys: list[TrustedKey] = field(default_factory=list)
+    key_indices: list[int] = field(default_factory=list)  # the entry declaring each of ``keys``
     entries: dict[int, dict[str, Any]] = field(default_factory=dict)
     entry_bytes: dict[int, bytes] = field(default_factory=dict)
     generations: dict[str, GenerationState] = field(default_factory=dict)
@@ -131,6 +132,8 @@ class _Context:
     #: Per model: (index, optional dimensions) of its first bundle on a generation that releases in full
     model_dimensions: dict[str, tuple[int, frozenset[str]] | None] = field(default_factory=dict)
     _openings: dict[str, RevealDocument] = field(default_factory=dict)
+    #: The bundles to re-derive (None: every one), see run_audit
+    rederive: set[int] | None = None
 
     def record(self, index: int) -> EntryRecord | None:
         """Entry ``index`` as its typed record (None for a generic entry or one the ledger lacks)."""
@@ -224,9 +227,18 @@ class _Context:
     def blobs(self) -> _Blobs:
         return _Blobs(self.source, self.verified_blobs)
 
-    def trusted_for(self, issuer_key_b64: Any) -> TrustedKey:
-        for key in self.keys:
+    def trusted_for(self, issuer_key_b64: Any, *, used_at: int) -> TrustedKey:
+        """The declared key a document logged by entry ``used_at`` names as its issuer (else the ledger key, which
+        the signature check then holds it to). A key declared only at or after ``used_at`` signed before the
+        ledger trusted it: refused, as for passports (FORMATS section 15, rules 8 and 11)."""
+        for index, key in zip(self.key_indices, self.keys, strict=True):
             if key.public_key.b64 == issuer_key_b64:
+                if index >= used_at:
+                    raise VerificationError(
+                        f"the document of entry {used_at} is signed by key {key.key_id!r}, which the ledger declares "
+                        f"only at entry {index}: a key signs for the ledger once an earlier entry declares it",
+                        index=used_at, field="issuer", expected=f"a key declared before entry {used_at}",
+                        found=f"{key.key_id} (entry {index})")
                 return key
         if not self.keys:
             raise VerificationError("no ledger key is known (entry 0 is unreadable), so no document can be trusted")
@@ -235,7 +247,8 @@ class _Context:
 
 def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
               progress: AuditProgress | None = None, policy: Policy | None = None, jobs: int = 1,
-              since: bytes | None = None, own_reports: Collection[str] = frozenset()) -> AuditReport:
+              since: bytes | None = None, own_reports: Collection[str] = frozenset(),
+              rederive: Collection[int] | None = None) -> AuditReport:
     """Audit ``source`` at the reference time ``now``; never raises for what it finds (it reports it).
     ``policy``: the witness policy the checkpoints must satisfy (default: the source's own, if any).
     ``jobs``: processes that re-derive bundles (the report is the same whatever it is). Above 1, workers start
@@ -244,10 +257,14 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
     ``since``: the bytes of an earlier report to carry forward (:func:`_trust_since`): when it holds, only the
     bundles appended after it are re-derived; when it does not, the audit is a full one with a finding.
     ``own_reports``: the SHA-256s of the clean reports this auditor wrote (``ReportRecord``); ``since`` must be
-    one of them."""
+    one of them.
+    ``rederive``: the bundles to re-derive (default: every one). Given, the audit checks a published claim (a
+    passport: the bundles it cites; :func:`heldout.audit.gate.require_clean_log`): every other bundle is checked
+    in all but its re-derivation, and the checks that judge the audit's own moment (entries dated after it,
+    the witness policy) are left to the claim's verifier, which judges its own reference time and policy."""
     report = AuditReport(ledger_id=source.ledger_id, mode=source.mode, audit_command=audit_command,
                          checked_utc=format_utc(now))
-    ctx = _Context(source=source, report=report, now=now)
+    ctx = _Context(source=source, report=report, now=now, rederive=None if rederive is None else set(rederive))
     tick = progress or _noop
     _replay(ctx, tick)
     _decode_entries(ctx)
@@ -262,7 +279,8 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
     _check_blob_files(ctx)
     _check_export(ctx)
     _check_times(ctx)
-    _check_witnessing(ctx, policy if policy is not None else source.witness_policy())
+    if ctx.rederive is None:
+        _check_witnessing(ctx, policy if policy is not None else source.witness_policy())
     report.generations = {name: _generation_summary(state) for name, state in ctx.generations.items()}
     return report
 
@@ -280,7 +298,7 @@ def _check_times(ctx: _Context) -> None:
         stamp = entry.get("created_utc")
         if not isinstance(stamp, str):
             continue
-        if not future_named and stamp > format_utc(latest_true):
+        if not future_named and ctx.rederive is None and stamp > format_utc(latest_true):
             future_named = True
             ctx.find("time", VerificationError(
                 f"entry {index} is dated {stamp}, after the time of this audit ({format_utc(ctx.now)}) by more "
@@ -570,7 +588,7 @@ def _decode_entries(ctx: _Context) -> None:
     if genesis is None or genesis.get("type") != "genesis":
         return
     try:
-        ctx.keys = [genesis_key(genesis)]
+        ctx.keys, ctx.key_indices = [genesis_key(genesis)], [0]
         declared = {ctx.keys[0].key_id: (0, ctx.keys[0])}  # each key id's first declaration: (index, key)
         for index, entry in sorted(ctx.entries.items()):
             if entry.get("type") == "key":
@@ -591,6 +609,7 @@ def _decode_entries(ctx: _Context) -> None:
                     continue
                 declared[key.key_id] = (index, key)
                 ctx.keys.append(key)
+                ctx.key_indices.append(index)
     except (HeldoutError, KeyError, TypeError) as exc:
         ctx.find("keys", exc if isinstance(exc, HeldoutError) else VerificationError(str(exc)), index=0)
 
@@ -621,7 +640,7 @@ def _check_seals(ctx: _Context) -> None:
         try:
             doc = parse_json_object(data, what=f"seal manifest {file}")
             trusted = ctx.trusted_for((doc.get("issuer") or {}).get("public_key_b64")
-                                      if isinstance(doc.get("issuer"), dict) else None)
+                                      if isinstance(doc.get("issuer"), dict) else None, used_at=state.seal_index)
             manifest = SealManifest.verify(doc, trusted)
             check_manifest_binding(manifest, sha256_hex(data), state, ctx.source.ledger_id,
                                    ctx.entries.get(state.seal_index))
@@ -772,7 +791,12 @@ def _checked_labels(ctx: _Context, state: GenerationState, task: str) -> Any:
     reveal = ctx.reveals.get(state.name)
     if reveal is None:
         if state.reveal_index is not None:
-            raise VerificationError(f"the reveal of {state.name} failed its checks", index=state.reveal_index)
+            # the reveal's own finding names the fault (at its entry); its bundles are not re-derived on labels
+            # that failed their checks, and are no fault of theirs (a bundle logged before a forged reveal was
+            # sound when it was logged: a claim on it is judged on the log as it stood then)
+            raise IncompleteError(f"the reveal of {state.name} (entry {state.reveal_index}) failed its checks: its "
+                                  "labels cannot be trusted, so its bundles are not re-derived",
+                                  field="reveal", found=state.reveal_index)
         reveal = check_opening(ctx.opening(state), state)
         ctx.reveals[state.name] = reveal
     case_ids, labels = revealed_labels(reveal, task)
@@ -783,12 +807,13 @@ def _checked_labels(ctx: _Context, state: GenerationState, task: str) -> Any:
 
 @dataclass(frozen=True)
 class _Started:
-    """A bundle whose checks before the re-derivation passed, with its re-derivation under way."""
+    """A bundle whose checks before the re-derivation passed, with its re-derivation under way (``pending``;
+    None: not re-derived by this audit, see run_audit's ``rederive``)."""
 
     entry: BundleEntry
     state: GenerationState
     evaluation: dict[str, Any]
-    pending: Pending
+    pending: Pending | None
 
 
 def _check_bundles(ctx: _Context, tick: AuditProgress, jobs: int) -> None:
@@ -910,6 +935,8 @@ def _start_bundle(ctx: _Context, index: int, entry: BundleEntry, submit: Submit)
     _check_model_dimensions(ctx, index, entry, evaluation)
     if "leakage_bits" in entry:
         _check_charge(index, entry, evaluation, state)
+    if ctx.rederive is not None and index not in ctx.rederive:  # (checked in all but its re-derivation)
+        return _Started(entry=entry, state=state, evaluation=evaluation, pending=None)
     predictions_data = ctx.blob(entry.predictions_sha256, index=index, what="predictions_sha256")
     labels, labels_hash = _labels_for(ctx, state, entry.task)
     if "labels_hash" in entry and labels_hash != entry["labels_hash"]:
@@ -980,10 +1007,12 @@ def _check_model_dimensions(ctx: _Context, index: int, entry: BundleEntry, evalu
 
 
 def _finish_bundle(ctx: _Context, index: int, begun: _Started) -> None:
-    begun.pending.result().raise_problem(lambda: ctx.source.blob_file(begun.entry.evaluation_sha256))
+    if begun.pending is not None:
+        begun.pending.result().raise_problem(lambda: ctx.source.blob_file(begun.entry.evaluation_sha256))
     if begun.state.release_mode in WITHHOLDING_MODES:
         _check_release_value(ctx, index, begun.entry, begun.state, begun.evaluation)
-    ctx.report.rederived += 1
+    if begun.pending is not None:
+        ctx.report.rederived += 1
 
 
 def _release_log(ctx: _Context, state: GenerationState) -> ReleaseLog:

@@ -77,6 +77,8 @@ class CliConsole(Console):
     piece of text it prints goes through :func:`visible` (rich's own styling codes are not text: they are made
     after, from the styles)."""
 
+    _floor = 0  # the width a table being printed needs at least (see print)
+
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         text = super()._render_buffer(segment if segment.control else Segment(visible(segment.text), segment.style)
                                       for segment in buffer)
@@ -84,6 +86,15 @@ class CliConsole(Console):
 
     @property
     def size(self) -> ConsoleDimensions:
+        found = self._size()
+        floor = self._floor  # (a table being printed: see print)
+        return found if found.width >= floor else ConsoleDimensions(floor, found.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:  # rich's API; the width is decided per print here
+        pass
+
+    def _size(self) -> ConsoleDimensions:
         columns = os.environ.get("COLUMNS", "")
         height = 25
         if ASCII_DIGITS.fullmatch(columns) and int(columns) > 0:
@@ -92,9 +103,16 @@ class CliConsole(Console):
             return super().size
         return ConsoleDimensions(PIPE_WIDTH, height)
 
-    @size.setter
-    def size(self, new_size: tuple[int, int]) -> None:  # rich's API; the width is decided per print here
-        pass
+    def print(self, *objects: Any, **options: Any) -> None:
+        """As rich prints, but a table is never laid out narrower than :func:`table_floor`: below it rich gives
+        columns no width at all and their cells vanish (``COLUMNS=12 heldout status`` printed an empty frame,
+        exit 0; red-team round 19). Wider than the terminal, its lines wrap there: every character is kept."""
+        floor = max((table_floor(o) for o in objects if isinstance(o, Table)), default=0)
+        self._floor, before = floor, self._floor
+        try:
+            super().print(*objects, **options)
+        finally:
+            self._floor = before
 
     def on_broken_pipe(self) -> None:
         # rich's default ends the process with exit 1, the code of a failed verification: raise instead, so the
@@ -117,6 +135,16 @@ _drop_malformed_terminal_size()
 # as rich Text and styles, never as markup in a string.
 console = CliConsole(highlight=False, soft_wrap=True, markup=False)
 err_console = CliConsole(stderr=True, highlight=False, soft_wrap=True, markup=False)
+
+
+#: The narrowest a table column is laid out (its cells fold within it).
+MIN_COLUMN_WIDTH = 2
+
+
+def table_floor(made: Table) -> int:
+    """The width below which ``made`` would lose cells: each column at :data:`MIN_COLUMN_WIDTH` plus its padding
+    and the borders between and around them."""
+    return len(made.columns) * (MIN_COLUMN_WIDTH + 3) + 1
 
 
 def table(title: str, columns: Sequence[str], *, right: Sequence[str] = ()) -> Table:
@@ -448,9 +476,9 @@ class HeldoutCommand(typer.core.TyperCommand):
 def read_document_file(path: Path, *, what: str) -> dict[str, Any]:
     """A JSON document the user names (a passport, a membership proof): no such regular file is bad input
     (exit 2); its content is then for the verifier to judge."""
-    from keys.safeio import DOCUMENT_LIMIT, read_named
+    from keys.safeio import DOCUMENT_LIMIT, not_a_file, read_named
     from seals import parse_json_object
 
     if not path.is_file():
-        raise UsageError(f"no {what} file at {path}", path=str(path))
+        raise UsageError(not_a_file(path, f"{what} file"), path=str(path))
     return parse_json_object(read_named(path, limit=DOCUMENT_LIMIT, what=what), what=f"{what} {path.name}")

@@ -13,7 +13,8 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
@@ -24,6 +25,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from heldout.cli.common import console, handle_errors, reference_time
+from heldout.generations.ledgers import REHEARSAL_ENV
 from heldout.store import Store, xdg_base
 from keys import UsageError, VerificationError
 from seals import format_utc
@@ -289,7 +291,23 @@ def demo_command(
 
     Example: heldout demo --store /tmp/heldout-demo"""
     _check_room(reference_time())  # before the store is rebuilt: a refusal writes nothing
-    run_demo(_prepare_store(store if store is not None else default_demo_store()), fast=fast, database=database)
+    with as_rehearsal():
+        run_demo(_prepare_store(store if store is not None else default_demo_store()), fast=fast, database=database)
+
+
+@contextmanager
+def as_rehearsal() -> Iterator[None]:
+    """Run as a rehearsal (``$HELDOUT_REHEARSAL=1``): the demo's store is its own, and its later steps run a day
+    ahead of the machine's clock (an operator's store refuses entries dated so far ahead)."""
+    previous = os.environ.get(REHEARSAL_ENV)
+    os.environ[REHEARSAL_ENV] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(REHEARSAL_ENV, None)
+        else:
+            os.environ[REHEARSAL_ENV] = previous
 
 
 def register(app: typer.Typer) -> None:

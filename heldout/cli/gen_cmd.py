@@ -298,9 +298,18 @@ def verify_reveal_cmd(
 
     Example: heldout verify-reveal gen1 --from ./public-export --key KEY_B64"""
     require_from_folder(from_dir)
-    verdict = check_reveal(open_store(store), generation, source=from_dir, ledger_id=ledger, now=command_now(at),
+    opened, now = open_store(store), command_now(at)
+    verdict = check_reveal(opened, generation, source=from_dir, ledger_id=ledger, now=now,
                            pinned=parse_key_argument(key) if key is not None else None,
                            policy=load_policy(policy_file) if policy_file is not None else None)
+    from ledger.public import is_public_log
+
+    if from_dir is None or is_public_log(from_dir):  # (a plain folder of two files has no log to audit)
+        from heldout.audit.gate import require_ledger_clean
+
+        # the reveal opens a draw the log must show was made once, as sealed (a retried draw is a finding)
+        require_ledger_clean(store=opened, source=from_dir, ledger_id=ledger, at=now, rederive=(),
+                             claim="the reveal")
     if as_json:
         print_json(verdict.to_json())
     else:

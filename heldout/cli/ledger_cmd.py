@@ -35,7 +35,7 @@ from heldout.cli.common import (
 from heldout.generations.ledgers import create_ledger, open_ledger
 from heldout.store import Store
 from keys import MalformedInput, verifier_key_string
-from keys.safeio import ENTRIES_FILE_LIMIT, read_named
+from keys.safeio import ENTRIES_FILE_LIMIT, not_a_file, path_kind, read_named
 from ledger import (
     BlobStore,
     EntryRejected,
@@ -132,8 +132,8 @@ def _read_input(path: Path, *, limit: int, what: str) -> bytes:
         if sys.stdin is None:  # (Python's stdin when the process started with it closed)
             raise LedgerUsageError(f"the {what} is to be read from standard input, which is closed", path="-")
         data = sys.stdin.buffer.read(limit + 1)
-    elif not path.exists():
-        raise LedgerUsageError(f"no {what} at {path}", path=str(path))
+    elif path_kind(path) in (None, "a dangling symbolic link", "a symbolic link loop"):
+        raise LedgerUsageError(not_a_file(path, what), path=str(path))
     else:
         try:
             data = read_named(path, limit=limit, what=what)

@@ -60,8 +60,13 @@ def verify(
     moment = reference_time(at)
     policy = load_policy(policy_file) if policy_file is not None else None
     doc = read_document_file(file, what="passport")
-    found = check_passport(doc, store=open_store(store), source=from_dir, at=moment,
+    opened = open_store(store)
+    found = check_passport(doc, store=opened, source=from_dir, at=moment,
                            pinned=parse_key_argument(key) if key is not None else None, policy=policy)
+    if found.ledger_checked:  # the log it rests on passes its audit, the passport's own bundles re-derived
+        from heldout.audit.gate import require_passport_log_clean
+
+        require_passport_log_clean(doc, store=opened, source=from_dir, at=moment)
     verdict, proven, witnessed, checked = found.verdict, found.proven, found.witnessed, found.ledger_checked
     offline = None if proven is None else (f"its seal and {len(verdict.passport.evaluations)} bundles proven "
                                            f"included offline at checkpoint size {proven.size}")

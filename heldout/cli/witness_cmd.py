@@ -52,6 +52,7 @@ from heldout.witness.server import (
     parse_listen,
 )
 from keys import MalformedInput, UsageError
+from keys.safeio import not_a_file
 from ledger import Ledger
 from ledger.cosignature import Cosigner
 from ledger.policy import Policy, QuorumError, parse_policy, read_policy_file
@@ -229,7 +230,7 @@ def policy(file: Annotated[Path | None, typer.Argument(help="A C2SP tlog-policy 
             console.print(text, end="", highlight=False)
         return
     if not file.is_file():
-        raise UsageError(f"no policy file at {file}", path=str(file))
+        raise UsageError(not_a_file(file, "policy file"), path=str(file))
     data = read_policy_file(file)
     parsed = set_policy(st, data)
     if as_json:

@@ -16,6 +16,7 @@ from heldout.staging import (
     UnpublishedOperation,
     ledger_lock,
     lock_path,
+    logged_but_unpublished,
     operation_lock,
     recover_if_staged,
     staging_pending,
@@ -26,11 +27,18 @@ from keys.files import removed_on_failure
 from keys.signer import check_key_id
 from ledger import Ledger, LedgerBackend
 from ledger.errors import LedgerStorageError
-from seals import system_clock
+from ledger.ledger import MAX_AHEAD
+from seals import format_utc, shifted, system_clock
 
 #: A PostgreSQL URL (no password: ~/.pgpass, PGPASSFILE, a service file or PGPASSWORD supply it) that holds
 #: the store's ledgers; it overrides the URL ``heldout init --database`` recorded in ``ledgers/DATABASE``.
 DATABASE_ENV = "HELDOUT_DATABASE"
+
+#: Set to 1 for a rehearsal: a store whose commands run at reference times ahead of the machine's clock (the
+#: demo's later days, tests of next year's expiries). Otherwise a writing command refuses to date an entry more
+#: than the clock tolerance after the machine's clock: the ledger's time only moves forward, so one such entry
+#: (a mistyped ``--at``) would refuse every append made on the real date, on a log nobody can rewrite.
+REHEARSAL_ENV = "HELDOUT_REHEARSAL"
 
 DEFAULT_KEY_NAME = "heldout-operator"
 DEFAULT_LEDGER_NAME = "heldout"
@@ -53,6 +61,20 @@ def ledger_backend(store: Store) -> LedgerBackend:
     return LedgerBackend(database=database) if database else LedgerBackend(folder=store.ledgers)
 
 
+def rehearsal() -> bool:
+    """Whether ``$HELDOUT_REHEARSAL`` says this is a rehearsal (``1``; unset or empty: not one)."""
+    value = os.environ.get(REHEARSAL_ENV, "")
+    if value not in ("", "1"):
+        raise UsageError(f"${REHEARSAL_ENV} is 1 (a rehearsal) or unset", field=REHEARSAL_ENV, found=ascii(value)[:40])
+    return value == "1"
+
+
+def bound_to_clock(ledger: Ledger) -> Ledger:
+    """``ledger`` with the machine's clock as the bound of what its appends may date (none in a rehearsal)."""
+    ledger.wall_clock = None if rehearsal() else system_clock
+    return ledger
+
+
 def resolve_ledger_id(store: Store, ledger_id: str | None) -> str:
     """``ledger_id`` (an id or unique prefix) when given, else the store's default (``ledgers/DEFAULT``)."""
     text = ledger_id if ledger_id is not None else store.default_ledger_id()
@@ -67,8 +89,10 @@ def create_ledger(store: Store, signer: Signer, *, name: str, now: datetime, dat
         # (its genesis entry records it for good, and every page and terminal shows it)
         raise UsageError("a ledger's name is at most 128 printable characters (no newline or control character)",
                          field="name", found=ascii(name)[:80])
+    if not rehearsal() and now > shifted(clock := system_clock(), MAX_AHEAD):
+        raise Ledger.after_clock(format_utc(now), clock)  # (the genesis is dated ``now``: every entry follows it)
     backend = LedgerBackend(database=database) if database else ledger_backend(store)
-    ledger = backend.create(signer, name=name, now=now)
+    ledger = bound_to_clock(backend.create(signer, name=name, now=now))
     create_lock(ledger)
     return ledger
 
@@ -94,10 +118,15 @@ def open_ledger(store: Store, ledger_id: str | None = None, *, read_only: bool =
             except (OSError, LedgerStorageError) as exc:
                 if not staging_pending(store, found):
                     raise  # (published after all, or failed for another reason: said as it is)
+                opened = backend.open(found, read_only=True)
+                if not logged_but_unpublished(store, opened):
+                    return opened  # killed before its commit: nothing was logged, nothing waits to be published
+                opened.close()
                 raise UnpublishedOperation(store, found, exc if isinstance(exc, OSError) else None) from None
         return backend.open(found, read_only=True)
     ledger = backend.open(found)
     try:
+        bound_to_clock(ledger)
         attach(store, ledger, clock=system_clock)
         recover_if_staged(store, ledger)
     except OSError as exc:  # (a full disk while publishing: say what waits, not only "no space left")

@@ -35,6 +35,7 @@ from keys.safeio import DOCUMENT_LIMIT, read_named
 from ledger import Checkpoint, Ledger
 from ledger.cosignature import Cosignature, Cosigner, with_cosignatures
 from ledger.policy import Policy, QuorumError, Witnessed, parse_policy
+from ledger.tiles import deadline_response_class
 from ledger.witness import SIZE_CONTENT_TYPE, parse_size_response, request_body
 from seals import parse_json_object
 
@@ -194,11 +195,16 @@ class _Connection:
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         self._make = lambda: cls(parts.hostname or "", parts.port, timeout=timeout)
         self._conn: http.client.HTTPConnection | None = None
+        # The whole answer, not only each read, within this: a witness that sends a byte every few seconds
+        # (or endless "100 Continue" lines) would otherwise hold its sender thread, and with it the command
+        # that waits for the thread at its end, for as long as it likes (red-team round 19).
+        self.answer_deadline_s = 2 * timeout
 
     def post(self, body: bytes) -> _Answer:
         for attempt in (0, 1):
             if self._conn is None:
                 self._conn = self._make()
+            self._conn.response_class = deadline_response_class(self.answer_deadline_s)
             try:
                 self._conn.request("POST", self.path, body=body, headers={"Content-Type": "text/plain"})
                 response = self._conn.getresponse()
@@ -209,10 +215,10 @@ class _Connection:
                 if response.will_close:
                     self.close()
                 return answer
-            except (http.client.HTTPException, OSError):
+            except (http.client.HTTPException, OSError) as exc:
                 self.close()
-                if attempt:
-                    raise
+                if attempt or isinstance(exc, TimeoutError):  # (once more only for a kept-alive connection the
+                    raise  # peer closed: a witness out of time has had its time)
         raise AssertionError("unreachable")
 
     def close(self) -> None:

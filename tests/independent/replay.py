@@ -295,11 +295,50 @@ def _int(text: str) -> int | float:
     return value if abs(value) <= MAX_SAFE_INTEGER else float(text)
 
 
+def _released_score(evaluation: Any) -> float | None:
+    """``dimensions.accuracy.score`` of an evaluation (what the ladder and Thresholdout release), or None."""
+    node = evaluation
+    for part in ("dimensions", "accuracy", "score"):
+        node = node.get(part) if isinstance(node, dict) else None
+    return float(node) if type(node) in (int, float) and math.isfinite(node) else None
+
+
+class _BlobFiles(dict):  # type: ignore[type-arg]
+    """Blob name -> its content, read (and hash-checked again) from the export when asked: an export's blobs are
+    not all held in memory at once (an export of many large predictions, or of large unreferenced files)."""
+
+    def __init__(self, replay: Any) -> None:
+        super().__init__()
+        self._replay = replay
+
+    def found(self, name: str, relative: str) -> None:
+        super().__setitem__(name, relative)
+
+    def __getitem__(self, name: str) -> bytes:
+        relative = super().__getitem__(name)
+        data = self._replay.read(relative)
+        if hashlib.sha256(data).hexdigest() != name:
+            raise ReplayFailure(relative, "blob", "content does not hash to its name (changed while replayed)")
+        return bytes(data)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self else default  # noqa: SIM401  (self.get is this method)
+
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS = re.compile(rb"[\[\]{}]")
+
+
 def parse_json(data: bytes) -> Any:
     """Strict JSON (FORMATS.md 2): UTF-8, no duplicate member names, no NaN or Infinity, at most 4,096 + len / 16
     arrays and objects (counted before parsing: a text of empty arrays costs a parser 20 times its size)."""
     if data.count(b"[") + data.count(b"{") > 4096 + len(data) // 16:
         raise ValueError("more arrays and objects than FORMATS.md section 2 allows for its length")
+    depth = 0  # nesting, counted before parsing too (a parser recurses: 3,000 levels end in a RecursionError)
+    for bracket in _BRACKETS.findall(_STRINGS.sub(b'""', data)):
+        depth += 1 if bracket in b"[{" else -1
+        if depth > 64:
+            raise ValueError("nested more than 64 levels deep (FORMATS.md section 2)")
     return json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
                       parse_int=_int)
 
@@ -676,10 +715,31 @@ def read_npy(data: bytes) -> tuple[str, tuple[int, ...], bytes]:
     return str(header["descr"]), tuple(header["shape"]), data[start + length:]
 
 
+NPZ_TOTAL = 256 * 1024 * 1024  # what one npz blob may expand to (a blob's own bound)
+NPZ_RATIO = 200  # the most a member may expand over its compressed size (a DEFLATE bomb reaches ~1000:1)
+
+
 def read_npz(data: bytes) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
+    """Each .npy member, inflated as it is read and refused (ValueError) past the bounds, whatever sizes the
+    archive declares: a member may not expand more than NPZ_RATIO times its compressed bytes (plus 4 KiB), nor
+    the archive past NPZ_TOTAL."""
+    found: dict[str, tuple[str, tuple[int, ...], bytes]] = {}
+    total = 0
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        return {info.filename[:-4]: read_npy(archive.read(info)) for info in archive.infolist()
-                if info.filename.endswith(".npy")}
+        for info in archive.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            bound = min(NPZ_RATIO * max(info.compress_size, 1) + 4096, NPZ_TOTAL - total)
+            chunks, size = [], 0
+            with archive.open(info) as member:
+                while chunk := member.read(1 << 20):
+                    size += len(chunk)
+                    if size > bound:
+                        raise ValueError(f"member {info.filename[:60]} expands past {bound} bytes (a zip bomb?)")
+                    chunks.append(chunk)
+            total += size
+            found[info.filename[:-4]] = read_npy(b"".join(chunks))
+    return found
 
 
 STORED_MEMBER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\.npy")
@@ -785,7 +845,7 @@ class _Replay:
         self.leaves: list[bytes] = []
         self.roots: dict[int, bytes] = {}  # MTH of the first n leaves, by n (checkpoints, passports, draws, audits)
         self.keys: list[Key] = []
-        self.blob_files: dict[str, bytes] = {}
+        self.blob_files = _BlobFiles(self)  # the blobs found, read again when one is needed (never all held)
         self.referenced: list[str] = []
         self.seal_docs: dict[str, dict[str, Any]] = {}
         self.seal_entries: dict[str, tuple[int, dict[str, Any]]] = {}
@@ -815,7 +875,11 @@ class _Replay:
         with os.fdopen(fd, "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                 raise ReplayFailure(relative, "layout", "not a regular file")
-            data = handle.read(bound + 1)
+            chunks, total = [], 0  # (read a piece at a time: read(bound + 1) would allocate the bound at once)
+            while total <= bound and (chunk := handle.read(min(1 << 24, bound + 1 - total))):
+                chunks.append(chunk)
+                total += len(chunk)
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if len(data) > bound:
             raise ReplayFailure(relative, "layout", f"larger than its bound ({bound} bytes)")
         return data
@@ -1023,10 +1087,9 @@ class _Replay:
             relative = f"blobs/sha256/{prefix}/{name}"
             if not HEX64.fullmatch(name) or prefix != name[:2]:
                 raise ReplayFailure(relative, "layout", "not a blob path blobs/sha256/<hh>/<sha256>")
-            data = self.read(relative)
-            if hashlib.sha256(data).hexdigest() != name:
+            if hashlib.sha256(self.read(relative)).hexdigest() != name:
                 raise ReplayFailure(relative, "blob", "content does not hash to its name")
-            self.blob_files[name] = data
+            self.blob_files.found(name, relative)
 
         def walk(value: Any) -> None:
             if isinstance(value, dict):
@@ -1098,7 +1161,7 @@ class _Replay:
             if hashlib.sha256(data).hexdigest() != entry["manifest_sha256"]:
                 raise ReplayFailure(file, "seal", f"is not the manifest seal entry {index} names")
             doc = canonical_document(file, data, newline=False)
-            self.signed_document(file, doc)
+            self.signed_document(file, doc, before=index)  # (signed by a key declared before the seal entry)
             if doc.get("type") != "heldout/seal-manifest" or doc.get("manifest_version") != 1:
                 raise ReplayFailure(file, "seal", "not a seal manifest version 1")
             tasks = doc.get("tasks")
@@ -1626,9 +1689,11 @@ class _Replay:
             if mode == "full" and "release" in entry:  # FORMATS section 5: ladder and Thresholdout only
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} carries a release record on {name}, which "
                                     "releases in full")
+            ladder_best: Any = None
             if mode in ("ladder", "thresholdout"):
-                self.check_release(index, entry, mode, seal[1]["release"].get("step"),
-                                   transcripts.setdefault((name, entry["task"]), []))
+                transcript = transcripts.setdefault((name, entry["task"]), [])
+                ladder_best = max((v for v, flag in transcript if flag), default=None)
+                self.check_release(index, entry, mode, seal[1]["release"].get("step"), transcript)
             if (seal[1].get("release") or {}).get("mode") == "thresholdout" and isinstance(release, dict):
                 earlier = [j for j, e in enumerate(self.entries[:index]) if e["type"] == "bundle"
                            and e["generation"] == "public" and e["model_id"] == entry["model_id"]
@@ -1640,6 +1705,14 @@ class _Replay:
                        ("seed", "model_name", "family", "params", "behaviour_version", "code_fingerprint")):
                     raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: public_bundle is another run of the "
                                         "model (seed or configuration)")
+                public_data_name = self.entries[earlier[-1]]["evaluation_sha256"]
+                public_data = self.blob(public_data_name, earlier[-1], "evaluation_sha256")
+                if public_data is not None:  # the estimate is that evaluation's released score (rule 10)
+                    public_file = f"blobs/sha256/{public_data_name[:2]}/{public_data_name}"
+                    score = _released_score(canonical_document(public_file, public_data, newline=False))
+                    if score is None or release.get("public_estimate") != round(score, 6):
+                        raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: public_estimate is not the released "
+                                            f"score of public bundle {earlier[-1]} ({score})")
             # UTC times in the one textual form compare as strings
             if not seal[1]["created_utc"] <= entry["created_utc"] < seal[1]["expiry_utc"]:
                 raise ReplayFailure(ENTRIES, "bundle", f"entry {index} was made while {name} was not current")
@@ -1654,6 +1727,17 @@ class _Replay:
                                     "20260727")
             full = (seal[1].get("release") or {}).get("mode", "full") == "full"
             data = self.blob(entry["evaluation_sha256"], index, "evaluation_sha256")
+            if data is not None and mode == "ladder" and isinstance(release, dict):
+                # published at retirement: the released value is the ladder's answer for the evaluation's score
+                score = _released_score(canonical_document(
+                    f"blobs/sha256/{entry['evaluation_sha256'][:2]}/{entry['evaluation_sha256']}", data,
+                    newline=False))
+                step = seal[1]["release"].get("step")
+                expected = None if score is None or (ladder_best is not None and score < ladder_best + step - 1e-9) \
+                    else round(round(score / step) * step, 6)
+                if release.get("value") != expected:
+                    raise ReplayFailure(ENTRIES, "bundle", f"entry {index}: its released value is not the ladder's "
+                                        f"answer for its evaluation's score ({expected})")
             if data is not None:
                 file = f"blobs/sha256/{entry['evaluation_sha256'][:2]}/{entry['evaluation_sha256']}"
                 evaluation = canonical_document(file, data, newline=False)

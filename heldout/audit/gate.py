@@ -1,0 +1,106 @@
+"""The audit's rules in front of every verifier of a published claim.
+
+A passport, a leaderboard or a reveal is only as good as the log it rests on. ``passport verify``, the site
+builder and ``verify-reveal`` replayed the log and checked the claim against it, but the domain rules of
+FORMATS section 15 (a draw retried until it suited, a better run logged again as the latest, a release record
+no mechanism gives, a leakage charge that is not the evaluation's) and the re-derivation of the cited numbers
+lived in the audit alone: a passport whose log the audit refuses was "valid" to them (red-team round 19). Each
+of them now runs the audit on the same log first, re-deriving the bundles the claim cites (every other bundle
+is checked in all but its re-derivation: a claim's verifier stays fast on a large log), and refuses the claim
+when the log has a finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from datetime import datetime
+from typing import Any
+
+from heldout.audit.report import AuditReport
+from heldout.audit.run import run_audit
+from heldout.audit.sources import AuditSource, ExportSource, operator_source
+from heldout.store import Store
+from keys import VerificationError
+from ledger.log import LogReader
+from ledger.public import open_public_log
+from seals import canonical_bytes, sha256_hex
+
+
+class LogFailsAudit(VerificationError):
+    """The log a claim rests on has an audit finding: the claim is refused (exit 1), the finding named."""
+
+
+def cited_bundles(doc: Mapping[str, Any]) -> list[int]:
+    """The ledger indices of the bundles a passport cites (``computed.heldout.bundles[].index``); the passport's
+    own checks refuse one whose citations are malformed, so what is not an index here is skipped."""
+    computed = doc.get("computed")
+    heldout = computed.get("heldout") if isinstance(computed, Mapping) else None
+    bundles = heldout.get("bundles") if isinstance(heldout, Mapping) else None
+    if not isinstance(bundles, list):
+        return []
+    return [ref["index"] for ref in bundles
+            if isinstance(ref, Mapping) and type(ref.get("index")) is int]
+
+
+def require_clean_log(source: AuditSource, *, now: datetime, rederive: Collection[int], claim: str,
+                      through: Callable[[], int | None] = lambda: None) -> AuditReport:
+    """Audit ``source`` re-deriving only ``rederive``; raise :class:`LogFailsAudit` naming the first finding (and
+    how many there are) when it is not clean. ``claim`` says what rests on it, for the message. Bundles that
+    cannot be re-derived here (labels still sealed, for a third party) are no finding: the report lists them.
+
+    ``through()``: the entry the claim was logged by, when it was (asked only once the audit has findings). A
+    claim is judged on the log as it stood when it was made: findings at later entries do not refuse it (a
+    passport issued on a clean log stays valid when the operator misbehaves later; its lapse rules judge what
+    follows), while findings without an entry (the log's integrity, its keys, the export) always do."""
+    report = run_audit(source, now=now, audit_command=f"heldout {claim}", rederive=rederive)
+    if report.findings:
+        last = through()
+        findings = [f for f in report.findings if last is None or f.index is None or f.index <= last]
+        if not findings:
+            return report
+        first = findings[0]
+        more = len(findings) - 1
+        where = {k: v for k, v in (("index", first.index), ("file", first.file)) if v is not None}
+        raise LogFailsAudit(
+            f"the ledger {claim} rests on fails its audit ({first.check}: {first.message})"
+            + (f", and {more} more finding{'s' if more > 1 else ''}" if more else "")
+            + "; the audit of the ledger names each", check=first.check, **where,
+            **{k: v for k, v in first.evidence.items() if k in ("expected", "found", "field")})
+    return report
+
+
+def require_passport_log_clean(doc: Mapping[str, Any], *, store: Store, source: str | None, at: datetime) -> None:
+    """``passport verify`` with its ledger (``source``: an export, tiles directory or URL; else the store's
+    copy): the log passes its audit, the passport's bundles re-derived (:func:`require_clean_log`)."""
+    computed = doc.get("computed")
+    heldout = computed.get("heldout") if isinstance(computed, Mapping) else None
+    ledger_id = heldout.get("ledger_id") if isinstance(heldout, Mapping) else None
+    if isinstance(ledger_id, str):  # (else checked on its own: the verdict says so)
+        digest = sha256_hex(canonical_bytes(doc))
+        require_ledger_clean(store=store, source=source, ledger_id=ledger_id, at=at, rederive=cited_bundles(doc),
+                             claim="the passport", through=lambda log: logged_at(log, digest))
+
+
+def logged_at(log: LogReader, passport_sha256: str) -> int | None:
+    """The first entry that logs the passport of this SHA-256 (the one it is judged by), if any."""
+    return next((index for index, entry in log.entries()
+                 if entry.get("type") == "passport" and entry.get("passport_sha256") == passport_sha256), None)
+
+
+def require_ledger_clean(*, store: Store, source: str | None, ledger_id: str | None, at: datetime,
+                         rederive: Collection[int], claim: str,
+                         through: Callable[[LogReader], int | None] = lambda log: None) -> None:
+    """:func:`require_clean_log` on the published log at ``source`` (an export, tiles directory or URL), else on
+    the store's ledger ``ledger_id`` (default: the store's); ``through(log)``: the claim's entry in it."""
+    audit_source: AuditSource
+    if source is not None:
+        log = open_public_log(source)
+        audit_source = ExportSource(log, ledger_id or log.ledger_id)
+    else:
+        audit_source = operator = operator_source(store, ledger_id)
+    try:
+        require_clean_log(audit_source, now=at, rederive=rederive, claim=claim,
+                          through=lambda: through(audit_source.log))
+    finally:
+        if source is None:
+            operator.ledger.close()
