@@ -465,7 +465,7 @@ def forkserver_context(preload: list[str]) -> Any:
     import multiprocessing.forkserver
 
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(preload)
+    context.set_forkserver_preload(["ledger.forkserver_signals", *preload])  # (first: workers ignore Ctrl-C)
     saved = os.environ.get("PYTHONSAFEPATH")
     os.environ["PYTHONSAFEPATH"] = "1"
     try:

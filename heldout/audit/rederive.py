@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -202,12 +203,14 @@ class _Batches:
     """Jobs gathered into batches of :data:`BATCH`, each sent to the pool as one task: when it is full, or
     when a result of it is asked for first."""
 
-    def __init__(self, pool: ProcessPoolExecutor) -> None:
+    def __init__(self, pool: ProcessPoolExecutor, interrupts: _DeferredInterrupts) -> None:
         self.pool = pool
+        self.interrupts = interrupts
         self.jobs: list[RederiveJob] = []
         self.waiting: list[_InBatch] = []
 
     def submit(self, job: RederiveJob) -> _InBatch:
+        self.interrupts.check()
         pending = _InBatch(self, len(self.jobs))
         self.jobs.append(job)
         self.waiting.append(pending)
@@ -250,10 +253,41 @@ class _InBatch:
         if self.future is None:  # its batch is still being gathered: send it as it is
             self.batches.send()
         assert self.future is not None
+        self.batches.interrupts.check()
         try:
-            return self.future.result()[self.position]
+            outcome = self.future.result()[self.position]
         except (BrokenProcessPool, EOFError) as exc:  # (EOFError: the forkserver itself died at start)
             raise _worker_failure(exc) from None
+        self.batches.interrupts.check()
+        return outcome
+
+
+class _DeferredInterrupts:
+    """While the pool runs, the terminal's interrupt is noted and raised at the next safe point (a submit, a
+    result asked for), never in the middle of the pool's own bookkeeping: raised there, it left a lock of
+    concurrent.futures held and the audit waiting for good at its shutdown (red-team round 19). A result being
+    waited for is its batch's (seconds): the interrupt is raised when it is in."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self.previous: Any = None
+
+    def __enter__(self) -> _DeferredInterrupts:
+        if threading.current_thread() is threading.main_thread():  # (only the main thread handles signals)
+            self.previous = signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.pending = True
+
+    def check(self) -> None:
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
 
 
 Pending = _InBatch | _Done
@@ -282,15 +316,18 @@ def bundle_rederiver(jobs: int, bundles: int) -> Iterator[tuple[Submit, int]]:
     if workers == 1:
         yield (lambda job: _Done(rederive_bundle(job))), 0
         return
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=_leave_interrupts)
-    try:
-        yield _Batches(pool).submit, workers * IN_FLIGHT_PER_WORKER
-    except BaseException:
-        # Ctrl-C (or any failure) in the parent: the batches not started are dropped, the running ones end,
-        # and the workers with them; waiting for every queued batch would hold an interrupted audit for minutes
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
+    with _DeferredInterrupts() as interrupts:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=_leave_interrupts)
+        try:
+            yield _Batches(pool, interrupts).submit, workers * IN_FLIGHT_PER_WORKER
+        except BaseException:
+            # Ctrl-C (or any failure) in the parent: the batches not started are dropped, the running ones
+            # end, and the workers with them; waiting for every queued batch would hold an interrupted audit
+            # for minutes
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        interrupts.check()  # (one that came during the last wait)
 
 
 def _leave_interrupts() -> None:
