@@ -11,7 +11,7 @@ and has the same root at every checkpoint size.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,8 +19,8 @@ from pathlib import Path
 from keys import Signer
 from ledger import postgres, sqlite
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
-from ledger.ledger import Ledger
-from ledger.storage import Fill, LedgerStorage
+from ledger.ledger import Ledger, closing_streams
+from ledger.storage import CheckpointRow, Fill, LedgerStorage
 
 #: Entries copied per statement batch by :func:`migrate`.
 COPY_CHUNK = 5000
@@ -162,10 +162,15 @@ def _copy_rows(source: Ledger, storage: LedgerStorage, tick: MigrationProgress =
     """Entries, nodes and checkpoints in index order, each checkpoint inserted once its entries are (the
     destination's triggers check the same growth rules as on the first write). All three are streamed; the
     nodes come in the order their last entry completes them (``ledger.storage.NODE_ORDER``)."""
-    nodes = source.storage.stored_nodes()
+    with closing_streams(source.storage.stored_nodes(), source.storage.checkpoint_rows()) as (nodes, checkpoints):
+        _copy_streams(source, storage, nodes, checkpoints, tick)
+
+
+def _copy_streams(source: Ledger, storage: LedgerStorage, nodes: Iterator[tuple[int, int, bytes]],
+                  checkpoints: Iterator[CheckpointRow], tick: MigrationProgress) -> None:
     waiting = next(nodes, None)
     done = 0
-    for checkpoint in source.storage.checkpoint_rows():
+    for checkpoint in checkpoints:
         size = checkpoint[0]
         while done < size:
             stop = min(size, done + COPY_CHUNK)

@@ -88,6 +88,20 @@ def _ahead(now: datetime) -> datetime:
     return shifted(now, MAX_AHEAD)
 
 
+@contextmanager
+def closing_streams(*streams: Iterator[Any]) -> Iterator[tuple[Iterator[Any], ...]]:
+    """The storage's streams, each closed on leaving, however it is left: a stream a failed replay abandoned
+    would otherwise be closed by the garbage collector at a moment of its choosing (a PostgreSQL server cursor,
+    on a connection then busy with another statement)."""
+    try:
+        yield streams
+    finally:
+        for stream in streams:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+
 def _signed_head(storage: LedgerStorage, size: int) -> CheckpointRow | None:
     """Inside a write transaction: the last checkpoint's row, refused when entries lie past it. Every append
     writes its entries and their checkpoint in one transaction, so such entries were written by something else
@@ -544,9 +558,12 @@ class Ledger(ProvingLog):
     def _verify_cosignatures(self) -> None:
         """Every stored cosignature verifies, under the witness key stored with it, on its checkpoint (both
         streamed by size and merged: nothing held per checkpoint)."""
-        checkpoints = self.storage.checkpoint_rows()
+        with closing_streams(self.storage.checkpoint_rows(), self.storage.cosignature_rows()) as (checkpoints, rows):
+            self._verify_cosignature_rows(checkpoints, rows)
+
+    def _verify_cosignature_rows(self, checkpoints: Iterator[CheckpointRow], rows: Iterator[Any]) -> None:
         current: CheckpointRow | None = None
-        for size, witness, key_id, timestamp, line, vkey, _ in self.storage.cosignature_rows():
+        for size, witness, key_id, timestamp, line, vkey, _ in rows:
             while current is None or current[0] < size:
                 current = next(checkpoints, None)
                 if current is None:
@@ -580,10 +597,12 @@ class Ledger(ProvingLog):
         storage = self.storage
         with storage.snapshot():
             ranges = storage.entry_ranges()
-            claims = (CheckpointClaim(size, note, root) for size, root, note, _ in storage.checkpoint_rows())
-            report = replay(storage.data_and_leaves(), self.size, claims, expected_id=expected_id,
-                            progress=progress, stored_nodes=storage.stored_nodes(), min_node_level=MIN_NODE_LEVEL,
-                            on_entry=on_entry, jobs=jobs, ranges=ranges)
+            with closing_streams(storage.checkpoint_rows(), storage.data_and_leaves(),
+                                 storage.stored_nodes()) as (rows, data, nodes):
+                claims = (CheckpointClaim(size, note, root) for size, root, note, _ in rows)
+                report = replay(data, self.size, claims, expected_id=expected_id, progress=progress,
+                                stored_nodes=nodes, min_node_level=MIN_NODE_LEVEL, on_entry=on_entry, jobs=jobs,
+                                ranges=ranges)
             self._verify_cosignatures()
             meta = storage.meta()
             broken = storage.broken_guards()

@@ -298,10 +298,20 @@ class PostgresStorage:
 
     def _stream(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
         """Rows of a large result without holding them all (a server-side cursor inside a transaction)."""
-        with self.snapshot(), self.conn.cursor(name=f"stream_{next(_CURSOR_NUMBERS)}") as cursor:
-            cursor.itersize = 2000
-            cursor.execute(sql.replace("{s}", self.schema), params)
-            yield from cursor
+        with self.snapshot():
+            cursor = self.conn.cursor(name=f"stream_{next(_CURSOR_NUMBERS)}")
+            try:
+                cursor.itersize = 2000
+                cursor.execute(sql.replace("{s}", self.schema), params)
+                yield from cursor
+            finally:
+                # A stream abandoned by an exception lives on in its traceback and is closed by the garbage
+                # collector whenever it runs: in the middle of another statement on this connection, whose lock
+                # closing would wait for, for good (a hung test, red-team round 19's CI). Then it is left to
+                # the server, which drops the cursor at its transaction's end.
+                lock = getattr(self.conn, "lock", None)
+                if lock is None or not lock.locked():
+                    cursor.close()
 
     def entries_bytes(self, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
         for index, data in self._stream(f"SELECT idx, {_DATA} FROM {{s}}.entries WHERE idx >= %s AND idx < %s "
