@@ -904,7 +904,7 @@ class PassportCheck:
     head_witnessed: Witnessed | None = None
 
 
-def _anchored_ledger_id(doc: Mapping[str, Any]) -> str | None:
+def anchored_ledger_id(doc: Mapping[str, Any]) -> str | None:
     computed = doc.get("computed")
     heldout = computed.get("heldout") if isinstance(computed, Mapping) else None
     ledger_id = heldout.get("ledger_id") if isinstance(heldout, Mapping) else None
@@ -929,7 +929,7 @@ def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | No
     from heldout.generations.verify import verify_public_log
     from ledger.public import open_public_log
 
-    ledger_id = _anchored_ledger_id(doc)
+    ledger_id = anchored_ledger_id(doc)
     if source is not None:
         if ledger_id is None:
             raise VerificationError("the passport is not anchored to a ledger (computed.heldout is empty)",

@@ -19,6 +19,7 @@ from typing import Any
 from heldout.audit.report import AuditReport
 from heldout.audit.run import run_audit
 from heldout.audit.sources import AuditSource, ExportSource, operator_source
+from heldout.passports import anchored_ledger_id
 from heldout.store import Store
 from keys import VerificationError
 from ledger.log import LogReader
@@ -72,10 +73,8 @@ def require_clean_log(source: AuditSource, *, now: datetime, rederive: Collectio
 def require_passport_log_clean(doc: Mapping[str, Any], *, store: Store, source: str | None, at: datetime) -> None:
     """``passport verify`` with its ledger (``source``: an export, tiles directory or URL; else the store's
     copy): the log passes its audit, the passport's bundles re-derived (:func:`require_clean_log`)."""
-    computed = doc.get("computed")
-    heldout = computed.get("heldout") if isinstance(computed, Mapping) else None
-    ledger_id = heldout.get("ledger_id") if isinstance(heldout, Mapping) else None
-    if isinstance(ledger_id, str):  # (else checked on its own: the verdict says so)
+    ledger_id = anchored_ledger_id(doc)
+    if ledger_id is not None:  # (else checked on its own: the verdict says so)
         digest = sha256_hex(canonical_bytes(doc))
         require_ledger_clean(store=store, source=source, ledger_id=ledger_id, at=at, rederive=cited_bundles(doc),
                              claim="the passport", through=lambda log: logged_at(log, digest))

@@ -197,15 +197,14 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
             passports[earlier] = _superseded(passports[earlier], index)
         latest[key] = len(passports)
         passports.append(record)
-    _require_clean_log(export, entries, report.ledger_id, at)  # (after the checks above: they name the file)
+    _require_clean_log(export, passports, report.ledger_id, at)  # (after the checks above: they name the file)
     return SiteData(export=export, at=at, at_basis=at_basis, release_tag=release_tag, ledger_id=report.ledger_id,
                     origin=report.origin, size=report.size, keys=keys, checkpoints=export.checkpoints(),
                     generations=generations, supersessions=supersessions, passports=passports,
                     entry_types=entry_types, seal_files=seal_files)
 
 
-def _require_clean_log(export: PublicLog, entries: list[tuple[int, dict[str, Any]]], ledger_id: str,
-                       at: datetime) -> None:
+def _require_clean_log(export: PublicLog, passports: list[PassportRecord], ledger_id: str, at: datetime) -> None:
     """No passport is published from a log that fails its audit as it stood when the passport was logged: the
     audit runs on the export, re-deriving every bundle a logged passport cites (``heldout.audit.gate``: the
     leaderboard shows those numbers). Findings after the last passport do not stop the build (left: the site
@@ -213,18 +212,11 @@ def _require_clean_log(export: PublicLog, entries: list[tuple[int, dict[str, Any
     from heldout.audit.gate import cited_bundles, require_clean_log
     from heldout.audit.sources import ExportSource
 
-    cited: set[int] = set()
-    logged = records(entries, PassportEntry)
-    for entry in logged:
-        if export.has_blob(entry.passport_sha256):
-            try:
-                cited.update(cited_bundles(parse_json_object(export.blob(entry.passport_sha256), what="passport")))
-            except HeldoutError:
-                continue  # (the audit names the passport; so does its own check below)
+    cited = {index for record in passports for index in cited_bundles(record.doc)}  # (every one verified above)
     try:
         # each passport is judged on the log as it stood when it was logged (heldout.audit.gate): the site
         # is refused for a finding at or before its last passport's entry
-        last = max((int(entry.index or 0) for entry in logged), default=-1)
+        last = max((record.entry_index for record in passports), default=-1)
         require_clean_log(ExportSource(export, ledger_id), now=at, rederive=cited, claim="the site",
                           through=lambda: last)
     except SourceUnavailable:
