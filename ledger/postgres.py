@@ -33,12 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.db import MIN_NODE_LEVEL, SCHEMA_VERSION, readable_schema
+from ledger.db import MIN_NODE_LEVEL, readable_schema
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerError, LedgerIntegrityError, LedgerStorageError, LedgerUsageError
 from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row, stored_hashes
 
 WRITER_ROLE = "heldout_writer"
+#: The PostgreSQL schema's version: 2, the tables and rules of SQLite's schema 2. (SQLite's schema 3 moved the
+#: entries' index check to the checkpoint, to save a trigger program per row; here the row triggers stay.)
+SCHEMA_VERSION = 2
 SCHEMA_PREFIX = "ledger_"
 URL_SCHEMES = ("postgresql", "postgres")
 #: How long an append waits for another writer's transaction before giving up (as SQLite's busy timeout).
@@ -520,7 +523,7 @@ def open_storage(url: str, ledger_id: str, *, read_only: bool = False) -> Postgr
     except BaseException:
         conn.close()
         raise
-    if not readable_schema(version):
+    if not readable_schema(version, SCHEMA_VERSION):
         conn.close()
         shown = str(version)[:20] if version is not None else "?"
         raise LedgerUsageError(f"{storage.location} has ledger schema {shown}; this heldout reads up to "

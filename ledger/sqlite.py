@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from keys.files import fsync_dir, remove_stale_leftovers
-from ledger.db import MIN_NODE_LEVEL, connect, guard_definitions
+from ledger.db import MIN_NODE_LEVEL, SCHEMA_VERSION, connect, guard_definitions, readable_schema, schema_tables
 from ledger.entries import is_ledger_id, is_ledger_prefix
 from ledger.errors import LedgerIntegrityError, LedgerUsageError
 from ledger.storage import NODE_ORDER, CheckpointRow, CosignatureRow, EntryRow, Fill, checkpoint_row, stored_hashes
@@ -101,11 +101,16 @@ class SqliteStorage:
                                  "WHERE type IN ('trigger', 'table')").fetchall()
         tables = {name for kind, name, _ in rows if kind == "table"}
         triggers = {name: sql for kind, name, sql in rows if kind == "trigger"}
-        expected = guard_definitions()
-        broken = []
+        stored = self.conn.execute(f"SELECT {_text('value')} FROM meta WHERE key = 'schema_version'").fetchone()
+        # The triggers of the file's own schema: a file read without migrating keeps those it was written with
+        # (a version out of range was refused when the file was opened). Whoever holds the file may write an
+        # older version to be held to fewer triggers: a table of a later schema gives that away.
+        version = int(stored[0]) if stored is not None and readable_schema(stored[0]) else SCHEMA_VERSION
+        later = sorted(tables & (schema_tables() - schema_tables(version)))
+        broken = [f"schema_version {version} (the file has the {', '.join(later)} table of a later schema)"] \
+            if later else []
+        expected = guard_definitions(version)
         for name in expected:
-            if name.startswith("cosignatures_") and "cosignatures" not in tables:
-                continue  # a schema version 1 file, read without migrating: no cosignatures table, no triggers on it
             if name not in triggers:
                 broken.append(f"{name} (gone)")
             elif triggers[name] != expected[name]:

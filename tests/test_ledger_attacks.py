@@ -135,10 +135,12 @@ _SQLITE_DEFUSINGS = {
         "DROP TRIGGER checkpoints_no_delete",
         "CREATE TRIGGER checkpoints_no_delete BEFORE DELETE ON meta "
         "BEGIN SELECT RAISE(ABORT, 'ledger checkpoints are append-only'); END"]),
-    "an insert check that lets a gap through": ("entries_next_index", [
-        "DROP TRIGGER entries_next_index",
-        "CREATE TRIGGER entries_next_index BEFORE INSERT ON entries WHEN length(NEW.leaf_hash) != 32 "
-        "BEGIN SELECT RAISE(ABORT, 'ledger entries are appended at the next index only'); END"]),
+    "a checkpoint check that lets a gap through": ("checkpoints_cover_entries", [
+        "DROP TRIGGER checkpoints_cover_entries",
+        "CREATE TRIGGER checkpoints_cover_entries BEFORE INSERT ON checkpoints "
+        "WHEN NEW.size IS NOT (SELECT MAX(idx) FROM entries) + 1 "
+        "BEGIN SELECT RAISE(ABORT, 'a ledger checkpoint covers exactly the entries before it, each with a "
+        "32-byte leaf hash'); END"]),
 }
 
 

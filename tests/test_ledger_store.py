@@ -26,6 +26,7 @@ from ledger import (
     ledger_id_of,
     verify_checkpoint,
 )
+from ledger.db import guard_definitions
 from ledger.errors import EntryAfterNow, TimeRegression
 from ledger.rfc6962 import leaf_hash
 from seals import canonical_bytes, parse_utc
@@ -230,12 +231,6 @@ def test_signing_rules_refuse_a_second_root_or_a_smaller_size(ledger_backend: Le
     "DELETE FROM checkpoints WHERE size = 1",
     "UPDATE nodes SET hash = zeroblob(32)",
     "DELETE FROM nodes",
-    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (27, 'retire', x'00', zeroblob(32), 't')",
-    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (22, 'retire', x'00', zeroblob(32), 't')",
-    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (-1, 'retire', x'00', zeroblob(32), 't')",
-    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (NULL, 'retire', x'00', zeroblob(32), 't')",
-    "INSERT INTO entries (type, data, leaf_hash, created_utc) VALUES ('retire', x'00', zeroblob(32), 't')",
-    "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (21, 'retire', x'00', zeroblob(31), 't')",
     "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (5, 'retire', x'00', zeroblob(32), 't')",
     "INSERT OR REPLACE INTO entries (idx, type, data, leaf_hash, created_utc) "
     "VALUES (1, 'x', x'00', zeroblob(32), 't')",
@@ -254,6 +249,70 @@ def test_the_database_refuses_rewriting_history(tmp_path: Path, statement: str) 
             conn.execute(statement)
         conn.close()
         ledger.verify()
+
+
+_ROW = "INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES ({}, 'retire', x'00', zeroblob({}), 't')"
+_UNSIGNABLE_ROWS = {  # 21 entries, 0 .. 20, signed
+    "a gap": [_ROW.format(22, 32)],
+    "far past the end": [_ROW.format(27, 32)],
+    "a negative index": [_ROW.format(-1, 32)],
+    "a negative index, then the next one": [_ROW.format(-1, 32), _ROW.format(21, 32)],
+    "a short leaf hash": [_ROW.format(21, 31)],
+    "a long leaf hash after a good row": [_ROW.format(21, 32), _ROW.format(22, 33)],
+}
+
+
+@pytest.mark.parametrize("rows", sorted(_UNSIGNABLE_ROWS))
+def test_rows_written_into_the_database_are_never_signed(tmp_path: Path, rows: str) -> None:
+    """Entry rows written into the file directly, past the signed entries: since schema 3 the database takes the
+    row and refuses, once per transaction, any checkpoint that does not cover exactly the entries before it
+    (indices 0 .. size - 1, each with a 32-byte leaf hash); schemas 1 and 2 refused the row itself. Either way
+    nothing is signed over it: not a checkpoint inserted by hand (the trigger), not an append or a checkpoint
+    of heldout's (which refuse entries past the last checkpoint), and ``verify`` names the ledger broken. (A row
+    at the next index with a 32-byte leaf hash is well formed to the database; heldout's writers refuse it:
+    tests/test_ledger_attacks.py.)"""
+    signer = ledger_signer()
+    with new_ledger(tmp_path, entries=20, batch=7) as ledger:
+        conn = raw(ledger)
+        for statement in _UNSIGNABLE_ROWS[rows]:
+            conn.execute(statement)
+        top = conn.execute("SELECT MAX(idx) FROM entries").fetchone()[0]
+        for size in {top + 1, 22, 23}:
+            with pytest.raises(sqlite3.IntegrityError, match="covers exactly the entries before it"):
+                conn.execute("INSERT INTO checkpoints (size, root, note, created_utc) VALUES (?, zeroblob(32), "
+                             "'n', 't')", (size,))
+        conn.close()
+        with pytest.raises(LedgerIntegrityError):
+            ledger.append(bundle_entry(99), signer=signer, now=T0)
+        if top > 20:  # rows past the signed head
+            with pytest.raises(LedgerIntegrityError):
+                ledger.checkpoint(signer=signer, now=T0)
+        else:  # a row at -1 alone leaves the head at 21, signed already: nothing new to sign
+            assert ledger.checkpoint(signer=signer, now=T0).size == 21
+        assert ledger.latest_checkpoint().size == 21
+        with pytest.raises(LedgerIntegrityError):
+            ledger.verify()
+
+
+def test_the_checkpoint_check_passes_honest_appends_of_every_shape(tmp_path: Path) -> None:
+    """The checkpoint's own check, against what heldout writes: single entries, batches across a stored node's
+    boundary, an on-demand checkpoint of a signed head (no new row), and a checkpoint inserted by hand over
+    rows that are right (the trigger refuses what is wrong, not everything written by hand)."""
+    signer = ledger_signer()
+    with new_ledger(tmp_path, entries=3) as ledger:
+        ledger.append_batch([bundle_entry(10 + k) for k in range(40)], signer=signer, now=T0)
+        ledger.append(bundle_entry(60), signer=signer, now=T0)
+        ledger.checkpoint(signer=signer, now=T0)
+        size = ledger.size
+        data = canonical_bytes(retire_entry(size))
+        conn = raw(ledger)
+        conn.execute("INSERT INTO entries (idx, type, data, leaf_hash, created_utc) VALUES (?, 'retire', ?, ?, 't')",
+                     (size, data, leaf_hash(data)))
+        conn.execute("INSERT INTO checkpoints (size, root, note, created_utc) VALUES (?, zeroblob(32), 'n', 't')",
+                     (size + 1,))
+        sizes = [row[0] for row in conn.execute("SELECT size FROM checkpoints ORDER BY size")]
+        conn.close()
+        assert sizes == [1, 2, 3, 4, 44, 45, 46]
 
 
 def test_signing_checks_consistency_with_the_last_checkpoint(tmp_path: Path) -> None:
@@ -282,8 +341,65 @@ def test_schema_is_strict_wal_full_and_migrated(tmp_path: Path) -> None:
         assert "WITHOUT ROWID" in tables["nodes"].upper()
         applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations WHERE migration_set = ?",
                                               ["heldout.ledger"])]
-        assert applied == ["0001_initial", "0002_cosignatures"]
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+        assert applied == ["0001_initial", "0002_cosignatures", "0003_checkpoint_covers_entries"]
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
+
+
+def as_schema_2(path: Path) -> None:
+    """Turn a ledger file of this schema into what schema 2 wrote: the same tables and rows, the row-by-row
+    index trigger instead of the checkpoint's, no record of migration 0003, schema_version 2."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DROP TRIGGER checkpoints_cover_entries")
+    conn.execute(guard_definitions(2)["entries_next_index"])
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = '0003_checkpoint_covers_entries'")
+    conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    conn.close()
+
+
+def test_a_schema_2_file_is_read_as_it_is_and_migrated_when_written(tmp_path: Path) -> None:
+    """A schema 2 ledger (an older heldout's) verifies read-only against schema 2's triggers, unchanged; opened
+    for writing it is migrated to schema 3 in one transaction and goes on being appended to."""
+    signer = ledger_signer()
+    with new_ledger(tmp_path, entries=20, batch=7) as ledger:
+        path = ledger.path
+        root = ledger.root(21)
+    assert path is not None
+    as_schema_2(path)
+    with Ledger.open(path, read_only=True) as old:
+        assert old.verify().size == 21
+        assert old.db.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+        with pytest.raises(sqlite3.OperationalError):  # (read-only: no migration either)
+            old.db.conn.execute("DROP TRIGGER entries_next_index")
+    with Ledger.open(path) as ledger:
+        conn = ledger.db.conn
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
+        triggers = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall())
+        assert triggers == guard_definitions()
+        assert ledger.root(21) == root
+        ledger.append_batch([bundle_entry(30 + k) for k in range(5)], signer=signer, now=T0)
+        assert ledger.verify().size == 26
+
+
+@pytest.mark.parametrize("claimed", ["1", "2"])
+def test_attack_an_older_schema_version_written_to_be_held_to_fewer_triggers(tmp_path: Path, claimed: str) -> None:
+    """Whoever holds the file writes an older schema_version into meta, so that ``verify`` would hold it to that
+    schema's triggers (schema 1 had none on cosignatures; schema 2 checked rows, not checkpoints) while the
+    triggers stay those of schema 3 (or are dropped). Named either way: the triggers of the claimed schema are
+    missing, or the file has a table of a later one."""
+    with new_ledger(tmp_path, entries=4) as ledger:
+        conn = raw(ledger)
+        conn.execute(f"UPDATE meta SET value = '{claimed}' WHERE key = 'schema_version'")
+        if claimed == "1":
+            for action in ("update", "delete"):
+                conn.execute(f"DROP TRIGGER cosignatures_no_{action}")
+            conn.execute("DROP TRIGGER cosignatures_on_checkpoints")
+            conn.execute("DROP TRIGGER checkpoints_cover_entries")
+            conn.execute(guard_definitions(2)["entries_next_index"])
+        conn.close()
+        found = "the file has the cosignatures table of a later schema" if claimed == "1" \
+            else "entries_next_index \\(gone\\)"
+        with pytest.raises(LedgerIntegrityError, match=f"append-only triggers are gone or altered .*{found}"):
+            ledger.verify()
 
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
