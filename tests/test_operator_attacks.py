@@ -142,6 +142,33 @@ def test_attack_a_bundle_that_understates_its_charge_against_the_budget(
         assert verified.exit_code == 0, verified.output  # the passport cites the model's own bundles only
 
 
+def test_attack_a_finding_after_the_last_passport_is_shown_by_the_site(fixture: AuditFixture, tmp_path: Path) -> None:
+    """A passport issued on the honest log, then a gen2 bundle that understates its charge: the passport stands
+    (it is judged on the log as it stood), so the site is built and ranks it; but the generations page showed a
+    leakage budget that counts the understated charge, and nothing said the log had a finding. The site lists
+    every finding after the last passport, in leaderboard.json and as a warning on the pages that show the log's
+    state."""
+    assert operator_audit(fixture)[0] == 0
+    issue(fixture, "model_0", "gen2")
+    entry, _, _, _ = _a_gen2_bundle(fixture)
+    forged = {**entry, "model_id": "understated", "created_utc": LATER, "leakage_bits": 1.0}
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        index = ledger.append(forged, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    export = _export(fixture, tmp_path / "export")
+    out = tmp_path / "site"
+    built = cli_at("site", "build", out, "--from", export)
+    assert built.exit_code == 0, built.output
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert [f["index"] for f in board["later_findings"]] == [index]
+    assert "leakage_bits does not match its evaluation" in board["later_findings"][0]["message"]
+    assert [(row["model_id"], row["state"]) for b in board["boards"] for row in b["rows"]] == [("model_0", "valid")]
+    for page in ("index.html", "ledger/generations.html"):
+        html = (out / page).read_text()
+        assert 'id="later-findings"' in html and "1 finding at entries after the last passport" in html, page
+        assert f'#e{index}">{index}</a>' in html.split('id="later-findings"')[1], page
+
+
 def _claimed_audit(ledger: Any) -> tuple[dict[str, Any], bytes]:
     """A report claiming a clean audit at the head (counts that the log bears out)."""
     bundles = sum(1 for _, e in ledger.entries() if e.get("type") == "bundle")

@@ -123,6 +123,7 @@ def test_leaderboard_document_ranks_and_separates(built: Path) -> None:
     # the public generation's board is ranked too, and says it is not held-out evidence
     assert boards["gen2"]["held_out"] is True and boards["public"]["held_out"] is False
     assert index.count("Not held out:") == 1
+    assert doc["later_findings"] == [] and 'id="later-findings"' not in index  # a clean log: no warning
     public_section = index[index.index('id="public--'):]
     assert public_section.index("Not held out:") < public_section.index("</section>")
 

@@ -63,6 +63,18 @@ class PassportRecord:
         return passport_page(self.entry_index, self.model_id, self.generation)
 
 
+@dataclass(frozen=True)
+class LaterFinding:
+    """An audit finding at an entry after the site's last passport: its check, entry and message."""
+
+    check: str
+    index: int
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "index": self.index, "message": self.message}
+
+
 @dataclass
 class SiteData:
     export: PublicLog
@@ -81,6 +93,9 @@ class SiteData:
     #: The export's seal files the site publishes, by site path (``seals/<name>``), with their SHA-256: those
     #: whose name is a plain ASCII name (:func:`heldout.site.paths.copied_seal_path`).
     seal_files: dict[str, str] = field(default_factory=dict)
+    #: Audit findings at entries after the last passport's (which the passports do not rest on), in the
+    #: audit's order: the site is built, and says what they are.
+    later_findings: tuple[LaterFinding, ...] = ()
     _head_proofs: dict[int, list[str]] = field(default_factory=dict)
 
     @property
@@ -197,18 +212,20 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
             passports[earlier] = _superseded(passports[earlier], index)
         latest[key] = len(passports)
         passports.append(record)
-    _require_clean_log(export, passports, report.ledger_id, at)  # (after the checks above: they name the file)
+    later = _require_clean_log(export, passports, report.ledger_id, at)  # (after the checks above: they name files)
     return SiteData(export=export, at=at, at_basis=at_basis, release_tag=release_tag, ledger_id=report.ledger_id,
                     origin=report.origin, size=report.size, keys=keys, checkpoints=export.checkpoints(),
                     generations=generations, supersessions=supersessions, passports=passports,
-                    entry_types=entry_types, seal_files=seal_files)
+                    entry_types=entry_types, seal_files=seal_files, later_findings=later)
 
 
-def _require_clean_log(export: PublicLog, passports: list[PassportRecord], ledger_id: str, at: datetime) -> None:
+def _require_clean_log(export: PublicLog, passports: list[PassportRecord], ledger_id: str,
+                       at: datetime) -> tuple[LaterFinding, ...]:
     """No passport is published from a log that fails its audit as it stood when the passport was logged: the
     audit runs on the export, re-deriving every bundle a logged passport cites (``heldout.audit.gate``: the
-    leaderboard shows those numbers). Findings after the last passport do not stop the build (left: the site
-    does not yet show them)."""
+    leaderboard shows those numbers). Findings at entries after the last passport do not stop the build (the
+    passports stand on the log before them), but what those entries record is not vouched for: they are
+    returned, and every page that shows the log's state (the leaderboard, the generations) lists them."""
     from heldout.audit.gate import cited_bundles, require_clean_log
     from heldout.audit.sources import ExportSource
 
@@ -217,12 +234,15 @@ def _require_clean_log(export: PublicLog, passports: list[PassportRecord], ledge
         # each passport is judged on the log as it stood when it was logged (heldout.audit.gate): the site
         # is refused for a finding at or before its last passport's entry
         last = max((record.entry_index for record in passports), default=-1)
-        require_clean_log(ExportSource(export, ledger_id), now=at, rederive=cited, claim="the site",
-                          through=lambda: last)
+        audit = require_clean_log(ExportSource(export, ledger_id), now=at, rederive=cited, claim="the site",
+                                  through=lambda: last)
     except SourceUnavailable:
         raise
     except HeldoutError as exc:
         raise SiteBuildRefused(f"nothing was published: {exc.message}", **exc.evidence) from None
+    # (every finding left has an index past the last passport's: the others refused the build above)
+    return tuple(LaterFinding(check=f.check, index=f.index, message=f.message) for f in audit.findings
+                 if f.index is not None)
 
 
 def _check_seal_files(export: PublicLog, entries: list[tuple[int, dict[str, Any]]]) -> None:

@@ -462,8 +462,28 @@ def leaderboard(site: SiteData) -> tuple[dict[str, Any], str]:
         "sort_keys": SORT_KEYS,
         "boards": boards,
         "unranked": [row.to_json(None) for row in unranked],
+        "later_findings": [finding.to_json() for finding in site.later_findings],
     }
     return document, _leaderboard_html(site, document)
+
+
+def later_findings_notice(site: SiteData, root: str) -> str:
+    """The audit's findings at entries after the last passport, as a warning: the passports shown stand on the
+    log before them, but what those entries record (bundles, leakage charges, retirements, reveals) is not
+    vouched for, and the state shown (a generation's budget, a passport lapsed by a retirement) includes it."""
+    if not site.later_findings:
+        return ""
+    last = max((record.entry_index for record in site.passports), default=None)
+    after = "no logged passport" if last is None else f"the last passport (entry {entry_page_link(root, last)})"
+    rows = [[entry_page_link(root, f.index), esc(f.check), esc(f.message)] for f in site.later_findings]
+    count = len(site.later_findings)
+    return ('<section class="findings" id="later-findings"><h2>Audit findings after the last passport</h2>'
+            f"<p class=\"note\"><strong>The audit of this log has {count} finding{'s' if count > 1 else ''} at "
+            f"entries after {after}.</strong> No passport on this site rests on those entries (each is judged on "
+            "the log as it stood when it was logged), but what they record is not vouched for, and the state "
+            "this site shows (a generation's leakage budget and bundles, a passport lapsed by a retirement) "
+            "includes it. <code>python audit.py LEDGER --from EXPORT</code> names each.</p>"
+            + table(["entry", "check", "finding"], rows) + "</section>")
 
 
 def _row_cells(row: Mapping[str, Any], ranked: bool) -> list[str]:
@@ -512,6 +532,7 @@ def _leaderboard_html(site: SiteData, doc: Mapping[str, Any]) -> str:
         f'<p class="rule"><strong>Ranking rule.</strong> {esc(RANK_RULE)}</p>',
         '<nav class="tabs">' + " ".join(tabs) + ' <a href="#unranked">retired, lapsed, expired</a></nav>'
         if tabs else '<nav class="tabs"><a href="#unranked">retired, lapsed, expired</a></nav>',
+        later_findings_notice(site, ""),
         "".join(sections) if sections else "<p>No passport is valid at the reference time.</p>",
         '<section id="unranked"><h2>Retired, lapsed, expired or superseded (not ranked)</h2>', unranked, "</section>",
     ])
@@ -549,7 +570,7 @@ def generations_page(site: SiteData, carried: set[str]) -> str:
                      code(g.set_hash), esc(format_utc(g.expiry)), f"<strong>{esc(g.state_at(site.at))}</strong>",
                      budget, str(len(g.bundles)), retired, reveal])
     body = ("<h1>Generations</h1><p>Every generation sealed on the ledger, as the ledger describes it at the "
-            f"reference time {esc(format_utc(site.at))}.</p>" +
+            f"reference time {esc(format_utc(site.at))}.</p>" + later_findings_notice(site, root) +
             table(["generation", "membership", "sealed", "set hash", "expiry", "state", "leakage budget used",
                    "bundles", "retired", "reveal"], rows))
     return _page(site, "heldout generations", root, body)
