@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from heldout.entries import BundleEntry, EntryRecord, PassportEntry, SealEntry, entry_record, records
 from heldout.generations import GenerationState, load_generations, manifest_path
@@ -64,6 +64,9 @@ from seals import (
     sign_document,
     verify_passport,
 )
+
+if TYPE_CHECKING:  # (read where it is used: the tiles reader is not every command's import)
+    from ledger.public import PublicLog
 
 PASSPORT_VERSION = "0.1"
 CANONICALISATION = {
@@ -920,10 +923,12 @@ class AnchoredLedger:
     head: Checkpoint
 
 
-def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | None) -> AnchoredLedger | None:
+def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | None,
+                          log: PublicLog | None = None) -> AnchoredLedger | None:
     """The ledger a passport is anchored to: the public log at ``source`` (an export or tiles directory, or a
-    tiles URL; replayed and its ledger id checked first), else that ledger in ``store`` when the store holds
-    it (verified first); None when neither applies (the passport is then checked on its own, and said to be)."""
+    tiles URL; ``log`` when it is already opened; replayed and its ledger id checked first), else that ledger in
+    ``store`` when the store holds it (verified first); None when neither applies (the passport is then checked
+    on its own, and said to be)."""
     from heldout.generations import open_ledger
     from heldout.generations.ledgers import resolve_ledger_id
     from heldout.generations.verify import verify_public_log
@@ -934,7 +939,7 @@ def passport_ledger_facts(doc: Mapping[str, Any], store: Store, source: str | No
         if ledger_id is None:
             raise VerificationError("the passport is not anchored to a ledger (computed.heldout is empty)",
                                     field="computed.heldout")
-        public = open_public_log(source)
+        public = open_public_log(source) if log is None else log
         verify_public_log(public, expected_id=ledger_id)  # every rule of a public log, its blobs' included
         return AnchoredLedger(LedgerFacts.of(public, public.blobs), public.latest_checkpoint())
     if ledger_id is None:
@@ -1014,14 +1019,16 @@ def witnessed_passport(passport: Passport, policy: Policy) -> Witnessed:
 
 
 def check_passport(doc: dict[str, Any], *, store: Store, source: str | None, at: datetime,
-                   pinned: PublicKey | TrustedKey | None = None, policy: Policy | None = None) -> PassportCheck:
+                   pinned: PublicKey | TrustedKey | None = None, policy: Policy | None = None,
+                   log: PublicLog | None = None) -> PassportCheck:
     """Verify a passport document as ``heldout passport verify`` does: against its ledger when one is at hand
     (``source``, else ``store``'s copy: :func:`check_passport_on_ledger`; with ``source``, the issuer key is
     ``pinned`` or else the keyring's, and the ledger must declare it), else on its own (signature, expiry,
     and its offline proofs under ``pinned`` or the keyring's issuer key); with ``policy``, its proofs must rest
     on a checkpoint the policy's quorum cosigned, and the ledger's head too (:func:`witnessed_head`). Raises for
-    a failed check; an expired or lapsed passport is a verdict, not an error."""
-    anchored = passport_ledger_facts(doc, store, source)
+    a failed check; an expired or lapsed passport is a verdict, not an error. ``log``: the public log at
+    ``source`` already opened (whoever judges more than the passport on it reads it once)."""
+    anchored = passport_ledger_facts(doc, store, source, log)
     facts = anchored.facts if anchored is not None else None
     proven = None
     head_witnessed = witnessed_head(anchored, policy) if anchored is not None and policy is not None else None

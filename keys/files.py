@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import functools
 import os
 import re
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from keys.errors import KeyFileError, StorageError
+from keys.errors import KeyFileError, StorageError, storage_error
 from keys.safeio import DOCUMENT_LIMIT, UnsafeFile, read_in
 
 PRIVATE_DIR_MODE = 0o700
@@ -221,6 +222,58 @@ def removed_on_failure(*folders: Path) -> Iterator[None]:
         for folder in new:  # the outermost first: what it holds goes with it
             shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+class HeldFolder:
+    """A folder held by :func:`folder_held`: whether that call made it (``made``), and how to take it away
+    again when what the holder set up in it fails (:meth:`removed_on_failure`)."""
+
+    def __init__(self, folder: Path, made: bool, top: Path | None) -> None:
+        self.folder, self.made, self.top = folder, made, top
+
+    @contextmanager
+    def removed_on_failure(self) -> Iterator[None]:
+        """When the block raises and the folder was made by this hold: the folder, with what the block put in
+        it, is removed again, and the folders above it that were made with it when they are empty. (Only around
+        what the holder itself sets up: a holder that finds another's work in the folder and stops must not
+        take it away.)"""
+        try:
+            yield
+        except BaseException:
+            if self.made:
+                shutil.rmtree(self.folder, ignore_errors=True)
+                parent = self.folder.parent
+                while self.top is not None and parent != self.top.parent:  # (empty: another command may have
+                    with contextlib.suppress(OSError):  # made one of them since)
+                        parent.rmdir()
+                    parent = parent.parent
+            raise
+
+
+@contextmanager
+def folder_held(folder: Path) -> Iterator[HeldFolder]:
+    """Hold ``folder`` for the block, making it (and the folders above it) when missing: an exclusive lock on
+    the folder itself (``flock`` of its descriptor: no file is added to it), so that two commands that would
+    both set it up run one after the other, the second seeing what the first made."""
+    folder = Path(folder)
+    top = None
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        top, probe = probe, probe.parent
+    try:
+        try:
+            folder.mkdir(parents=True)  # (made here, or it exists: whoever made it, it is held the same way)
+            made = True
+        except FileExistsError:
+            made = False
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise storage_error(exc) from None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield HeldFolder(folder, made, top)
+    finally:
+        os.close(descriptor)  # (releases the lock)
 
 
 # --- leftovers of killed commands, and swapping a folder into place ------------------------------------------

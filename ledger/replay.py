@@ -463,19 +463,41 @@ def forkserver_context(preload: list[str]) -> Any:
     it. ``PYTHONSAFEPATH`` (Python 3.11) leaves the folder out; each worker still takes this process's path as it
     starts (a preload that cannot be imported from the server's path is only skipped)."""
     import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["ledger.forkserver_signals", *preload])  # (first: workers ignore Ctrl-C)
     saved = os.environ.get("PYTHONSAFEPATH")
     os.environ["PYTHONSAFEPATH"] = "1"
     try:
-        multiprocessing.forkserver.ensure_running()
+        # (the resource tracker first: starting it unblocks the interrupt in this thread, whatever held it)
+        multiprocessing.resource_tracker.ensure_running()
+        with _interrupt_left_to_this_process():
+            multiprocessing.forkserver.ensure_running()
     finally:
         if saved is None:
             del os.environ["PYTHONSAFEPATH"]
         else:
             os.environ["PYTHONSAFEPATH"] = saved
     return context
+
+
+@contextlib.contextmanager
+def _interrupt_left_to_this_process() -> Iterator[None]:
+    """A server started in the block starts with the terminal's interrupt blocked (a process inherits the mask
+    of the thread that starts it, through its exec): it is of the terminal's process group, and one Ctrl-C in
+    the moment it was starting killed it, with a "Fatal Python error" KeyboardInterrupt traceback, before its
+    own main() could ignore the interrupt; the command then reported a dead worker instead of the interrupt
+    (red-team round 20). The server never unblocks it; here it is only held in this thread for the block: it
+    reaches this process's own handler all the same (multiprocessing's resource tracker is started this way)."""
+    if threading.current_thread() is not threading.main_thread():  # (only the main thread takes signals here)
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def available_cpus() -> int:

@@ -482,6 +482,8 @@ def parse_json(data: bytes | str, *, what: str = "document") -> Any:
         ) from None
     except ValueError as exc:
         raise MalformedInput(f"{what} is not acceptable JSON: {exc}") from None
+    except RecursionError:  # (the depth check above refuses what nests deep; this is the last word, not a trace)
+        raise MalformedInput(f"{what} is nested too deeply to read", expected=MAX_JSON_DEPTH) from None
 
 
 class _Declined(Exception):

@@ -90,6 +90,25 @@ def test_a_terminal_narrower_than_a_table_keeps_every_cell(built: AuditFixture, 
     assert sorted(letters(narrow)) == sorted(letters(wide))
 
 
+@pytest.mark.parametrize("columns", ["1", "12", "29"])
+@pytest.mark.parametrize("args", [["ledger", "verify"], ["status"], ["passport", "verify"]], ids=" ".join)
+def test_help_in_a_narrow_terminal_names_every_option(args: list[str], columns: str) -> None:
+    """typer draws a command's help at the terminal's width: below about 30 columns its Options panel was an
+    empty box, no option named, exit 0 (red-team round 20). Help is drawn at least 40 columns wide (its lines
+    then wrap in the terminal): every option is named, as in a wide terminal."""
+    from heldout.cli.common import HELP_MIN_WIDTH
+
+    command = dict((tuple(p), c) for p, c in all_commands())[tuple(args)]
+    options = {o for param in command.params for o in getattr(param, "opts", []) if o.startswith("--")}
+    narrow = ok(*args, "--help", env={"COLUMNS": columns}).stdout
+    assert options and all(option in narrow for option in options), (sorted(options), narrow)
+    assert max(map(len, narrow.splitlines())) <= HELP_MIN_WIDTH
+    script = subprocess.run([sys.executable, str(REPO_ROOT / "audit.py"), "--help"], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "COLUMNS": columns,
+                                                        "PYTHONPATH": str(REPO_ROOT)})
+    assert script.returncode == 0 and "--from" in script.stdout and "--jobs" in script.stdout, script.stdout
+
+
 # --- --json, hashes, reprs ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", [p for p in COMMANDS if tuple(p) not in NO_DATA], ids=" ".join)

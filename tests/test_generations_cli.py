@@ -11,6 +11,7 @@ import stat
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -92,6 +93,42 @@ def test_an_init_killed_before_it_named_the_default_is_finished_by_the_next(env:
     assert json.loads(result.output)["ledger_id"] == env.ledger_id and st.default_ledger_id() == env.ledger_id
     assert [p.name for p in st.ledgers.glob("*.sqlite")] == [f"{env.ledger_id}.sqlite"]
     assert cli("init", store=env.store).exit_code == 2  # and now it is initialised
+
+
+def _init_when_released(root: str, barrier: Any, answers: Any) -> None:
+    from heldout.generations.ledgers import initialise_store
+
+    barrier.wait(timeout=60)
+    try:
+        made = initialise_store(Store(Path(root)), now=parse_utc("2026-03-01T00:00:00Z"))
+        answers.put(("made", made.ledger_id))
+    except UsageError as exc:
+        answers.put(("refused", exc.message))
+
+
+def test_inits_at_once_on_a_new_store_make_one_ledger_and_refuse_the_others(tmp_path: Path) -> None:
+    """Three inits at once on a store that does not exist yet (processes forked with everything imported, then
+    released together): each checked that the store had no default ledger and then made a key, a ledger and
+    the default of its own, and every one reported success (red-team round 20), the store keeping the last.
+    One init makes the store; the others wait for it and are refused (already initialised): one ledger, one
+    key, the default the one that succeeded."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    store = tmp_path / "new" / "store"
+    barrier, answers = context.Barrier(3), context.Queue()
+    runs = [context.Process(target=_init_when_released, args=(str(store), barrier, answers)) for _ in range(3)]
+    for run in runs:
+        run.start()
+    results = sorted(answers.get(timeout=120) for _ in runs)
+    for run in runs:
+        run.join(timeout=60)
+    assert [kind for kind, _ in results] == ["made", "refused", "refused"], results
+    assert all("already initialised" in text for kind, text in results if kind == "refused"), results
+    st = Store.open(store)
+    assert st.default_ledger_id() == results[0][1]
+    assert [p.name for p in st.ledgers.glob("*.sqlite")] == [f"{results[0][1]}.sqlite"]
+    assert len(list(st.private_keys.glob("*.key"))) == 1
 
 
 def test_pool_add_hashes_cases_keeps_them_private_and_skips_known_ones(env: SimpleNamespace) -> None:

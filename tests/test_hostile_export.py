@@ -324,6 +324,30 @@ def test_hostile_file_is_refused_cleanly(fixture: Fixture, tmp_path: Path, kind:
             assert (work / "audit_report.json").is_file(), (kind, shape, result.stderr[-800:])
 
 
+#: Nested past the limit and never closed: 3,001 bytes, within every size and width bound.
+UNCLOSED_JSON = b"[" * 3000 + b"1\n"
+
+
+@pytest.mark.parametrize("kind", ["manifest", "entries", "evaluation blob", "public key", "seal manifest",
+                                  "published reveal", "passport"])
+def test_attack_json_nested_deep_and_never_closed_is_refused_in_one_line(fixture: Fixture, tmp_path: Path,
+                                                                         kind: str) -> None:
+    """Deep nesting that never closes passed the depth check ("unbalanced: the parser reports it"), and the
+    parser recursed into every bracket before the fault: a RecursionError traceback from every command that
+    read the file, while the independent replay refused it in one line (red-team round 20). Every reader
+    refuses it in one line now."""
+    export = tmp_path / "export"
+    shutil.copytree(fixture.export, export, symlinks=True)
+    passport = tmp_path / "passport.json"
+    shutil.copyfile(fixture.passport, passport)
+    relative = target_files(fixture)[kind]
+    _replace(passport if relative == "<passport>" else export / relative, UNCLOSED_JSON)
+    work = tmp_path / "work"
+    work.mkdir()
+    for command in READERS[kind]:
+        check_clean_failure(command, run(command, fixture, export, passport, work), must_fail=True)
+
+
 def test_attack_a_wide_export_manifest_is_refused_before_it_is_parsed(fixture: Fixture, tmp_path: Path) -> None:
     """Empty arrays, 3 bytes each, within the document bounds: every reader refuses the text by its count of
     arrays and objects before parsing it, in one line, under the memory limit (whatever the case knob)."""

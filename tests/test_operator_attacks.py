@@ -165,7 +165,7 @@ def test_attack_a_finding_after_the_last_passport_is_shown_by_the_site(fixture: 
     assert [(row["model_id"], row["state"]) for b in board["boards"] for row in b["rows"]] == [("model_0", "valid")]
     for page in ("index.html", "ledger/generations.html"):
         html = (out / page).read_text()
-        assert 'id="later-findings"' in html and "1 finding at entries after the last passport" in html, page
+        assert 'id="later-findings"' in html and "whole log has 1 finding that the log as it stood" in html, page
         assert f'#e{index}">{index}</a>' in html.split('id="later-findings"')[1], page
 
 
@@ -1991,6 +1991,63 @@ def test_attack_a_passport_on_numbers_that_do_not_rederive(fixture: AuditFixture
     assert not (site / "index.html").exists()
 
 
+def _split_view_server(first: Path, then: Path) -> Any:
+    """A tiles server that shows the log in ``first`` to whoever opens it first (up to its second read of the
+    manifest), and the one in ``then`` to every later reader: a dishonest operator's server, answering the
+    claim's check and the audit that gates it with two logs of the same ledger."""
+    import threading
+
+    from ledger.tiles import MANIFEST
+    from tests.test_tiles_hostile import RawServer
+
+    manifests = 0
+    lock = threading.Lock()
+
+    def answer(request: bytes, connection: Any, stop: Any) -> None:
+        nonlocal manifests
+        path = request.split(b" ")[1].decode().lstrip("/")
+        with lock:
+            manifests += path == MANIFEST
+            folder = first if manifests <= 1 else then
+        target = folder / path
+        if not target.is_file():
+            connection.sendall(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
+        data = target.read_bytes()
+        connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+
+    return RawServer(answer)
+
+
+@pytest.mark.parametrize("claim", ["passport", "reveal"])
+def test_attack_a_server_that_shows_the_claim_one_log_and_its_audit_another(fixture: AuditFixture, tmp_path: Path,
+                                                                           claim: str) -> None:
+    """The operator serves its tiles over HTTP and answers the first reader with the log that holds the claim
+    (a passport on numbers that do not re-derive; a reveal of a draw retried until it suited) and every later
+    reader with the honest log before it (a prefix: the same ledger, signed by the same key). ``passport verify
+    --from URL`` and ``verify-reveal --from URL`` checked the claim on the first answer and ran the audit that
+    gates it on a second one: each answer passed its own check, and the claim was accepted. Each verifier now
+    reads the log once and judges the claim and its audit on that one reading."""
+    honest = tmp_path / "honest"
+    assert cli_at("ledger", "tiles", fixture.ledger_id, honest, "--store", fixture.store).exit_code == 0
+    if claim == "passport":
+        with command_clock(NOW):
+            add_bundle(fixture.store, "public", "liar", seed=7, skill=0.1, data_root=fixture.data_root,
+                       edit=_forge_the_score)
+        path = _issue_without_audit(fixture, "liar", "public")
+        args: tuple[Any, ...] = ("passport", "verify", path)
+        words = "does not re-derive"
+    else:
+        retried = _retried_draw_revealed(fixture)
+        args = ("verify-reveal", retried)
+        words = "retried"
+    forged = tmp_path / "forged"
+    assert cli_at("ledger", "tiles", fixture.ledger_id, forged, "--store", fixture.store).exit_code == 0
+    with _split_view_server(forged, honest) as server:
+        result = cli_at(*args, "--from", server.url, "--key", fixture.key_b64)
+    _refused_by_its_log(result, words)
+
+
 def test_attack_a_better_run_logged_again_as_the_latest(fixture: AuditFixture, tmp_path: Path) -> None:
     """A model's good run, then a worse one (the latest: what a passport must cite), then the good run's entry
     appended again through the library so that it is the latest. The audit names the repeat; the passport
@@ -2011,11 +2068,9 @@ def test_attack_a_better_run_logged_again_as_the_latest(fixture: AuditFixture, t
     _refused_by_its_log(cli_at("site", "build", tmp_path / "site", "--from", out), words)
 
 
-def test_attack_a_retried_draw_then_revealed(fixture: AuditFixture, tmp_path: Path) -> None:
-    """The operator kills gen3's seal after its intent is logged, throws the pending draw away and seals with
-    --retry-draw (a second intent: a draw chosen among several), then retires gen3 with its reveal. The reveal
-    recomputes the set hash of the manifest it opens, so verify-reveal said "verified"; the log it rests on
-    shows the draw was retried (FORMATS section 15 rule 8), and verify-reveal now refuses it with that."""
+def _retried_draw(fixture: AuditFixture) -> None:
+    """gen3 sealed on a second draw: the first one's seal killed after its intent was logged, its pending draw
+    thrown away, then ``--retry-draw``."""
     seal = ["seal", "gen3", "--tasks", "bloodmnist", "--per-task", "20", "--expires", "2027-05-01",
             "--budget-bits", "1e9", "--store", str(fixture.store)]
     env = {**os.environ, "HELDOUT_CRASH_AT": "seal.staging", "HELDOUT_NOW": NOW, "PYTHONPATH": str(REPO_ROOT)}
@@ -2024,7 +2079,131 @@ def test_attack_a_retried_draw_then_revealed(fixture: AuditFixture, tmp_path: Pa
     for pending in fixture.store.glob("private/pending-draws/*/gen3.json"):
         pending.unlink()  # the first draw, "lost"
     assert cli_at(*seal, "--retry-draw", at=NOW).exit_code == 0
+
+
+def _retried_draw_revealed(fixture: AuditFixture) -> str:
+    """:func:`_retried_draw`, then gen3 retired with its reveal; returns "gen3"."""
+    _retried_draw(fixture)
     assert cli_at("retire", "gen3", "--reason", "expired", "--reveal", "--store", fixture.store).exit_code == 0
+    return "gen3"
+
+
+# --- round 20: a claim judged on the log as it stood, and on what its numbers rest on --------------------------
+# The gate audited the whole current log and ignored the findings placed after the claim's entry: whatever the
+# operator logged later could move a finding past the claim (one more seal intent moved "the draw was retried"
+# to it), or turn it into a later entry's (a reveal reported the seal's rigged draw at itself). The claim is now
+# judged by an audit of the log as it stood at its entry (run_audit's ``through``). And the gate re-derived
+# the cited bundles only, while a Thresholdout answer releases the score of a public bundle it does not cite.
+
+def test_attack_one_more_intent_after_the_passport_to_move_the_retried_draw_past_it(
+        fixture: AuditFixture, tmp_path: Path) -> None:
+    """gen3's draw was retried, then a passport on it issued without a clean audit: refused, the retry named.
+    The operator then logs gen3's intent once more: the audit named the retry at the latest intent, now after
+    the passport, and the gate let the passport through (valid to ``passport verify`` and ranked by the site)."""
+    _retried_draw(fixture)
+    add_bundle(fixture.store, "gen3", "picky", seed=31, skill=0.9)
+    path = _issue_without_audit(fixture, "picky", "gen3")
+    _refused_by_its_log(cli_at("passport", "verify", path, "--store", fixture.store), "retried")
+    st = Store.open(fixture.store)
+    with open_ledger(st) as ledger:
+        intent = [dict(e) for _, e in ledger.entries() if e.get("type") == "intent"
+                  and e.get("generation") == "gen3"][-1]
+        ledger.append({**intent, "created_utc": LATER}, signer=ledger_signer(st, ledger), now=parse_utc(LATER))
+    assert operator_audit(fixture)[0] == 1
+    _refused_by_its_log(cli_at("passport", "verify", path, "--store", fixture.store), "retried")
+    out = _export(fixture, tmp_path)
+    _refused_by_its_log(cli_at("passport", "verify", path, "--from", out, "--key", fixture.key_b64), "retried")
+    site = tmp_path / "site"
+    _refused_by_its_log(cli_at("site", "build", site, "--from", out), "nothing was published", "retried")
+    assert not (site / "index.html").exists()
+
+
+def test_attack_a_reveal_logged_to_move_a_rigged_draw_past_the_passport(fixture: AuditFixture) -> None:
+    """gen3 sealed on a draw that is not the one its recorded seed selects: the operator's audit names it at the
+    seal entry, from the private opening, and a passport on gen3 is refused. The operator then retires gen3 with
+    its reveal (its own check of the reveal skipped): the same fault was reported at the reveal entry, after the
+    passport, and the passport read as an honest "lapsed" (exit 4)."""
+    import heldout.generations.retire as retire
+    import heldout.generations.seal as seal_module
+    from heldout.generations.draw import draw_cases
+
+    seal = ["seal", "gen3", "--tasks", "bloodmnist", "--per-task", "20", "--expires", "2027-05-01",
+            "--budget-bits", "1e9", "--store", str(fixture.store)]
+    with operator_skipping(seal_module, "draw_cases",
+                           lambda seed, candidates, counts: draw_cases(bytes(32), candidates, counts)):
+        assert cli_at(*seal, at=NOW).exit_code == 0
+    add_bundle(fixture.store, "gen3", "rig", seed=901, skill=0.9)
+    path = _issue_without_audit(fixture, "rig", "gen3")
+    between, retired = "2026-09-02T12:00:00Z", "2026-09-03T00:00:00Z"
+    verify = ("passport", "verify", path, "--store", fixture.store, "--at", between)
+    _refused_by_its_log(cli_at(*verify, at=between), "draw")
+    with operator_skipping(retire, "verify_reveal", lambda *a, **k: None):
+        assert cli_at("retire", "gen3", "--reason", "expired", "--reveal", "--store", fixture.store,
+                      at=retired).exit_code == 0
+    _refused_by_its_log(cli_at(*verify, at=retired), "draw")
+
+
+def _score_it_would_get(store: Path, generation: str, model_id: str, *, seed: int, skill: float) -> float:
+    """The accuracy score :func:`add_bundle` would log for this run on ``generation`` (the operator holds the
+    labels of every sealed generation), worked out without logging it."""
+    import numpy as np
+
+    from heldout.generations import generation_cases
+    from tests.audit_support import TASK, synthetic_result
+
+    st = Store.open(store)
+    with open_ledger(st, read_only=True) as ledger:
+        labels = np.asarray(generation_cases(st, generation, TASK, ledger=ledger).labels, dtype=np.int64)
+        state = load_generations(ledger, parse_utc(NOW))[generation]
+    result = synthetic_result(model_id, labels, generation=generation, seed=seed, skill=skill, now=parse_utc(NOW),
+                              split_origin=state.split_origin(TASK))
+    return float(result.evaluation["dimensions"]["accuracy"]["score"])
+
+
+def test_attack_a_passport_released_the_score_of_a_public_bundle_that_does_not_rederive(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a Thresholdout generation an answer within the threshold releases the model's public estimate: the
+    score of its latest public bundle, which the passport does not cite. Knowing its held-out score (it holds the
+    labels), the operator logs a public bundle whose evaluation states that score and a quarter point more (its
+    predictions give far less), then the held-out bundle: the answer released the forged number (no bits
+    charged), and the passport citing it was valid to ``passport verify`` and the site, which re-derived the
+    cited bundles only. The bundles a cited bundle's release rests on are re-derived too."""
+    from tests.test_release_budget import thresholdout_store
+
+    monkeypatch.setenv("HELDOUT_NOW", LATER)
+    for attempt in range(6):  # (the noise secret is random per seal: an answer may still fall over the threshold,
+        store, ledger_id, data = thresholdout_store(tmp_path / str(attempt))  # itself noisy: about 1 in 5)
+        held_out = _score_it_would_get(store, "gen1", "m", seed=50, skill=0.2)
+
+        def forge(evaluation: dict[str, Any], score: float = round(held_out + 0.25, 6)) -> dict[str, Any]:
+            evaluation["dimensions"]["accuracy"]["score"] = score
+            return evaluation
+
+        public = add_bundle(store, "public", "m", seed=50, skill=0.2, data_root=data, edit=forge)
+        held = add_bundle(store, "gen1", "m", seed=50, skill=0.2)
+        st = Store.open(store)
+        with open_ledger(st, read_only=True) as ledger:
+            release = ledger.entry(held)["release"]
+            key = ledger.key.public_key.b64
+        if release["label_dependent"] is False:
+            break
+    assert release["public_bundle"] == public and release["value"] == round(held_out + 0.25, 6), release
+    fx = AuditFixture(store=store, ledger_id=ledger_id, data_root=data, key_b64=key)
+    path = _issue_without_audit(fx, "m", "gen1")
+    words = f"bundle entry {public} does not re-derive"
+    _refused_by_its_log(cli_at("passport", "verify", path, "--store", store), words)
+    out = _export(fx, tmp_path)
+    _refused_by_its_log(cli_at("passport", "verify", path, "--from", out, "--key", key), words)
+    site = tmp_path / "site"
+    _refused_by_its_log(cli_at("site", "build", site, "--from", out), "nothing was published", words)
+
+
+def test_attack_a_retried_draw_then_revealed(fixture: AuditFixture, tmp_path: Path) -> None:
+    """The operator kills gen3's seal after its intent is logged, throws the pending draw away and seals with
+    --retry-draw (a second intent: a draw chosen among several), then retires gen3 with its reveal. The reveal
+    recomputes the set hash of the manifest it opens, so verify-reveal said "verified"; the log it rests on
+    shows the draw was retried (FORMATS section 15 rule 8), and verify-reveal now refuses it with that."""
+    _retried_draw_revealed(fixture)
     out = _export(fixture, tmp_path)
     key = ("--key", fixture.key_b64)
     _refused_by_its_log(cli_at("verify-reveal", "gen3", "--from", out, *key), "the reveal", "retried")

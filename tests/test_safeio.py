@@ -80,6 +80,45 @@ def test_deep_nesting_within_64_kib_is_refused_without_recursion() -> None:
         check_json_depth(b"[" * 30000 + b"]" * 30000, what="entry")
 
 
+@given(st.integers(65, 5000), st.sampled_from([b"[", b'{"a":', b'[{"a":']), st.integers(0, 100),
+       st.sampled_from([b"", b"1", b"]", b"}", b'"x', b"]]]"]))
+def test_deep_nesting_that_is_never_closed_is_refused_without_recursion(opened: int, opener: bytes, closed: int,
+                                                                        tail: bytes) -> None:
+    """Nested past the limit and never closed (or closed by too few brackets, or the wrong ones): the depth check
+    passed it as "unbalanced: the parser reports it", and the parser recursed into every bracket before the
+    fault: a RecursionError from every reader of a stranger's file (red-team round 20). Refused by the depth
+    check; and whatever reaches the parser is a MalformedInput, never a RecursionError."""
+    from keys import MalformedInput
+    from seals import parse_json
+
+    text = opener * opened + tail + b"]" * min(closed, opened - 1)
+    with pytest.raises(UnsafeFile, match="nested more than 64"):
+        check_json_depth(text, what="doc")
+    with pytest.raises(MalformedInput):
+        parse_json(text, what="doc")
+
+
+@given(json_values, st.sampled_from([0, 30, 63, 64, 65, 2000]))
+def test_a_truncated_document_is_read_or_malformed_never_a_recursion(value: Any, wrapped: int) -> None:
+    """A document nested in ``wrapped`` arrays, cut anywhere: what is cut is refused as a MalformedInput (too
+    deep, or not JSON), never a RecursionError; what is whole and within the limit is read as it was."""
+    from keys import MalformedInput
+    from seals import parse_json
+
+    text = b"[" * wrapped + json.dumps(value).encode() + b"]" * wrapped
+    for cut in range(1, len(text) + 1, max(1, len(text) // 7)):
+        whole = cut == len(text) and depth(value) + wrapped <= 64
+        try:
+            parse_json(text[:cut], what="doc")
+        except MalformedInput:
+            assert not whole
+    if depth(value) + wrapped <= 64:
+        parsed = parse_json(text, what="doc")
+        for _ in range(wrapped):
+            parsed = parsed[0]
+        assert parsed == value
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     folder = tmp_path / "root"

@@ -223,7 +223,8 @@ class _Batches:
             try:
                 future = self.pool.submit(rederive_bundles, tuple(self.jobs))
             except (BrokenProcessPool, EOFError) as exc:  # (a worker died while an earlier batch ran, or
-                raise _worker_failure(exc) from None  # the forkserver that starts them)
+                self.interrupts.check()  # the forkserver that starts them; after a Ctrl-C, of the Ctrl-C)
+                raise _worker_failure(exc) from None
             for pending in self.waiting:
                 pending.future = future
             self.jobs, self.waiting = [], []
@@ -257,6 +258,7 @@ class _InBatch:
         try:
             outcome = self.future.result()[self.position]
         except (BrokenProcessPool, EOFError) as exc:  # (EOFError: the forkserver itself died at start)
+            self.batches.interrupts.check()  # (the interrupt, when there was one, is what ended it)
             raise _worker_failure(exc) from None
         self.batches.interrupts.check()
         return outcome

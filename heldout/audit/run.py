@@ -134,6 +134,8 @@ class _Context:
     _openings: dict[str, RevealDocument] = field(default_factory=dict)
     #: The bundles to re-derive (None: every one), see run_audit
     rederive: set[int] | None = None
+    #: With run_audit's ``through``: the entries after it, which only the export's own checks read
+    later_entries: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def record(self, index: int) -> EntryRecord | None:
         """Entry ``index`` as its typed record (None for a generic entry or one the ledger lacks)."""
@@ -248,7 +250,7 @@ class _Context:
 def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
               progress: AuditProgress | None = None, policy: Policy | None = None, jobs: int = 1,
               since: bytes | None = None, own_reports: Collection[str] = frozenset(),
-              rederive: Collection[int] | None = None) -> AuditReport:
+              rederive: Collection[int] | None = None, through: int | None = None) -> AuditReport:
     """Audit ``source`` at the reference time ``now``; never raises for what it finds (it reports it).
     ``policy``: the witness policy the checkpoints must satisfy (default: the source's own, if any).
     ``jobs``: processes that re-derive bundles (the report is the same whatever it is). Above 1, workers start
@@ -261,16 +263,23 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
     ``rederive``: the bundles to re-derive (default: every one). Given, the audit checks a published claim (a
     passport: the bundles it cites; :func:`heldout.audit.gate.require_clean_log`): every other bundle is checked
     in all but its re-derivation, and the checks that judge the audit's own moment (entries dated after it,
-    the witness policy) are left to the claim's verifier, which judges its own reference time and policy."""
+    the witness policy) are left to the claim's verifier, which judges its own reference time and policy.
+    The bundles a re-derived bundle's release rests on (:func:`_release_dependencies`) are re-derived too.
+    ``through``: judge the log as it stood when entry ``through`` was logged (a claim's entry): the replay, and
+    the export's own checks, cover the whole log, and every domain rule runs on entries 0 .. ``through`` alone,
+    so that nothing logged later can move, hide or cure what was wrong by then (red-team round 20: one more seal
+    intent after a passport moved the finding of a retried draw past it)."""
     report = AuditReport(ledger_id=source.ledger_id, mode=source.mode, audit_command=audit_command,
                          checked_utc=format_utc(now))
     ctx = _Context(source=source, report=report, now=now, rederive=None if rederive is None else set(rederive))
     tick = progress or _noop
     _replay(ctx, tick)
-    _decode_entries(ctx)
+    _decode_entries(ctx, through)
     if since is not None:
         _trust_since(ctx, since, own_reports)
     _load_generations(ctx)
+    if ctx.rederive is not None:
+        ctx.rederive |= _release_dependencies(ctx, ctx.rederive)
     _check_seals(ctx)
     _check_intents(ctx)
     _check_reveals(ctx)
@@ -283,6 +292,29 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
         _check_witnessing(ctx, policy if policy is not None else source.witness_policy())
     report.generations = {name: _generation_summary(state) for name, state in ctx.generations.items()}
     return report
+
+
+def _release_dependencies(ctx: _Context, indices: Collection[int]) -> set[int]:
+    """The bundles whose numbers the release records of the bundles ``indices`` rest on: a Thresholdout answer's
+    public estimate is its public bundle's score, and every answer depends on the transcript before it (the
+    generation's earlier bundles of the task). A claim that cites a bundle rests on them as much as on the
+    bundle itself (red-team round 20: a passport whose Thresholdout answer released the score of a public bundle
+    that does not re-derive was valid, since only the cited bundles were re-derived)."""
+    cited = [record for index in indices for record in [ctx.record(index)] if isinstance(record, BundleEntry)]
+    needed: set[int] = set()
+    for bundle in cited:
+        index = int(bundle.index or 0)
+        state = ctx.generations.get(bundle.generation)
+        if state is None or state.release_mode not in WITHHOLDING_MODES:
+            continue  # (a full release rests on nothing but the bundle)
+        release = bundle.get("release")
+        public = release.get("public_bundle") if isinstance(release, Mapping) else None
+        if type(public) is int and public < index:
+            needed.add(public)
+        needed.update(int(earlier.index or 0) for earlier in ctx.records(BundleEntry)
+                      if int(earlier.index or 0) < index and earlier.generation == bundle.generation
+                      and earlier.task == bundle.task)
+    return needed - set(indices)
 
 
 def _check_times(ctx: _Context) -> None:
@@ -560,9 +592,10 @@ def _walk_checkpoints(source: AuditSource) -> tuple[set[int], tuple[int, int] | 
 MAX_DAMAGED_ENTRIES = 100
 
 
-def _decode_entries(ctx: _Context) -> None:
+def _decode_entries(ctx: _Context, through: int | None = None) -> None:
     """The entries as the intact replay decoded them (each entry is decoded once); after a failed replay, which
-    stops at the first fault, every entry is read and decoded on its own so that each damaged one is named."""
+    stops at the first fault, every entry is read and decoded on its own so that each damaged one is named.
+    With ``through``, the entries after it are set aside (``ctx.later_entries``) before anything reads them."""
     if not ctx.report.ledger_intact:
         ctx.entries.clear()
         ctx.entry_bytes.clear()
@@ -583,6 +616,10 @@ def _decode_entries(ctx: _Context) -> None:
         except HeldoutError as exc:
             ctx.find("entry", exc)
             return
+    if through is not None:
+        for index in [i for i in ctx.entries if i > through]:
+            ctx.later_entries[index] = ctx.entries.pop(index)
+            ctx.entry_bytes.pop(index, None)
     ctx.count("entries", len(ctx.entries))
     genesis = ctx.entries.get(0)
     if genesis is None or genesis.get("type") != "genesis":
@@ -757,8 +794,12 @@ def _check_disjoint(ctx: _Context) -> None:
 
 
 def _check_published_reveals(ctx: _Context) -> None:
-    """A published reveal file beside the seal manifests must be the very blob its reveal entry logged."""
+    """A published reveal file beside the seal manifests must be the very blob its reveal entry logged (with
+    run_audit's ``through``: a reveal logged after it is that entry's, judged with the log it belongs to)."""
+    revealed_later = {entry.get("generation") for entry in ctx.later_entries.values() if entry.get("type") == "reveal"}
     for name, state in ctx.generations.items():
+        if state.reveal_index is None and name in revealed_later:
+            continue
         try:
             published = ctx.source.published_reveal(name)
         except HeldoutError as exc:
@@ -1172,7 +1213,8 @@ def _check_export(ctx: _Context) -> None:
     try:
         for problem in ctx.source.export_problems():
             ctx.find("export", problem, file=problem.evidence.get("file"))
-        for problem in ctx.source.stray_seal_files(sorted(ctx.entries.items())):
+        # (a seal file is published for a seal logged after ``through`` too: the export is judged whole)
+        for problem in ctx.source.stray_seal_files(sorted({**ctx.entries, **ctx.later_entries}.items())):
             ctx.find("export", problem, file=problem.evidence.get("file"))
     except HeldoutError as exc:
         ctx.find("export", exc)

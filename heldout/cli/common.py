@@ -139,6 +139,29 @@ err_console = CliConsole(stderr=True, highlight=False, soft_wrap=True, markup=Fa
 
 #: The narrowest a table column is laid out (its cells fold within it).
 MIN_COLUMN_WIDTH = 2
+#: The narrowest a command's ``--help`` is drawn: typer draws its option panels at the terminal's width, and
+#: below about 30 columns they came out as empty boxes, no option named (red-team round 20). Narrower terminals
+#: get lines folded by the terminal instead.
+HELP_MIN_WIDTH = 40
+
+
+@contextmanager
+def help_width_floor() -> Iterator[None]:
+    """While a command runs: when the terminal (or $COLUMNS) is narrower than :data:`HELP_MIN_WIDTH` and
+    $TERMINAL_WIDTH (typer's own setting) is not given, typer's help is drawn at that floor. Costs nothing at
+    ordinary widths (typer's help module is imported here only for a narrow terminal)."""
+    import shutil
+
+    if os.environ.get("TERMINAL_WIDTH") or shutil.get_terminal_size().columns >= HELP_MIN_WIDTH:
+        yield
+        return
+    import typer.rich_utils
+
+    saved, typer.rich_utils.MAX_WIDTH = typer.rich_utils.MAX_WIDTH, HELP_MIN_WIDTH
+    try:
+        yield
+    finally:
+        typer.rich_utils.MAX_WIDTH = saved
 
 
 def table_floor(made: Table) -> int:
@@ -351,7 +374,8 @@ def _run_main(run: Callable[..., Any], args: Sequence[str] | None, prog_name: st
         return StorageError.exit_code
     stdout_was_devnull = _stdout_is_devnull()
     try:
-        result = run(args=argv, prog_name=prog_name, standalone_mode=False, **extra)
+        with help_width_floor():
+            result = run(args=argv, prog_name=prog_name, standalone_mode=False, **extra)
         code = result if isinstance(result, int) and not isinstance(result, bool) else 0
     except _OutputClosed:
         code = _output_closed()

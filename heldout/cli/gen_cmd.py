@@ -35,7 +35,6 @@ from heldout.generations import (
     MemberProof,
     SealRequest,
     add_pool,
-    check_reveal,
     load_generations,
     open_ledger,
     pool_case_ids,
@@ -298,18 +297,11 @@ def verify_reveal_cmd(
 
     Example: heldout verify-reveal gen1 --from ./public-export --key KEY_B64"""
     require_from_folder(from_dir)
-    opened, now = open_store(store), command_now(at)
-    verdict = check_reveal(opened, generation, source=from_dir, ledger_id=ledger, now=now,
-                           pinned=parse_key_argument(key) if key is not None else None,
-                           policy=load_policy(policy_file) if policy_file is not None else None)
-    from ledger.public import is_public_log
+    from heldout.audit.gate import verify_reveal_claim
 
-    if from_dir is None or is_public_log(from_dir):  # (a plain folder of two files has no log to audit)
-        from heldout.audit.gate import require_ledger_clean
-
-        # the reveal opens a draw the log must show was made once, as sealed (a retried draw is a finding)
-        require_ledger_clean(store=opened, source=from_dir, ledger_id=ledger, at=now, rederive=(),
-                             claim="the reveal")
+    verdict = verify_reveal_claim(open_store(store), generation, source=from_dir, ledger_id=ledger,
+                                  at=command_now(at), pinned=parse_key_argument(key) if key is not None else None,
+                                  policy=load_policy(policy_file) if policy_file is not None else None)
     if as_json:
         print_json(verdict.to_json())
     else:

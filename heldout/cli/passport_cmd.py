@@ -18,7 +18,7 @@ from heldout.cli.common import (
     reference_time,
 )
 from heldout.generations import ledger_signer, open_ledger
-from heldout.passports import check_passport, issue_passport
+from heldout.passports import issue_passport
 from keys import (
     parse_key_argument,
 )
@@ -60,13 +60,10 @@ def verify(
     moment = reference_time(at)
     policy = load_policy(policy_file) if policy_file is not None else None
     doc = read_document_file(file, what="passport")
-    opened = open_store(store)
-    found = check_passport(doc, store=opened, source=from_dir, at=moment,
-                           pinned=parse_key_argument(key) if key is not None else None, policy=policy)
-    if found.ledger_checked:  # the log it rests on passes its audit, the passport's own bundles re-derived
-        from heldout.audit.gate import require_passport_log_clean
+    from heldout.audit.gate import verify_passport_claim
 
-        require_passport_log_clean(doc, store=opened, source=from_dir, at=moment)
+    found = verify_passport_claim(doc, store=open_store(store), source=from_dir, at=moment,
+                                  pinned=parse_key_argument(key) if key is not None else None, policy=policy)
     verdict, proven, witnessed, checked = found.verdict, found.proven, found.witnessed, found.ledger_checked
     offline = None if proven is None else (f"its seal and {len(verdict.passport.evaluations)} bundles proven "
                                            f"included offline at checkpoint size {proven.size}")

@@ -23,7 +23,7 @@ from heldout.staging import (
 )
 from heldout.store import Store
 from keys import Signer, TrustedKey, UsageError
-from keys.files import removed_on_failure
+from keys.files import folder_held
 from keys.signer import check_key_id
 from ledger import Ledger, LedgerBackend
 from ledger.errors import LedgerStorageError
@@ -204,30 +204,43 @@ def initialise_store(store: Store, *, name: str = DEFAULT_LEDGER_NAME, key_id: s
         raise UsageError("--name is 1-256 printable characters (NFC)", field="name", found=repr(name)[:80])
     if key_id is not None:
         check_key_id(key_id)
-    if database is None and store_database(store) is None:
-        resumed = _resume_init(store)
-        if resumed is not None:
-            return resumed
-    with removed_on_failure(store.root):  # a store this call creates is removed again if anything fails
-        store.create()
-        created_key = False
-        if any(store.private_keys.glob("*.key")) or key_id is not None:
-            signer = store.load_signer(key_id)
-        else:
-            fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
-            signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
-            signer.save(store.private_key_path(signer.key_id))
-            created_key = True
-        # Trusted in both cases (idempotent): an init killed between saving its key and trusting it left the key
-        # untrusted, and this re-run uses that key.
-        store.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
-        with create_ledger(store, signer, name=name, now=now, database=database) as ledger:
-            if database is not None:
-                store.set_database_url(database)
-            store.set_default_ledger_id(ledger.ledger_id)
-            return StoreInitialised(ledger_id=ledger.ledger_id, store=str(store.root), key_id=signer.key_id,
-                                    key_created=created_key, note_verifier_key=ledger.verifier_key,
-                                    ledger_location=ledger.location, database=database is not None)
+    # Held for the whole init (red-team round 20: two inits at once on a new store both reported success, each
+    # with a ledger and a key of its own, and one of them was not the store's): the second waits, then finds
+    # the store initialised, and leaves it be.
+    with folder_held(store.root) as held:
+        if store.default_ledger_file.is_file():
+            raise UsageError(f"the store at {store.root} is already initialised (ledger {store.default_ledger_id()})",
+                             path=str(store.default_ledger_file))
+        if database is None and store_database(store) is None:
+            resumed = _resume_init(store)
+            if resumed is not None:
+                return resumed
+        with held.removed_on_failure():  # a store folder this call made is removed again if anything fails
+            return _initialise(store, name=name, key_id=key_id, database=database, now=now)
+
+
+def _initialise(store: Store, *, name: str, key_id: str | None, database: str | None,
+                now: datetime) -> StoreInitialised:
+    """The store's layout, an operator key when it needs one, and its first ledger, made the default."""
+    store.create()
+    created_key = False
+    if any(store.private_keys.glob("*.key")) or key_id is not None:
+        signer = store.load_signer(key_id)
+    else:
+        fresh = Signer.generate(name=DEFAULT_KEY_NAME, key_id="pending")
+        signer = Signer.with_key_id(fresh, f"{DEFAULT_KEY_NAME}-{fresh.public_key.fingerprint[:8]}")
+        signer.save(store.private_key_path(signer.key_id))
+        created_key = True
+    # Trusted in both cases (idempotent): an init killed between saving its key and trusting it left the key
+    # untrusted, and this re-run uses that key.
+    store.keyring.add(TrustedKey(key_id=signer.key_id, name=signer.name, public_key=signer.public_key))
+    with create_ledger(store, signer, name=name, now=now, database=database) as ledger:
+        if database is not None:
+            store.set_database_url(database)
+        store.set_default_ledger_id(ledger.ledger_id)
+        return StoreInitialised(ledger_id=ledger.ledger_id, store=str(store.root), key_id=signer.key_id,
+                                key_created=created_key, note_verifier_key=ledger.verifier_key,
+                                ledger_location=ledger.location, database=database is not None)
 
 
 def _resume_init(store: Store) -> StoreInitialised | None:

@@ -259,12 +259,15 @@ def verify_published_reveal(log: PublicLog, generation: str, trusted: PublicKey 
                    blobs=log.blobs, source=source)
 
 def check_reveal(store: Store, generation: str, *, source: str | None, pinned: PublicKey | TrustedKey | None,
-                 ledger_id: str | None, now: datetime, policy: Policy | None = None) -> RevealVerdict:
+                 ledger_id: str | None, now: datetime, policy: Policy | None = None,
+                 log: PublicLog | None = None) -> RevealVerdict:
     """``heldout verify-reveal``: recompute ``generation``'s set hash from its reveal and check it against the
     signed manifest (under ``pinned``, else the keyring's issuer key, else, for the store's own ledger without a
     published manifest, that ledger's key), bound to the ledger's entries when there is a ledger: ``source``
     (a published ledger, replayed first, or a plain folder), else ``store``'s ledger ``ledger_id``. With
-    ``policy``, ``source`` must be a published ledger whose latest checkpoint the policy's quorum cosigned."""
+    ``policy``, ``source`` must be a published ledger whose latest checkpoint the policy's quorum cosigned.
+    ``log``: the published ledger at ``source`` already opened (whoever judges more than the reveal on it reads
+    it once: a server may answer two readings with two logs)."""
     from heldout.generations.ledgers import open_ledger
 
     generation = generation_argument(generation)  # (it names files: "../x" is bad input, not a tampered seal)
@@ -279,7 +282,7 @@ def check_reveal(store: Store, generation: str, *, source: str | None, pinned: P
                          field="--from")
     if source is not None and is_public_log(source):
         # Opened and replayed once: the entries the reveal is judged by, and with a policy its quorum.
-        log = open_public_log(source)
+        log = open_public_log(source) if log is None else log
         if policy is not None:
             report = verify_public_log(log, expected_id=ledger_id or log.ledger_id)
             policy.evaluate(log.latest_checkpoint(), origin=report.origin)

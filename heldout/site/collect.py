@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from heldout.entries import PassportEntry, records
 from heldout.generations import GenerationState, load_generations, open_ledger
@@ -30,6 +30,9 @@ from ledger.checkpoint import Checkpoint
 from ledger.entries import genesis_key
 from ledger.public import PublicLog, open_public_log
 from seals import PassportVerdict, parse_json_object, parse_utc
+
+if TYPE_CHECKING:  # (the audit is imported where the build runs it)
+    from heldout.audit.report import Finding
 
 
 class SiteBuildRefused(VerificationError):
@@ -222,27 +225,31 @@ def collect(export: PublicLog, *, at: datetime | None, release_tag: str | None,
 def _require_clean_log(export: PublicLog, passports: list[PassportRecord], ledger_id: str,
                        at: datetime) -> tuple[LaterFinding, ...]:
     """No passport is published from a log that fails its audit as it stood when the passport was logged: the
-    audit runs on the export, re-deriving every bundle a logged passport cites (``heldout.audit.gate``: the
-    leaderboard shows those numbers). Findings at entries after the last passport do not stop the build (the
-    passports stand on the log before them), but what those entries record is not vouched for: they are
-    returned, and every page that shows the log's state (the leaderboard, the generations) lists them."""
-    from heldout.audit.gate import cited_bundles, require_clean_log
+    audit runs on the export as it stood at the last passport's entry (``heldout.audit.gate``; every passport
+    before it is in that log), re-deriving every bundle a logged passport cites (the leaderboard shows those
+    numbers). What the log holds after it stops no passport, but is not vouched for: the audit of the whole log
+    (nothing re-derived) names its findings, which every page that shows the log's state (the leaderboard, the
+    generations) lists."""
+    from heldout.audit.gate import cited_bundles, refuse_on, require_clean_log
+    from heldout.audit.run import run_audit
     from heldout.audit.sources import ExportSource
 
     cited = {index for record in passports for index in cited_bundles(record.doc)}  # (every one verified above)
+    last = max((record.entry_index for record in passports), default=None)
+    source = ExportSource(export, ledger_id)
+    later: list[Finding] = []
     try:
-        # each passport is judged on the log as it stood when it was logged (heldout.audit.gate): the site
-        # is refused for a finding at or before its last passport's entry
-        last = max((record.entry_index for record in passports), default=-1)
-        audit = require_clean_log(ExportSource(export, ledger_id), now=at, rederive=cited, claim="the site",
-                                  through=lambda: last)
+        if last is not None:
+            require_clean_log(source, now=at, rederive=cited, claim="the site", through=last)
+        if last is None or last < export.size - 1:
+            whole = run_audit(source, now=at, audit_command="heldout site build", rederive=())
+            refuse_on([f for f in whole.findings if f.index is None], "the site")  # (the log's own, no entry's)
+            later = whole.findings
     except SourceUnavailable:
         raise
     except HeldoutError as exc:
         raise SiteBuildRefused(f"nothing was published: {exc.message}", **exc.evidence) from None
-    # (every finding left has an index past the last passport's: the others refused the build above)
-    return tuple(LaterFinding(check=f.check, index=f.index, message=f.message) for f in audit.findings
-                 if f.index is not None)
+    return tuple(LaterFinding(check=f.check, index=int(f.index or 0), message=f.message) for f in later)
 
 
 def _check_seal_files(export: PublicLog, entries: list[tuple[int, dict[str, Any]]]) -> None:

@@ -468,9 +468,10 @@ def leaderboard(site: SiteData) -> tuple[dict[str, Any], str]:
 
 
 def later_findings_notice(site: SiteData, root: str) -> str:
-    """The audit's findings at entries after the last passport, as a warning: the passports shown stand on the
-    log before them, but what those entries record (bundles, leakage charges, retirements, reveals) is not
-    vouched for, and the state shown (a generation's budget, a passport lapsed by a retirement) includes it."""
+    """The findings of the audit of the whole log that the log as it stood at the last passport did not have,
+    as a warning: the passports shown stand on that log, but what was logged after it (bundles, leakage
+    charges, retirements, reveals) is not vouched for, and the state shown (a generation's budget, a passport
+    lapsed by a retirement) includes it."""
     if not site.later_findings:
         return ""
     last = max((record.entry_index for record in site.passports), default=None)
@@ -478,11 +479,11 @@ def later_findings_notice(site: SiteData, root: str) -> str:
     rows = [[entry_page_link(root, f.index), esc(f.check), esc(f.message)] for f in site.later_findings]
     count = len(site.later_findings)
     return ('<section class="findings" id="later-findings"><h2>Audit findings after the last passport</h2>'
-            f"<p class=\"note\"><strong>The audit of this log has {count} finding{'s' if count > 1 else ''} at "
-            f"entries after {after}.</strong> No passport on this site rests on those entries (each is judged on "
-            "the log as it stood when it was logged), but what they record is not vouched for, and the state "
-            "this site shows (a generation's leakage budget and bundles, a passport lapsed by a retirement) "
-            "includes it. <code>python audit.py LEDGER --from EXPORT</code> names each.</p>"
+            f"<p class=\"note\"><strong>The audit of the whole log has {count} finding{'s' if count > 1 else ''} "
+            f"that the log as it stood at {after} did not have.</strong> No passport on this site rests on what "
+            "was logged after it (each is judged on the log as it stood when it was logged), but that is not "
+            "vouched for, and the state this site shows (a generation's leakage budget and bundles, a passport "
+            "lapsed by a retirement) includes it. <code>python audit.py LEDGER --from EXPORT</code> names each.</p>"
             + table(["entry", "check", "finding"], rows) + "</section>")
 
 
