@@ -2048,6 +2048,110 @@ def test_attack_a_server_that_shows_the_claim_one_log_and_its_audit_another(fixt
     _refused_by_its_log(result, words)
 
 
+# --- round 21: everything a claim rests on, and one verdict per passport -----------------------------------------
+
+def _trimmed(evaluation: dict[str, Any]) -> dict[str, Any]:
+    """An evaluation that releases less than its predictions give (no per-perturbation figures): a lower charge."""
+    evaluation["dimensions"]["corruption"]["per_perturbation"] = {}
+    return evaluation
+
+
+def test_attack_an_earlier_bundle_that_understates_its_charge_admits_a_passport_past_the_budget(
+        tmp_path: Path) -> None:
+    """gen3's budget admits the star's bundle only if another model's earlier bundle charged less than its
+    predictions release: the operator logs that one with a trimmed evaluation (about a third fewer bits). The
+    passport on the star's bundle rests on that charge (past the real budget, its bundle is refused), but the
+    gate re-derived the cited bundle only: valid to ``passport verify --store``. Every earlier bundle of a
+    budgeted generation is re-derived with the cited one."""
+    from heldout.generations.state import GenerationState
+
+    def gen3(fx: AuditFixture, budget: float) -> None:
+        assert cli_at("seal", "gen3", "--tasks", TASK, "--per-task", "20", "--expires", "2027-05-01",
+                      "--budget-bits", str(budget), "--store", fx.store, at=NOW).exit_code == 0
+
+    def state(fx: AuditFixture) -> GenerationState:
+        with open_ledger(Store.open(fx.store), read_only=True) as ledger:
+            return load_generations(ledger, parse_utc(NOW))["gen3"]
+
+    dry = build_store(tmp_path / "dry")  # (the same runs on a generation without a limit: their charges)
+    gen3(dry, 1e9)
+    with command_clock(NOW):
+        honest, trimmed = (add_bundle(dry.store, "gen3", f"other{k}", seed=72, skill=0.3, edit=edit)
+                           for k, edit in enumerate((None, _trimmed)))
+        star = add_bundle(dry.store, "gen3", "star", seed=73, skill=0.9)
+    charges = {bundle.index: bundle.leakage_bits for bundle in state(dry).bundles}
+    budget = round(state(dry).statement_bits + charges[trimmed] + charges[star] + 5, 6)
+    assert state(dry).statement_bits + charges[honest] + charges[star] > budget  # the real charges do not fit
+    fx = build_store(tmp_path / "real")
+    gen3(fx, budget)
+    with command_clock(NOW):
+        other = add_bundle(fx.store, "gen3", "other", seed=72, skill=0.3, edit=_trimmed)
+        add_bundle(fx.store, "gen3", "star", seed=73, skill=0.9)
+    path = _issue_without_audit(fx, "star", "gen3")
+    words = f"bundle entry {other} does not re-derive"
+    _refused_by_its_log(cli_at("passport", "verify", path, "--store", fx.store), words)
+    # (a third party cannot re-derive a sealed generation's bundles, this one's included: it learns at the reveal)
+
+
+def test_attack_a_forged_public_bundle_behind_an_earlier_answer_of_the_transcript(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cited Thresholdout answer rests on the answers before it (their bits, the gap since the last answer
+    over the threshold), and each of those on its own public bundle. Another model's public bundle states that
+    model's held-out score (its predictions give far less): its answer fell within the threshold, for 0 bits.
+    The gate re-derived the cited bundle, its own public bundle and the transcript, not the transcript's
+    public bundles: the passport was valid. Dependencies are followed to the end."""
+    from tests.test_release_budget import thresholdout_store
+
+    monkeypatch.setenv("HELDOUT_NOW", LATER)
+    for attempt in range(6):  # (an answer may fall over the noisy threshold all the same: about 1 in 5)
+        store, ledger_id, data = thresholdout_store(tmp_path / str(attempt))
+        held_out = round(_score_it_would_get(store, "gen1", "x", seed=60, skill=0.4), 6)
+
+        def forge(evaluation: dict[str, Any], score: float = held_out) -> dict[str, Any]:
+            evaluation["dimensions"]["accuracy"]["score"] = score
+            return evaluation
+
+        forged = add_bundle(store, "public", "x", seed=60, skill=0.0, data_root=data, edit=forge)
+        earlier = add_bundle(store, "gen1", "x", seed=60, skill=0.4)
+        with open_ledger(Store.open(store), read_only=True) as ledger:
+            within = ledger.entry(earlier)["release"]["label_dependent"] is False
+            key = ledger.key.public_key.b64
+        if within:
+            break
+    assert within
+    add_bundle(store, "public", "m", seed=61, skill=0.5, data_root=data)
+    add_bundle(store, "gen1", "m", seed=61, skill=0.5)
+    fx = AuditFixture(store=store, ledger_id=ledger_id, data_root=data, key_b64=key)
+    path = _issue_without_audit(fx, "m", "gen1")
+    _refused_by_its_log(cli_at("passport", "verify", path, "--store", store),
+                        f"bundle entry {forged} does not re-derive")
+
+
+def test_one_verdict_per_passport_when_a_later_entry_settles_a_pending_seal(fixture: AuditFixture,
+                                                                          tmp_path: Path) -> None:
+    """gen3's seal stopped after logging its intent; a passport on gen1 is logged then (by the operator's own
+    tooling), the same seal is resumed (the intent sealed as drawn), and an honest passport follows. The site,
+    gated at its last passport, published the first one as valid while ``passport verify`` refused it ("its draw
+    is pending"): two verdicts on one passport. A seal logged after a claim settles its intent as pending, not
+    abandoned: both passports verify, and the site agrees."""
+    seal = ["seal", "gen3", "--tasks", "bloodmnist", "--per-task", "20", "--expires", "2027-05-01",
+            "--budget-bits", "1e9", "--store", str(fixture.store)]
+    env = {**os.environ, "HELDOUT_CRASH_AT": "seal.staging", "HELDOUT_NOW": NOW, "PYTHONPATH": str(REPO_ROOT)}
+    assert subprocess.run([sys.executable, "-m", "heldout", *seal], env=env, capture_output=True,
+                          timeout=300).returncode != 0
+    first = _issue_without_audit(fixture, "model_0", "gen1")
+    assert cli_at(*seal).exit_code == 0  # resumed: the one intent, sealed
+    assert operator_audit(fixture)[0] == 0
+    second = issue(fixture, "model_1", "gen1")
+    for path in (first, second):
+        verified = cli_at("passport", "verify", path, "--store", fixture.store)
+        assert verified.exit_code == 0, verified.output
+    site = tmp_path / "site"
+    assert cli_at("site", "build", site, "--from", _export(fixture, tmp_path)).exit_code == 0
+    board = json.loads((site / "leaderboard.json").read_text())
+    assert sorted(row["model_id"] for b in board["boards"] for row in b["rows"]) == ["model_0", "model_1"]
+
+
 def test_attack_a_better_run_logged_again_as_the_latest(fixture: AuditFixture, tmp_path: Path) -> None:
     """A model's good run, then a worse one (the latest: what a passport must cite), then the good run's entry
     appended again through the library so that it is the latest. The audit names the repeat; the passport

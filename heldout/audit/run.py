@@ -295,25 +295,42 @@ def run_audit(source: AuditSource, *, now: datetime, audit_command: str,
 
 
 def _release_dependencies(ctx: _Context, indices: Collection[int]) -> set[int]:
-    """The bundles whose numbers the release records of the bundles ``indices`` rest on: a Thresholdout answer's
-    public estimate is its public bundle's score, and every answer depends on the transcript before it (the
-    generation's earlier bundles of the task). A claim that cites a bundle rests on them as much as on the
-    bundle itself (red-team round 20: a passport whose Thresholdout answer released the score of a public bundle
-    that does not re-derive was valid, since only the cited bundles were re-derived)."""
-    cited = [record for index in indices for record in [ctx.record(index)] if isinstance(record, BundleEntry)]
-    needed: set[int] = set()
-    for bundle in cited:
-        index = int(bundle.index or 0)
+    """The bundles whose numbers the claims on the bundles ``indices`` rest on, followed to the end (each one's own
+    are added too): on a generation with a leakage budget or a withholding release, every earlier bundle of the
+    generation (their charges admit or refuse this one, and a ladder or Thresholdout answer depends on the
+    transcript before it); a Thresholdout answer's public bundle (its public estimate is that bundle's score);
+    and the model's first bundle on a generation that releases in full (the reference for its optional
+    dimensions). A claim that cites a bundle rests on them as much as on the bundle itself (red-team rounds 20
+    and 21: a forged public estimate released by a valid passport; an evaluation that understated its charge
+    admitted a cited bundle within the budget; a public bundle behind an earlier answer of the transcript)."""
+    bundles = {int(bundle.index or 0): bundle for bundle in ctx.records(BundleEntry)}
+    by_generation: dict[str, list[int]] = {}
+    first_full: dict[str, int] = {}
+    for index, bundle in sorted(bundles.items()):
+        by_generation.setdefault(bundle.generation, []).append(index)
         state = ctx.generations.get(bundle.generation)
-        if state is None or state.release_mode not in WITHHOLDING_MODES:
-            continue  # (a full release rests on nothing but the bundle)
+        if state is not None and state.release_mode not in WITHHOLDING_MODES:
+            first_full.setdefault(bundle.model_id, index)
+    needed: set[int] = set()
+    todo = [index for index in indices if index in bundles]
+    while todo:
+        index = todo.pop()
+        bundle = bundles[index]
+        state = ctx.generations.get(bundle.generation)
+        depends: list[int] = []
+        if state is not None and (state.budget_bits is not None or state.release_mode in WITHHOLDING_MODES):
+            depends += [earlier for earlier in by_generation[bundle.generation] if earlier < index]
         release = bundle.get("release")
         public = release.get("public_bundle") if isinstance(release, Mapping) else None
-        if type(public) is int and public < index:
-            needed.add(public)
-        needed.update(int(earlier.index or 0) for earlier in ctx.records(BundleEntry)
-                      if int(earlier.index or 0) < index and earlier.generation == bundle.generation
-                      and earlier.task == bundle.task)
+        if type(public) is int and public in bundles and public < index:
+            depends.append(public)
+        reference = first_full.get(bundle.model_id)
+        if reference is not None and reference < index:
+            depends.append(reference)
+        for earlier in depends:
+            if earlier not in needed:
+                needed.add(earlier)
+                todo.append(earlier)
     return needed - set(indices)
 
 
@@ -699,16 +716,22 @@ def _check_intents(ctx: _Context) -> None:
     for intent in ctx.records(IntentEntry):
         intents.setdefault(intent.generation, []).append(int(intent.index or 0))
     used = {manifest.draw.get("intent_index") for manifest in ctx.manifests.values() if manifest.draw}
+    # With run_audit's ``through``: a generation sealed after it was pending then, not abandoned (a seal that
+    # draws from another intent logs that intent too, and the retry is a finding at it)
+    sealed_later = {entry.get("generation") for entry in ctx.later_entries.values() if entry.get("type") == "seal"}
     for name, indices in intents.items():
         if len(indices) > 1:
             listed = ", ".join(str(i) for i in indices)
+            # (placed at the second intent: where the retry shows, whatever is logged after it)
             ctx.find("draw", VerificationError(
                 f"the seal intent of {name} was logged {len(indices)} times (entries {listed}): its draw was "
-                "retried", generation=name, intents=indices), index=indices[-1])
+                "retried", generation=name, intents=indices), index=indices[1])
             continue
         sealed = ctx.generations.get(name)
         if sealed is not None and name not in ctx.manifests:
             continue  # sealed, but its manifest failed (a finding of its own): which intent it draws from is unknown
+        if sealed is None and name in sealed_later:
+            continue
         if indices[0] not in used:
             ctx.find("draw", VerificationError(
                 f"the seal intent of {name} at entry {indices[0]} was never sealed: its draw is pending (a seal "
