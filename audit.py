@@ -5,7 +5,13 @@ Exit codes: 0 clean, 1 something failed (each finding names its entry or file), 
 incomplete (bundles on still-sealed generations in a third-party replay).
 """
 
-from heldout.cli.audit_cmd import main
+import sys
+
+try:
+    from heldout.cli.audit_cmd import main
+except KeyboardInterrupt:  # Ctrl-C while it loads (a second or so): the interrupt's one line, not a traceback
+    sys.stderr.write("audit.py: aborted\n")
+    sys.exit(130)
 
 if __name__ == "__main__":
     main()

@@ -260,17 +260,32 @@ def folder_held(folder: Path) -> Iterator[HeldFolder]:
     probe = folder
     while not probe.exists() and probe != probe.parent:
         top, probe = probe, probe.parent
-    try:
+    while True:
         try:
-            folder.mkdir(parents=True)  # (made here, or it exists: whoever made it, it is held the same way)
-            made = True
-        except FileExistsError:
-            made = False
-        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as exc:
-        raise storage_error(exc) from None
+            try:
+                folder.mkdir(parents=True)  # (made here, or it exists: whoever made it, it is held the same way)
+                made = True
+            except FileExistsError:
+                made = False
+            descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise storage_error(exc) from None
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            held = os.fstat(descriptor)
+            try:
+                now = os.stat(folder)
+            except FileNotFoundError:
+                now = None
+        except OSError as exc:
+            os.close(descriptor)
+            raise storage_error(exc) from None
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            break
+        # The folder was taken away (a holder that made it failed and removed it) or replaced while this call
+        # waited: the lock is on a folder no longer there, and another command may hold the new one. Again.
+        os.close(descriptor)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield HeldFolder(folder, made, top)
     finally:
         os.close(descriptor)  # (releases the lock)

@@ -91,8 +91,8 @@ def parse_public_key_file(data: bytes, *, source: str) -> TrustedKey:
     """A public key file's bytes (``<key_id>.pub.json``) as a trusted key; refuses anything else."""
     try:
         check_json_depth(data, what=source)
-        body = json.loads(data)
-    except (UnicodeDecodeError, ValueError, MalformedInput) as exc:
+        body = json.loads(data.decode("utf-8"))  # (UTF-8 only: json.loads would take UTF-16 bytes too)
+    except (ValueError, MalformedInput, RecursionError) as exc:
         raise MalformedInput(f"{source} is not a readable JSON key file", path=source) from exc
     return TrustedKey.from_json(body, source=source)
 
@@ -120,8 +120,8 @@ def parse_key_argument(text: str) -> PublicKey:
             return PublicKey(raw)
         try:
             check_json_depth(raw, what="--key file")
-            body = json.loads(raw)
-        except (ValueError, MalformedInput):
+            body = json.loads(raw.decode("utf-8"))  # (UTF-8 only, as the depth check reads it)
+        except (ValueError, MalformedInput, RecursionError):
             body = None
         if isinstance(body, dict):
             if "seed_b64" in body:

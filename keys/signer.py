@@ -94,12 +94,12 @@ class Signer:
         raw = read_private_file(path, limit=KEY_FILE_LIMIT)
         try:
             check_json_depth(raw, what="private key file")
-            body = json.loads(raw)
+            body = json.loads(raw.decode("utf-8"))  # (UTF-8 only, as the depth check reads it)
             from base64 import b64decode
 
             seed = b64decode(body["seed_b64"], validate=True)
             signer = cls.from_seed(seed, name=body["name"], key_id=body["key_id"])
-        except (ValueError, KeyError, TypeError, HeldoutError):
+        except (ValueError, KeyError, TypeError, RecursionError, HeldoutError):
             # Deliberately no detail from the file: it holds the seed.
             raise KeyFileError(f"private key file {path} is not a heldout key file", path=str(path)) from None
         if body.get("public_key_b64") != signer.public_key.b64:

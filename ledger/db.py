@@ -275,8 +275,8 @@ def _undecodable_schema(path: Path) -> LedgerIntegrityError:
 def readable_schema(version: object, newest: int = SCHEMA_VERSION) -> bool:
     """Whether a stored ``schema_version`` is one this code reads: a decimal number (ASCII digits: whoever holds
     the database may write anything there) from 1 to ``newest`` (:data:`SCHEMA_VERSION` for a SQLite file)."""
-    return isinstance(version, str) and ASCII_DIGITS.fullmatch(version) is not None \
-        and 1 <= int(version) <= newest
+    return isinstance(version, str) and len(version) <= 9 and ASCII_DIGITS.fullmatch(version) is not None \
+        and 1 <= int(version) <= newest  # (the length first: int() of thousands of digits is refused, a trace)
 
 
 def _checked_version(db: Database, path: Path, version: tuple[str] | None) -> Database:

@@ -11,6 +11,7 @@ POSIX locks held by this process.
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -178,25 +179,42 @@ class SqliteStorage:
         return checkpoint_row(self.conn.execute(
             f"SELECT {_CHECKPOINT} FROM checkpoints ORDER BY size DESC LIMIT 1").fetchone())
 
+    @functools.cached_property
+    def _has_cosignatures(self) -> bool:
+        """Whether the file has the cosignatures table: a schema-1 file read without migrating has none (and
+        holds no cosignature), which is no reason to refuse reading it."""
+        return self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cosignatures'"
+                                 ).fetchone() is not None
+
     def cosignature_lines(self, size: int) -> list[str]:
+        if not self._has_cosignatures:
+            return []
         rows = self.conn.execute(f"SELECT {_text('line')} FROM cosignatures WHERE size = ? ORDER BY witness, key_id, "
                                  "timestamp", (size,)).fetchall()
         return [str(row[0]) for row in rows]
 
     def cosignature_rows(self) -> Iterator[CosignatureRow]:
+        if not self._has_cosignatures:
+            return
         for a, b, c, d, e, f, g in self.conn.execute(f"SELECT {_COSIGNATURE} FROM cosignatures ORDER BY size, "
                                                      "witness, key_id, timestamp"):
             yield int(a), str(b), str(c), int(d), str(e), str(f), str(g)
 
     def witness_sizes(self) -> dict[str, int]:
+        if not self._has_cosignatures:
+            return {}
         rows = self.conn.execute("SELECT vkey, MAX(size) FROM cosignatures GROUP BY vkey").fetchall()
         return {str(vkey): int(size) for vkey, size in rows}
 
     def witness_latest_timestamps(self) -> dict[str, int]:
+        if not self._has_cosignatures:
+            return {}
         rows = self.conn.execute("SELECT vkey, MAX(timestamp) FROM cosignatures GROUP BY vkey").fetchall()
         return {str(vkey): int(stamp) for vkey, stamp in rows}
 
     def latest_cosignature_timestamp(self, limit: int) -> int | None:
+        if not self._has_cosignatures:
+            return None
         row = self.conn.execute("SELECT MAX(timestamp) FROM cosignatures WHERE size <= ?", (limit,)).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 

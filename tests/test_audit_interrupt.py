@@ -106,3 +106,52 @@ def test_an_interrupt_while_the_audit_starts_its_workers_is_the_interrupt(tmp_pa
         assert audit.returncode == 130, stderr[-2000:]
         assert "Traceback" not in stderr and "Fatal Python error" not in stderr, stderr[-2000:]
         assert len([line for line in stderr.splitlines() if line.strip()]) <= 1, stderr[-2000:]
+
+
+TERMINATED = textwrap.dedent('''
+    import os, signal, sys
+    import numpy as np
+    from heldout.audit.rederive import RederiveJob, bundle_rederiver
+
+    def main() -> None:
+        job = RederiveJob(index=1, evaluation=b'{"spec_version": "MedEval-1 v0.1"}', predictions=b"not a zip",
+                          labels=np.zeros(10, dtype=np.int64))
+        with bundle_rederiver(2, 100_000) as (submit, in_flight):
+            submit(job).result()  # the workers are up
+            os.kill(os.getpid(), signal.SIGTERM)  # as `kill PID` does: this process only
+            while True:
+                submit(job).result()
+
+    if __name__ == "__main__":
+        main()
+''')
+
+
+def test_a_terminated_parallel_audit_ends_its_workers(tmp_path: Path) -> None:
+    """``kill PID`` of an audit with workers (red-team round 21): SIGTERM ended the main process on the spot, and
+    its workers, its forkserver and the resource tracker lived on, holding the command's output open (a caller
+    waiting for its end waited for good). The audit ends the pool and exits 143; nothing of it is left."""
+    import os
+    import time
+
+    driver = tmp_path / "driver.py"
+    driver.write_text(TERMINATED)
+    run = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True, env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"})
+    _, stderr = run.communicate(timeout=120)  # (EOF: nothing holds the output open any more)
+    assert run.returncode == 143, stderr[-2000:]
+
+    def in_session() -> list[int]:
+        found = []
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[3]) == run.pid:
+                    found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+        return found
+
+    deadline = time.monotonic() + 10
+    while in_session() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert in_session() == []

@@ -109,6 +109,23 @@ def test_help_in_a_narrow_terminal_names_every_option(args: list[str], columns: 
     assert script.returncode == 0 and "--from" in script.stdout and "--jobs" in script.stdout, script.stdout
 
 
+@pytest.mark.parametrize("setting", ["COLUMNS=0", "COLUMNS=-5", "COLUMNS=abc", "COLUMNS=100000000",
+                                     "TERMINAL_WIDTH=abc", "TERMINAL_WIDTH=1.5", "TERMINAL_WIDTH=0"])
+def test_help_with_an_odd_width_setting_names_every_option(setting: str) -> None:
+    """Widths that are no width (red-team round 21): a $TERMINAL_WIDTH that is no number was a traceback from
+    typer's help module, a zero width an empty help, a huge $COLUMNS hundreds of megabytes of it. Each is
+    help of every option, at most 400 columns wide."""
+    from heldout.cli.common import HELP_MAX_WIDTH
+
+    name, value = setting.split("=", 1)
+    env = {key: val for key, val in os.environ.items() if key not in ("COLUMNS", "TERMINAL_WIDTH")}
+    run = subprocess.run([sys.executable, "-m", "heldout", "ledger", "verify", "--help"], capture_output=True,
+                         text=True, timeout=60, env={**env, name: value, "PYTHONPATH": str(REPO_ROOT)})
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert all(option in run.stdout for option in ("--store", "--from", "--jobs", "--policy")), run.stdout
+    assert max(map(len, run.stdout.splitlines())) <= HELP_MAX_WIDTH
+
+
 # --- --json, hashes, reprs ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", [p for p in COMMANDS if tuple(p) not in NO_DATA], ids=" ".join)

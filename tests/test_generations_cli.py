@@ -131,6 +131,53 @@ def test_inits_at_once_on_a_new_store_make_one_ledger_and_refuse_the_others(tmp_
     assert len(list(st.private_keys.glob("*.key"))) == 1
 
 
+def _init_in_turn(root: str, role: str, answers: Any) -> None:
+    import time
+
+    import heldout.generations.ledgers as ledgers
+
+    real = ledgers._initialise
+
+    def paced(store: Store, **options: Any) -> Any:
+        if role == "first":
+            time.sleep(1.0)
+            raise UsageError("no private key 'typo'")  # as `heldout init --key-id typo` on a new store
+        time.sleep(1.5 if role == "second" else 0.0)
+        return real(store, **options)
+
+    ledgers._initialise = paced
+    try:
+        made = ledgers.initialise_store(Store(Path(root)), now=parse_utc("2026-03-01T00:00:00Z"))
+        answers.put((role, "made", made.ledger_id))
+    except UsageError as exc:
+        answers.put((role, "refused", exc.message))
+
+
+def test_an_init_that_fails_and_removes_the_new_store_folder_does_not_free_two_others(tmp_path: Path) -> None:
+    """The first init makes the store folder, holds it and fails (and removes the folder it made); a second
+    waited on the folder it removed, and a third made a new one: each held a folder of its own and both made
+    a ledger (red-team round 21). A holder checks, once it holds the folder, that it is still the folder at
+    that path: the second makes the store, the third is refused."""
+    import multiprocessing
+    import time
+
+    context = multiprocessing.get_context("fork")
+    store = tmp_path / "new" / "store"
+    answers = context.Queue()
+    runs = []
+    for role, delay in (("first", 0.0), ("second", 0.4), ("third", 1.4)):
+        time.sleep(delay)
+        runs.append(context.Process(target=_init_in_turn, args=(str(store), role, answers)))
+        runs[-1].start()
+    results = sorted(answers.get(timeout=120) for _ in runs)
+    for run in runs:
+        run.join(timeout=60)
+    assert [(role, kind) for role, kind, _ in results] == [("first", "refused"), ("second", "made"),
+                                                           ("third", "refused")], results
+    st = Store.open(store)
+    assert [p.name for p in st.ledgers.glob("*.sqlite")] == [f"{results[1][2]}.sqlite"]
+
+
 def test_pool_add_hashes_cases_keeps_them_private_and_skips_known_ones(env: SimpleNamespace) -> None:
     st = Store.open(env.store)
     assert len(pool_case_ids(st, "bloodmnist")) == 200

@@ -380,6 +380,36 @@ def test_a_schema_2_file_is_read_as_it_is_and_migrated_when_written(tmp_path: Pa
         assert ledger.verify().size == 26
 
 
+def test_a_schema_1_file_is_read_as_it_is(tmp_path: Path) -> None:
+    """A schema 1 ledger (no cosignatures table) verifies read-only against schema 1's triggers: reading it
+    asked for its cosignatures table and refused the file (red-team round 21)."""
+    with new_ledger(tmp_path, entries=5) as ledger:
+        path = ledger.path
+    assert path is not None
+    as_schema_2(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    for trigger in ("cosignatures_no_update", "cosignatures_no_delete", "cosignatures_on_checkpoints"):
+        conn.execute(f"DROP TRIGGER {trigger}")
+    conn.execute("DROP TABLE cosignatures")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name != '0001_initial'")
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.close()
+    with Ledger.open(path, read_only=True) as old:
+        assert old.verify().size == 6 and old.witness_sizes() == {} and old.cosignature_lines(6) == []
+
+
+def test_a_schema_version_of_thousands_of_digits_is_a_usage_error(tmp_path: Path) -> None:
+    """int() of 5,000 digits raises (Python's limit): the version was read as a number before its length."""
+    with new_ledger(tmp_path) as ledger:
+        conn = raw(ledger)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", ("9" * 5000,))
+        conn.close()
+        path = ledger.path
+    for read_only in (True, False):
+        with pytest.raises(LedgerUsageError, match="this heldout reads up to"):
+            Ledger.open(path, read_only=read_only)
+
+
 @pytest.mark.parametrize("claimed", ["1", "2"])
 def test_attack_an_older_schema_version_written_to_be_held_to_fewer_triggers(tmp_path: Path, claimed: str) -> None:
     """Whoever holds the file writes an older schema_version into meta, so that ``verify`` would hold it to that

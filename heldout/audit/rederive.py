@@ -272,21 +272,34 @@ class _DeferredInterrupts:
 
     def __init__(self) -> None:
         self.pending = False
+        self.terminated = False
         self.previous: Any = None
+        self.previous_term: Any = None
 
     def __enter__(self) -> _DeferredInterrupts:
         if threading.current_thread() is threading.main_thread():  # (only the main thread handles signals)
             self.previous = signal.signal(signal.SIGINT, self._note)
+            # ``kill PID`` (SIGTERM) too: by default it ended this process on the spot, and its workers, its
+            # forkserver and the resource tracker lived on, holding the command's output open (red-team round 21)
+            self.previous_term = signal.signal(signal.SIGTERM, self._note_term)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
+        if self.previous_term is not None:
+            signal.signal(signal.SIGTERM, self.previous_term)
 
     def _note(self, signum: int, frame: Any) -> None:
         self.pending = True
 
+    def _note_term(self, signum: int, frame: Any) -> None:
+        self.terminated = True
+
     def check(self) -> None:
+        if self.terminated:
+            self.terminated = False
+            raise SystemExit(128 + signal.SIGTERM)  # (the pool is ended on the way out, its workers with it)
         if self.pending:
             self.pending = False
             raise KeyboardInterrupt

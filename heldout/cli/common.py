@@ -145,25 +145,46 @@ MIN_COLUMN_WIDTH = 2
 HELP_MIN_WIDTH = 40
 
 
+#: The widest: a huge $COLUMNS drew help hundreds of megabytes wide (red-team round 21).
+HELP_MAX_WIDTH = 400
+
+
+def _width_setting(name: str) -> int | None:
+    """$COLUMNS or $TERMINAL_WIDTH as a number when it is one (None when unset); -1 when it is set to
+    something else (rich and typer read it as they can: typer's module fails to import on "abc")."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else -1
+
+
 @contextmanager
 def help_width_floor() -> Iterator[None]:
-    """While a command runs: when the terminal (or $COLUMNS) is narrower than :data:`HELP_MIN_WIDTH` and
-    $TERMINAL_WIDTH (typer's own setting) is not given, typer's help is drawn at that floor. Costs nothing at
-    ordinary widths (typer's help module is imported here only for a narrow terminal)."""
+    """While a command runs, typer's help is drawn between :data:`HELP_MIN_WIDTH` and :data:`HELP_MAX_WIDTH`
+    columns: at the width $TERMINAL_WIDTH (typer's own setting), else $COLUMNS, else the terminal gives, brought
+    within those bounds; a setting that is no number counts as unset. Costs nothing at ordinary widths (typer's
+    help module is imported here only otherwise)."""
     import shutil
 
-    if os.environ.get("TERMINAL_WIDTH") or shutil.get_terminal_size().columns >= HELP_MIN_WIDTH:
+    terminal, columns = _width_setting("TERMINAL_WIDTH"), _width_setting("COLUMNS")
+    width = terminal if terminal is not None and terminal > 0 else columns if columns is not None and columns > 0 \
+        else shutil.get_terminal_size().columns
+    bounded = min(max(width, HELP_MIN_WIDTH), HELP_MAX_WIDTH)
+    if bounded == width and terminal not in (-1, 0) and columns not in (-1, 0):
         yield
         return
-    import typer.rich_utils
-
-    saved, typer.rich_utils.MAX_WIDTH = typer.rich_utils.MAX_WIDTH, HELP_MIN_WIDTH
+    saved_setting = os.environ.pop("TERMINAL_WIDTH", None) if terminal == -1 else None
+    try:
+        import typer.rich_utils  # (with a TERMINAL_WIDTH it can read: it reads it once, when imported)
+    finally:
+        if saved_setting is not None:
+            os.environ["TERMINAL_WIDTH"] = saved_setting
+    saved, typer.rich_utils.MAX_WIDTH = typer.rich_utils.MAX_WIDTH, bounded
     try:
         yield
     finally:
         typer.rich_utils.MAX_WIDTH = saved
-
-
 def table_floor(made: Table) -> int:
     """The width below which ``made`` would lose cells: each column at :data:`MIN_COLUMN_WIDTH` plus its padding
     and the borders between and around them."""
